@@ -1,0 +1,3 @@
+module github.com/delegationstudio/studio
+
+go 1.26.8

@@ -1,0 +1,256 @@
+package delegation
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// EventType names an event of formats.md §3.
+type EventType string
+
+const (
+	EventSessionStarted     EventType = "session.started"
+	EventSessionFinished    EventType = "session.finished"
+	EventAgentStarted       EventType = "agent.started"
+	EventAgentFinished      EventType = "agent.finished"
+	EventModelStarted       EventType = "model.started"
+	EventModelFinished      EventType = "model.finished"
+	EventModelDelta         EventType = "model.delta" // live only: never stored
+	EventMessageAdded       EventType = "message.added"
+	EventToolStarted        EventType = "tool.started"
+	EventToolFinished       EventType = "tool.finished"
+	EventDelegationStarted  EventType = "delegation.started"
+	EventDelegationFinished EventType = "delegation.finished"
+	EventDelegationRefused  EventType = "delegation.refused"
+	EventSummarization      EventType = "summarization"
+	EventFilesChanged       EventType = "files.changed"
+)
+
+// Event is one entry of a session's log. Seq counts from 1 per session; the
+// engine hands events to its Sink in seq order.
+type Event struct {
+	Seq     int64           `json:"seq"`
+	Type    EventType       `json:"type"`
+	AgentID string          `json:"agent_id"` // "" for session events; null in JSON
+	At      time.Time       `json:"at"`
+	Data    json.RawMessage `json:"data"`
+}
+
+type eventJSON struct {
+	Seq     int64           `json:"seq"`
+	Type    EventType       `json:"type"`
+	AgentID *string         `json:"agent_id"`
+	At      time.Time       `json:"at"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// MarshalJSON writes a session-level event's agent_id as null.
+func (e Event) MarshalJSON() ([]byte, error) {
+	j := eventJSON{Seq: e.Seq, Type: e.Type, At: e.At.UTC(), Data: e.Data}
+	if e.AgentID != "" {
+		j.AgentID = &e.AgentID
+	}
+	if j.Data == nil {
+		j.Data = json.RawMessage("{}")
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var j eventJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Event{Seq: j.Seq, Type: j.Type, At: j.At, Data: j.Data}
+	if j.AgentID != nil {
+		e.AgentID = *j.AgentID
+	}
+	return nil
+}
+
+// Sink receives a session's events, one at a time and in seq order. The
+// engine does not implement it: the session recorder, the live hub and the
+// CLI do. Emit must not block for long: it is called while the engine holds
+// the lock that orders events.
+type Sink interface {
+	Emit(Event)
+}
+
+// SinkFunc adapts a function to a Sink.
+type SinkFunc func(Event)
+
+// Emit calls f.
+func (f SinkFunc) Emit(e Event) { f(e) }
+
+// The payloads of each event's Data, as the engine writes them.
+
+// SessionStarted is the data of session.started.
+type SessionStarted struct {
+	SessionID string            `json:"session_id"`
+	Name      string            `json:"name"`
+	Prompt    string            `json:"prompt"`
+	Tokenizer string            `json:"tokenizer"`
+	Files     map[string]string `json:"files"`
+}
+
+// SessionFinished is the data of session.finished.
+type SessionFinished struct {
+	Status string            `json:"status"`
+	Error  string            `json:"error,omitempty"`
+	Answer string            `json:"answer"`
+	Files  map[string]string `json:"files"`
+}
+
+// AgentInfo describes an agent in the tree.
+type AgentInfo struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	ParentID   string `json:"parent_id,omitempty"`
+	Mode       Mode   `json:"mode,omitempty"`
+	TaskCallID string `json:"task_call_id,omitempty"`
+	Invocation int    `json:"invocation"`
+}
+
+// ToolCost is a tool definition's size as the model receives it.
+type ToolCost struct {
+	Name   string `json:"name"`
+	Tokens int    `json:"tokens"`
+}
+
+// AgentStarted is the data of agent.started.
+type AgentStarted struct {
+	Agent        AgentInfo  `json:"agent"`
+	SystemPrompt string     `json:"system_prompt"`
+	SystemTokens int        `json:"system_tokens"`
+	Tools        []ToolCost `json:"tools"`
+	MaxSteps     int        `json:"max_steps"`
+}
+
+// AgentFinished is the data of agent.finished.
+type AgentFinished struct {
+	Status  string `json:"status"` // done or failed
+	Error   string `json:"error,omitempty"`
+	Steps   int    `json:"steps"`
+	Receipt string `json:"receipt"`
+}
+
+// ModelCall records one model call: what it received, as ranges of message
+// lists, and what that cost.
+type ModelCall struct {
+	ID              string     `json:"id"`
+	AgentID         string     `json:"agent_id"`
+	Index           int        `json:"index"`
+	Purpose         Purpose    `json:"purpose"`
+	SystemPrompt    string     `json:"system_prompt"`
+	SystemTokens    int        `json:"system_tokens"`
+	Context         []Range    `json:"context"`
+	Tools           []ToolCost `json:"tools"`
+	ToolTokens      int        `json:"tool_tokens"`
+	MessageTokens   int        `json:"message_tokens"`
+	InheritedTokens int        `json:"inherited_tokens"`
+	InputTokens     int        `json:"input_tokens"`
+	OutputMessageID string     `json:"output_message_id"`
+	Usage           *Usage     `json:"usage,omitempty"`
+}
+
+// ModelStarted is the data of model.started: sent before the call, so a slow
+// call shows as running.
+type ModelStarted struct {
+	Call ModelCall `json:"call"`
+}
+
+// ModelFinished is the data of model.finished.
+type ModelFinished struct {
+	ModelCallID     string `json:"model_call_id"`
+	OutputMessageID string `json:"output_message_id,omitempty"`
+	OutputTokens    int    `json:"output_tokens"`
+	DurationMS      int64  `json:"duration_ms"`
+	Usage           *Usage `json:"usage,omitempty"`
+	Error           string `json:"error,omitempty"`
+}
+
+// ModelDelta is the data of model.delta.
+type ModelDelta struct {
+	ModelCallID string `json:"model_call_id"`
+	Text        string `json:"text"`
+}
+
+// MessageAdded is the data of message.added.
+type MessageAdded struct {
+	Index   int      `json:"index"` // position in the agent's message list
+	Message *Message `json:"message"`
+}
+
+// ToolStarted is the data of tool.started.
+type ToolStarted struct {
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
+	Args       json.RawMessage `json:"args"`
+}
+
+// ToolFinished is the data of tool.finished.
+type ToolFinished struct {
+	ToolCallID string `json:"tool_call_id"`
+	Name       string `json:"name"`
+	IsError    bool   `json:"is_error"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// DelegationStarted is the data of delegation.started.
+type DelegationStarted struct {
+	ToolCallID   string `json:"tool_call_id"`
+	ChildID      string `json:"child_id"`
+	SubagentType string `json:"subagent_type"`
+	Mode         Mode   `json:"mode"`
+	Description  string `json:"description"`
+}
+
+// DelegationFinished is the data of delegation.finished, sent when the
+// receipt enters the parent.
+type DelegationFinished struct {
+	ToolCallID       string   `json:"tool_call_id"`
+	ChildID          string   `json:"child_id"`
+	ReceiptMessageID string   `json:"receipt_message_id"`
+	IsError          bool     `json:"is_error"`
+	Returned         []string `json:"returned"`  // state that came back: receipt, files
+	HeldBack         []string `json:"held_back"` // state that did not: messages, todos, structured_response
+}
+
+// Refusal reasons of delegation.refused.
+const (
+	RefusedNested      = "nested"
+	RefusedUnknownType = "unknown_type"
+)
+
+// DelegationRefused is the data of delegation.refused.
+type DelegationRefused struct {
+	ToolCallID   string `json:"tool_call_id"`
+	Reason       string `json:"reason"`
+	SubagentType string `json:"subagent_type"`
+	Message      string `json:"message"`
+}
+
+// Summarization is the data of summarization (delegation.md §7).
+type Summarization struct {
+	CutoffIndex    int      `json:"cutoff_index"`
+	SummaryMessage *Message `json:"summary_message"`
+	FilePath       string   `json:"file_path"`
+	FoldedMessages int      `json:"folded_messages"`
+	TokensBefore   int      `json:"tokens_before"`
+	TokensAfter    int      `json:"tokens_after"`
+}
+
+// FileChange is one write or delete.
+type FileChange struct {
+	Path    string `json:"path"`
+	Content string `json:"content,omitempty"`
+	Deleted bool   `json:"deleted,omitempty"`
+}
+
+// FilesChanged is the data of files.changed: an agent's filesystem changed,
+// by its own tool or by a child's changes merged back (From names the child).
+type FilesChanged struct {
+	From    string       `json:"from,omitempty"`
+	Changes []FileChange `json:"changes"`
+}

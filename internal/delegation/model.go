@@ -1,0 +1,67 @@
+package delegation
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Model is where an agent's next turn comes from: a scripted model that
+// plays a scenario's script, or an OpenAI-compatible endpoint. The engine
+// calls it; adapters implement it.
+type Model interface {
+	Generate(ctx context.Context, req *Request) (*Response, error)
+}
+
+// Purpose says why the engine asks the model.
+type Purpose string
+
+const (
+	PurposeTurn    Purpose = "turn"    // the agent's next turn
+	PurposeSummary Purpose = "summary" // a summary of Request.Messages, to replace them
+)
+
+// Caller identifies the agent a request is for. Name is "main" for the main
+// agent and the subagent's spec name for a child; Invocation counts the
+// times that subagent has been started, from 0, in tool-call order.
+type Caller struct {
+	AgentID    string
+	Name       string
+	Invocation int
+}
+
+// ToolDef is a tool as the model sees it.
+type ToolDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Request is one model call: everything the model receives.
+type Request struct {
+	Caller   Caller
+	Purpose  Purpose
+	Model    string // the spec's model name; "" means the adapter's default
+	System   string
+	Messages []*Message
+	Tools    []ToolDef
+	// ResponseFormat is the JSON Schema of the agent's structured response,
+	// when it has one; adapters that support a native JSON mode may use it.
+	ResponseFormat json.RawMessage
+	// Stream, when set, receives text as the model produces it.
+	Stream func(delta string)
+}
+
+// Usage is what an endpoint reports it counted; the engine records it beside
+// its own count.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// Response is the model's answer: text, tool calls, or both. For
+// PurposeSummary, Content is the summary.
+type Response struct {
+	Content   string
+	ToolCalls []ToolCall
+	Usage     *Usage
+}
