@@ -231,8 +231,8 @@ type DelegationRefused struct {
 	Message      string `json:"message"`
 }
 
-// Summarization is the data of summarization (delegation.md §7).
-type Summarization struct {
+// Summarized is the data of summarization (delegation.md §7).
+type Summarized struct {
 	CutoffIndex    int      `json:"cutoff_index"`
 	SummaryMessage *Message `json:"summary_message"`
 	FilePath       string   `json:"file_path"`

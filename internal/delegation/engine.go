@@ -1,0 +1,634 @@
+package delegation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Counter counts tokens with the session's tokenizer. internal/tokens
+// implements it.
+type Counter interface {
+	Count(text string) int
+}
+
+// Config is what one session run needs.
+type Config struct {
+	SessionID string
+	Name      string
+	Team      *Team
+	Model     Model
+	Counter   Counter
+	Tokenizer string // the Counter's name, recorded in session.started
+	Sink      Sink
+	Files     map[string]string // the main agent's files at the start
+	Now       func() time.Time  // nil means time.Now
+	Logger    *slog.Logger      // nil means slog.Default()
+}
+
+// Session statuses (formats.md §2).
+const (
+	StatusRunning     = "running"
+	StatusDone        = "done"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+)
+
+// Result is how a session ended.
+type Result struct {
+	Status string // done or failed
+	Answer string // the main agent's final text
+	Err    error  // why it failed
+	Files  map[string]string
+}
+
+// Engine runs one session: the main agent and the children it delegates to.
+type Engine struct {
+	cfg  Config
+	team *Team
+	now  func() time.Time
+	log  *slog.Logger
+
+	evMu sync.Mutex // orders events: seq and the Sink see them one at a time
+	seq  int64
+
+	idMu        sync.Mutex
+	children    int
+	invocations map[string]int
+
+	costMu    sync.Mutex
+	toolCosts map[*tool]int
+}
+
+// New prepares a session run.
+func New(cfg Config) *Engine {
+	e := &Engine{cfg: cfg, team: cfg.Team, now: cfg.Now, log: cfg.Logger,
+		invocations: map[string]int{}, toolCosts: map[*tool]int{}}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if e.cfg.Sink == nil {
+		e.cfg.Sink = SinkFunc(func(Event) {})
+	}
+	return e
+}
+
+// agent is one running agent: its message list (append-only), its effective
+// history as ranges, and its workspace.
+type agent struct {
+	info   AgentInfo
+	parent *agent
+	model  string
+
+	system       string
+	systemTokens int
+	tools        []*tool
+	toolDefs     []ToolDef // what every model call of this agent receives
+	toolCosts    []ToolCost
+	toolTokens   int
+	structured   *structuredTool
+	maxSteps     int
+	timeout      time.Duration
+	canDelegate  bool // has the task tool
+	isFork       bool
+
+	msgs   []*Message
+	prefix []int // prefix[i] is the tokens of msgs[:i]
+	// history is the effective history every model call receives after the
+	// system prompt: ranges of this agent's list and, for a fork child, of
+	// its parent's. Summarization replaces its head.
+	history   []Range
+	summaries int // how many times its history was summarized
+
+	pendingOpening Message // a child's first message, added when it starts
+
+	ws    *workspace
+	calls int
+
+	structuredAnswer string
+	structuredFails  int
+}
+
+// Run runs the session to its end. A child's failure stays in the child; the
+// session fails only when the main agent does.
+func (e *Engine) Run(ctx context.Context, prompt string) *Result {
+	files := e.cfg.Files
+	if files == nil {
+		files = map[string]string{}
+	}
+	e.emit("", EventSessionStarted, SessionStarted{SessionID: e.cfg.SessionID, Name: e.cfg.Name,
+		Prompt: prompt, Tokenizer: e.cfg.Tokenizer, Files: files})
+
+	main := &agent{
+		info:        AgentInfo{ID: "main", Name: "main"},
+		model:       e.team.Main.Model,
+		system:      e.team.Main.SystemPrompt,
+		tools:       e.team.mainTools,
+		maxSteps:    e.team.Main.MaxSteps,
+		canDelegate: hasTool(e.team.mainTools, TaskToolName),
+		ws:          newWorkspace(files),
+		prefix:      []int{0},
+	}
+	e.startAgent(main)
+	e.appendMessage(main, &Message{Role: RoleUser, Content: prompt, Kind: KindPrompt})
+
+	err := e.runAgentSafe(ctx, main)
+	res := &Result{Status: StatusDone, Answer: receiptText(main), Files: main.ws.snapshot()}
+	fin := AgentFinished{Status: StatusDone, Steps: main.calls, Receipt: res.Answer}
+	if err != nil {
+		res.Status, res.Err = StatusFailed, err
+		fin.Status, fin.Error = StatusFailed, err.Error()
+	}
+	e.emit(main.info.ID, EventAgentFinished, fin)
+	sf := SessionFinished{Status: res.Status, Answer: res.Answer, Files: res.Files}
+	if err != nil {
+		sf.Error = err.Error()
+	}
+	e.emit("", EventSessionFinished, sf)
+	return res
+}
+
+func hasTool(tools []*tool, name string) bool {
+	for _, t := range tools {
+		if t.def.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// startAgent counts the agent's fixed costs and announces it.
+func (e *Engine) startAgent(a *agent) {
+	a.systemTokens = e.count(a.system)
+	a.toolDefs = defs(a.tools)
+	a.toolCosts = make([]ToolCost, len(a.tools))
+	for i, t := range a.tools {
+		c := e.toolCost(t)
+		a.toolCosts[i] = ToolCost{Name: t.def.Name, Tokens: c}
+		a.toolTokens += c
+	}
+	e.emit(a.info.ID, EventAgentStarted, AgentStarted{Agent: a.info, SystemPrompt: a.system,
+		SystemTokens: a.systemTokens, Tools: a.toolCosts, MaxSteps: a.maxSteps})
+}
+
+func (e *Engine) count(s string) int {
+	if s == "" || e.cfg.Counter == nil {
+		return 0
+	}
+	return e.cfg.Counter.Count(s)
+}
+
+// toolCost is a tool definition's tokens: the JSON the model receives.
+func (e *Engine) toolCost(t *tool) int {
+	e.costMu.Lock()
+	defer e.costMu.Unlock()
+	if c, ok := e.toolCosts[t]; ok {
+		return c
+	}
+	b, _ := json.Marshal(t.def)
+	c := e.count(string(b))
+	e.toolCosts[t] = c
+	return c
+}
+
+// messageTokens counts what the model reads of a message: its text and each
+// tool call's name and arguments.
+func (e *Engine) messageTokens(m *Message) int {
+	n := e.count(m.Content)
+	for _, c := range m.ToolCalls {
+		n += e.count(c.Name) + e.count(string(c.Args))
+	}
+	return n
+}
+
+// appendMessage adds m to a's list and to the end of its history.
+func (e *Engine) appendMessage(a *agent, m *Message) *Message {
+	idx := len(a.msgs)
+	m.ID = a.info.ID + "." + strconv.Itoa(idx)
+	m.AgentID = a.info.ID
+	m.Tokens = e.messageTokens(m)
+	a.msgs = append(a.msgs, m)
+	a.prefix = append(a.prefix, a.prefix[idx]+m.Tokens)
+	if n := len(a.history); n > 0 && a.history[n-1].AgentID == a.info.ID && a.history[n-1].To == idx {
+		a.history[n-1].To++
+	} else {
+		a.history = append(a.history, Range{AgentID: a.info.ID, From: idx, To: idx + 1})
+	}
+	e.emit(a.info.ID, EventMessageAdded, MessageAdded{Index: idx, Message: m})
+	return m
+}
+
+// lookup finds the agent whose list a range names: the agent itself or one
+// of its ancestors.
+func (a *agent) lookup(id string) *agent {
+	for x := a; x != nil; x = x.parent {
+		if x.info.ID == id {
+			return x
+		}
+	}
+	return nil
+}
+
+// tokensOf sums the tokens of ranges, and of the part not a's own.
+func (a *agent) tokensOf(rs []Range) (total, inherited int) {
+	for _, r := range rs {
+		owner := a.lookup(r.AgentID)
+		n := owner.prefix[r.To] - owner.prefix[r.From]
+		total += n
+		if owner != a {
+			inherited += n
+		}
+	}
+	return total, inherited
+}
+
+// resolve returns the messages ranges name. A single range is a sub-slice of
+// its list, never a copy.
+func (a *agent) resolve(rs []Range) []*Message {
+	if len(rs) == 1 {
+		owner := a.lookup(rs[0].AgentID)
+		return owner.msgs[rs[0].From:rs[0].To:rs[0].To]
+	}
+	n := 0
+	for _, r := range rs {
+		n += r.Len()
+	}
+	out := make([]*Message, 0, n)
+	for _, r := range rs {
+		out = append(out, a.lookup(r.AgentID).msgs[r.From:r.To]...)
+	}
+	return out
+}
+
+// errStepLimit ends an agent that used up its model calls.
+type errStepLimit struct{ max int }
+
+func (e errStepLimit) Error() string {
+	return fmt.Sprintf("it reached its step limit of %d model calls before giving a final answer", e.max)
+}
+
+// runAgentSafe runs an agent's loop; a panic becomes a failed agent, with its
+// stack logged, never a crash past the agent.
+func (e *Engine) runAgentSafe(ctx context.Context, a *agent) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error("agent panicked", "session", e.cfg.SessionID, "agent", a.info.ID, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("internal error: %v", r)
+		}
+	}()
+	return e.runAgent(ctx, a)
+}
+
+// runAgent is the agent loop: call the model, run the tools it asks for,
+// until it answers without tool calls, gives its structured answer, or fails.
+func (e *Engine) runAgent(ctx context.Context, a *agent) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if a.calls >= a.maxSteps {
+			return errStepLimit{a.maxSteps}
+		}
+		if err := e.maybeSummarize(ctx, a); err != nil {
+			return err
+		}
+		resp, out, err := e.callModel(ctx, a, PurposeTurn, a.history)
+		if err != nil {
+			return err
+		}
+		if len(resp.ToolCalls) == 0 {
+			if a.structured == nil || a.structuredAnswer != "" {
+				return nil
+			}
+			// A child with a response_format must answer through its tool.
+			a.structuredFails++
+			if a.structuredFails >= structuredAttempts {
+				return fmt.Errorf("it gave no valid structured answer after %d attempts: it must call %s", structuredAttempts, a.structured.def.Name)
+			}
+			e.appendMessage(a, &Message{Role: RoleUser, Content: fmt.Sprintf(
+				"Give your final answer by calling the %s tool; a plain-text answer is not accepted.", a.structured.def.Name)})
+			continue
+		}
+		if done, err := e.runTools(ctx, a, out); done || err != nil {
+			return err
+		}
+	}
+}
+
+// callModel makes one model call with the given context and adds its answer
+// to the agent's list.
+func (e *Engine) callModel(ctx context.Context, a *agent, purpose Purpose, context []Range) (*Response, *Message, error) {
+	idx := a.calls
+	a.calls++
+	msgTokens, inherited := a.tokensOf(context)
+	call := ModelCall{
+		ID: a.info.ID + ".c" + strconv.Itoa(idx), AgentID: a.info.ID, Index: idx, Purpose: purpose,
+		SystemPrompt: a.system, SystemTokens: a.systemTokens,
+		Context: append([]Range(nil), context...), Tools: a.toolCosts, ToolTokens: a.toolTokens,
+		MessageTokens: msgTokens, InheritedTokens: inherited,
+		InputTokens: a.systemTokens + a.toolTokens + msgTokens,
+	}
+	e.emit(a.info.ID, EventModelStarted, ModelStarted{Call: call})
+	req := &Request{
+		Caller:  Caller{AgentID: a.info.ID, Name: a.info.Name, Invocation: a.info.Invocation},
+		Purpose: purpose, Model: a.model, System: a.system,
+		Messages: a.resolve(context), Tools: a.toolDefs,
+		Stream: func(delta string) {
+			e.emitLive(a.info.ID, EventModelDelta, ModelDelta{ModelCallID: call.ID, Text: delta})
+		},
+	}
+	if a.structured != nil {
+		req.ResponseFormat = a.structured.def.Parameters
+	}
+	start := e.now()
+	resp, err := e.cfg.Model.Generate(ctx, req)
+	fin := ModelFinished{ModelCallID: call.ID, DurationMS: e.now().Sub(start).Milliseconds()}
+	if err == nil && resp == nil {
+		err = errors.New("the model returned no response")
+	}
+	if err != nil {
+		fin.Error = err.Error()
+		e.emit(a.info.ID, EventModelFinished, fin)
+		return nil, nil, fmt.Errorf("model error: %w", err)
+	}
+	fin.Usage = resp.Usage
+	var out *Message
+	if purpose == PurposeTurn {
+		out = &Message{Role: RoleAssistant, Content: resp.Content, ToolCalls: e.withIDs(a, idx, resp.ToolCalls)}
+		e.appendMessage(a, out)
+		fin.OutputMessageID, fin.OutputTokens = out.ID, out.Tokens
+	}
+	e.emit(a.info.ID, EventModelFinished, fin)
+	return resp, out, nil
+}
+
+// withIDs gives every tool call an id, for the result to refer to.
+func (e *Engine) withIDs(a *agent, step int, calls []ToolCall) []ToolCall {
+	for i := range calls {
+		if calls[i].ID == "" {
+			calls[i].ID = fmt.Sprintf("call_%s_%d_%d", a.info.ID, step, i)
+		}
+		if len(calls[i].Args) == 0 {
+			calls[i].Args = json.RawMessage("{}")
+		}
+	}
+	return calls
+}
+
+// pending is one tool call's outcome, appended in call order once every call
+// of the message is done.
+type pending struct {
+	result *Message
+	child  *agent
+	done   chan struct{}
+}
+
+// runTools runs the tool calls of one assistant message (delegation.md §8):
+// task calls start children concurrently, capped, each from the same
+// snapshot of the parent's state; other calls run in call order; results
+// are appended in call order, not finish order. It reports whether the
+// agent gave its structured answer.
+func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (done bool, err error) {
+	calls := msg.ToolCalls
+	outs := make([]pending, len(calls))
+	sem := make(chan struct{}, e.team.Main.MaxConcurrency)
+	var wg sync.WaitGroup
+
+	// Children are planned in call order, so ids and invocation numbers are
+	// deterministic, and start from the workspace before this message's
+	// other tools change it.
+	for i, c := range calls {
+		if c.Name != TaskToolName || !a.canDelegate {
+			continue
+		}
+		e.emit(a.info.ID, EventToolStarted, ToolStarted{ToolCallID: c.ID, Name: c.Name, Args: c.Args})
+		child, res := e.planChild(a, c)
+		if child == nil {
+			outs[i].result = res
+			e.emit(a.info.ID, EventToolFinished, ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: res.IsError})
+			continue
+		}
+		outs[i].child, outs[i].done = child, make(chan struct{})
+		wg.Add(1)
+		go func(p *pending, call ToolCall) {
+			defer wg.Done()
+			defer close(p.done)
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+			}
+			start := e.now()
+			p.result = e.runChild(ctx, p.child)
+			e.emit(a.info.ID, EventToolFinished, ToolFinished{ToolCallID: call.ID, Name: call.Name,
+				IsError: p.result.IsError, DurationMS: e.now().Sub(start).Milliseconds()})
+		}(&outs[i], c)
+	}
+
+	for i, c := range calls {
+		if c.Name == TaskToolName && a.canDelegate {
+			continue
+		}
+		e.emit(a.info.ID, EventToolStarted, ToolStarted{ToolCallID: c.ID, Name: c.Name, Args: c.Args})
+		start := e.now()
+		content, isErr := e.runTool(a, c)
+		if a.structured != nil && c.Name == a.structured.def.Name && !isErr {
+			done = true
+		}
+		outs[i].result = &Message{Role: RoleTool, Content: content, ToolCallID: c.ID, IsError: isErr}
+		e.emit(a.info.ID, EventToolFinished, ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: isErr,
+			DurationMS: e.now().Sub(start).Milliseconds()})
+		e.emitFileChanges(a, "")
+	}
+	wg.Wait()
+
+	for i := range outs {
+		p := &outs[i]
+		if p.child == nil {
+			e.appendMessage(a, p.result)
+			continue
+		}
+		filesBack := mergeFiles(a.ws, p.child.ws, e.team.Main.FilesMerge)
+		e.emitFileChanges(a, p.child.info.ID)
+		receipt := e.appendMessage(a, p.result)
+		returned, held := returnedState(p.child, filesBack)
+		e.emit(a.info.ID, EventDelegationFinished, DelegationFinished{ToolCallID: calls[i].ID, ChildID: p.child.info.ID,
+			ReceiptMessageID: receipt.ID, IsError: receipt.IsError, Returned: returned, HeldBack: held})
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	return done, nil
+}
+
+func (e *Engine) emitFileChanges(a *agent, from string) {
+	if ch := a.ws.takeRecent(); len(ch) > 0 {
+		e.emit(a.info.ID, EventFilesChanged, FilesChanged{From: from, Changes: ch})
+	}
+}
+
+// runTool runs one non-task tool call; failures become error results.
+func (e *Engine) runTool(a *agent, c ToolCall) (string, bool) {
+	if a.structured != nil && c.Name == a.structured.def.Name {
+		answer, err := a.structured.check(c.Args)
+		if err != nil {
+			a.structuredFails++
+			return err.Error(), true
+		}
+		a.structuredAnswer = answer
+		return "Your structured answer was recorded; your task is complete.", false
+	}
+	var t *tool
+	for _, x := range a.tools {
+		if x.def.Name == c.Name && x.run != nil {
+			t = x
+		}
+	}
+	if t == nil {
+		names := make([]string, len(a.tools))
+		for i, x := range a.tools {
+			names[i] = x.def.Name
+		}
+		return fmt.Sprintf("Unknown tool '%s'. Your tools are: %s.", c.Name, joinNames(names)), true
+	}
+	out, err := t.run(a.ws, c.Args)
+	if err != nil {
+		return err.Error(), true
+	}
+	return out, false
+}
+
+func joinNames(names []string) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+// planChild handles a task call up to the child's start (delegation.md §3):
+// a fork child is refused, an unknown type gets the list of allowed ones,
+// otherwise the child is built with the context of its mode. It returns the
+// child, or the tool result when there is none.
+func (e *Engine) planChild(a *agent, c ToolCall) (*agent, *Message) {
+	args, err := parseTaskArgs(c.Args)
+	if err != nil {
+		return nil, &Message{Role: RoleTool, Content: err.Error(), ToolCallID: c.ID, IsError: true}
+	}
+	if a.isFork {
+		e.emit(a.info.ID, EventDelegationRefused, DelegationRefused{ToolCallID: c.ID, Reason: RefusedNested,
+			SubagentType: args.SubagentType, Message: NestedRefusal})
+		return nil, &Message{Role: RoleTool, Content: NestedRefusal, ToolCallID: c.ID, Kind: KindRefusal}
+	}
+	sub := e.team.Subagent(args.SubagentType)
+	if sub == nil {
+		text := UnknownTypeMessage(args.SubagentType, e.team.Names())
+		e.emit(a.info.ID, EventDelegationRefused, DelegationRefused{ToolCallID: c.ID, Reason: RefusedUnknownType,
+			SubagentType: args.SubagentType, Message: text})
+		return nil, &Message{Role: RoleTool, Content: text, ToolCallID: c.ID, Kind: KindRefusal}
+	}
+
+	var start childStart
+	if sub.Mode == ModeFork {
+		start = forkContext(a, sub, args.Description)
+	} else {
+		start = isolatedContext(e.team, sub, args.Description)
+	}
+	e.idMu.Lock()
+	e.children++
+	id := "a" + strconv.Itoa(e.children)
+	inv := e.invocations[sub.Name]
+	e.invocations[sub.Name]++
+	e.idMu.Unlock()
+
+	model := sub.Model
+	if model == "" {
+		model = a.model
+	}
+	child := &agent{
+		info: AgentInfo{ID: id, Name: sub.Name, ParentID: a.info.ID, Mode: sub.Mode,
+			TaskCallID: c.ID, Invocation: inv},
+		parent: a, model: model,
+		system: start.system, tools: start.tools, structured: sub.structured,
+		maxSteps: sub.MaxSteps, timeout: sub.Timeout,
+		canDelegate: hasTool(start.tools, TaskToolName), isFork: sub.Mode == ModeFork,
+		history: start.inherited, prefix: []int{0},
+		// A fork inherits the parent's todos; an isolated child does not.
+		ws: a.ws.fork(sub.Mode == ModeFork),
+	}
+	child.pendingOpening = start.opening
+	e.emit(a.info.ID, EventDelegationStarted, DelegationStarted{ToolCallID: c.ID, ChildID: id,
+		SubagentType: sub.Name, Mode: sub.Mode, Description: args.Description})
+	return child, nil
+}
+
+// runChild runs a child to its end and returns its receipt (delegation.md
+// §5, §9): its report, or an error receipt when it failed. A failure stays
+// in the child.
+func (e *Engine) runChild(ctx context.Context, c *agent) *Message {
+	e.startAgent(c)
+	opening := c.pendingOpening
+	e.appendMessage(c, &opening)
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	var err error
+	if ctx.Err() == nil {
+		err = e.runAgentSafe(ctx, c)
+	} else {
+		err = ctx.Err()
+	}
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && c.timeout > 0 {
+		err = fmt.Errorf("it ran out of time after %s", c.timeout)
+	}
+	receipt := &Message{Role: RoleTool, ToolCallID: c.info.TaskCallID, Kind: KindReceipt}
+	fin := AgentFinished{Status: StatusDone, Steps: c.calls}
+	if err != nil {
+		receipt.Content, receipt.IsError = failureReceipt(c.info.Name, err), true
+		fin.Status, fin.Error = StatusFailed, err.Error()
+	} else {
+		receipt.Content = receiptText(c)
+	}
+	fin.Receipt = receipt.Content
+	e.emit(c.info.ID, EventAgentFinished, fin)
+	return receipt
+}
+
+// emit appends an event to the session's log.
+func (e *Engine) emit(agentID string, typ EventType, data any) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		e.log.Error("encode event", "type", typ, "err", err)
+		b = []byte("{}")
+	}
+	e.evMu.Lock()
+	defer e.evMu.Unlock()
+	e.seq++
+	e.cfg.Sink.Emit(Event{Seq: e.seq, Type: typ, AgentID: agentID, At: e.now(), Data: b})
+}
+
+// emitLive sends an event that is not part of the log (seq 0): streamed
+// text, shown live and never stored.
+func (e *Engine) emitLive(agentID string, typ EventType, data any) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return
+	}
+	e.evMu.Lock()
+	defer e.evMu.Unlock()
+	e.cfg.Sink.Emit(Event{Type: typ, AgentID: agentID, At: e.now(), Data: b})
+}

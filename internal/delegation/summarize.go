@@ -1,0 +1,105 @@
+package delegation
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// maybeSummarize replaces the head of an agent's history with a summary when
+// its next call would pass the team's token threshold (delegation.md §7).
+// Nothing is deleted: the summary is a new message of the agent's list, the
+// folded messages stay in their lists, and their text is written to
+// /conversation_history/<agent-id>.md. The cut never separates a tool call
+// from its results. A fork child later inherits this effective history.
+func (e *Engine) maybeSummarize(ctx context.Context, a *agent) error {
+	cfg := e.team.Main.Summarization
+	if cfg.MaxTokens <= 0 {
+		return nil
+	}
+	msgTokens, _ := a.tokensOf(a.history)
+	before := a.systemTokens + a.toolTokens + msgTokens
+	if before <= cfg.MaxTokens {
+		return nil
+	}
+	refs := a.refs()
+	cut := len(refs) - cfg.KeepMessages
+	// Keep a tool result with the assistant message that called it.
+	for cut > 0 && cut < len(refs) && refs[cut].msg.Role == RoleTool {
+		cut--
+	}
+	if cut <= 0 || (cut == 1 && refs[0].msg.Kind == KindSummary) {
+		return nil // nothing new to fold
+	}
+	folded := rangesOf(refs[:cut])
+	resp, _, err := e.callModel(ctx, a, PurposeSummary, folded)
+	if err != nil {
+		return fmt.Errorf("summarize: %w", err)
+	}
+
+	filePath := "/conversation_history/" + a.info.ID + ".md"
+	var doc strings.Builder
+	if old, ok := a.ws.files[filePath]; ok {
+		doc.WriteString(old)
+		doc.WriteString("\n")
+	}
+	a.summaries++
+	fmt.Fprintf(&doc, "# Summarization %d of agent %s\n\n", a.summaries, a.info.ID)
+	for _, r := range refs[:cut] {
+		fmt.Fprintf(&doc, "## %s (%s)\n\n%s\n", r.msg.Role, r.msg.ID, r.msg.Content)
+		for _, c := range r.msg.ToolCalls {
+			fmt.Fprintf(&doc, "\n→ %s %s\n", c.Name, c.Args)
+		}
+		doc.WriteString("\n")
+	}
+	a.ws.write(filePath, doc.String())
+	e.emitFileChanges(a, "")
+
+	kept := rangesOf(refs[cut:])
+	cutoff := 0
+	if refs[cut].owner == a {
+		cutoff = refs[cut].index
+	}
+	summary := &Message{Role: RoleUser, Kind: KindSummary, Content: fmt.Sprintf(
+		"[Summary of the conversation so far. The full earlier history is in %s.]\n\n%s", filePath, resp.Content)}
+	a.history = nil
+	e.appendMessage(a, summary) // becomes the history's first range
+	a.history = append(a.history, kept...)
+	after, _ := a.tokensOf(a.history)
+	e.emit(a.info.ID, EventSummarization, Summarized{CutoffIndex: cutoff, SummaryMessage: summary,
+		FilePath: filePath, FoldedMessages: cut, TokensBefore: before,
+		TokensAfter: a.systemTokens + a.toolTokens + after})
+	return nil
+}
+
+// ref is one message of a history with where it lives.
+type ref struct {
+	owner *agent
+	index int
+	msg   *Message
+}
+
+// refs lists an agent's effective history message by message.
+func (a *agent) refs() []ref {
+	var out []ref
+	for _, r := range a.history {
+		owner := a.lookup(r.AgentID)
+		for i := r.From; i < r.To; i++ {
+			out = append(out, ref{owner: owner, index: i, msg: owner.msgs[i]})
+		}
+	}
+	return out
+}
+
+// rangesOf folds consecutive refs of one list back into ranges.
+func rangesOf(refs []ref) []Range {
+	var out []Range
+	for _, r := range refs {
+		if n := len(out); n > 0 && out[n-1].AgentID == r.owner.info.ID && out[n-1].To == r.index {
+			out[n-1].To++
+			continue
+		}
+		out = append(out, Range{AgentID: r.owner.info.ID, From: r.index, To: r.index + 1})
+	}
+	return out
+}
