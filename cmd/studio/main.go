@@ -1,0 +1,58 @@
+// Command studio runs Delegation Studio: the web studio (the default
+// command) and the headless tools that run, check and move sessions.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `studio: see, teach and debug how an AI agent delegates work to subagents.
+
+Usage:
+  studio run SCENARIO.json [--json]   run a scenario headless; --json prints the trace
+  studio validate SCENARIO.json       check a scenario, run nothing
+
+Run 'studio COMMAND --help' for a command's flags.
+
+Exit codes: 0 done, 1 the session failed, 2 bad input (one error per line,
+each naming its field).
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// run dispatches a command line; it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(ctx, args[1:], stdout, stderr)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "studio: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+}

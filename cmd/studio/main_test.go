@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/delegationstudio/studio/schema"
+)
+
+func studio(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "scenario.json")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const example = "../../examples/order-number.json"
+
+func TestRun(t *testing.T) {
+	t.Run("prints the delegation tree and exits 0", func(t *testing.T) {
+		code, out, _ := studio(t, "run", example)
+		if code != exitOK {
+			t.Fatalf("exit %d", code)
+		}
+		for _, want := range []string{"session order-number: done", "main  done  3 steps", "└─ reporter [fork]  done  1 step", `receipt: "A-7731"`, "answer: The helper says A-7731.", "files: /README.md, /order.md"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+	})
+	t.Run("--json prints a trace that validates against the published schema", func(t *testing.T) {
+		code, out, _ := studio(t, "run", example, "--json")
+		if code != exitOK {
+			t.Fatalf("exit %d", code)
+		}
+		if errs := schema.ValidateTrace([]byte(out)); len(errs) > 0 {
+			t.Fatalf("trace invalid: %v", errs)
+		}
+		var tr struct {
+			Session struct{ Status string }
+			Agents  []struct{ Name string }
+		}
+		if err := json.Unmarshal([]byte(out), &tr); err != nil || tr.Session.Status != "done" || len(tr.Agents) != 2 {
+			t.Fatalf("trace = %+v, %v", tr, err)
+		}
+	})
+	t.Run("a bad scenario exits 2 with one error per line, each naming its field", func(t *testing.T) {
+		p := writeFile(t, `{"name":"x","prompt":"y","subagents":[{"name":"a","description":"d","mode":"shared"},{"name":"a","description":"d","mode":"fork","skills":["s"]}],"script":{"main":[{"content":"ok"}]}}`)
+		code, out, errOut := studio(t, "run", p)
+		if code != exitUsage || out != "" {
+			t.Fatalf("exit %d, stdout %q", code, out)
+		}
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		want := []string{
+			p + ": subagents[0].mode: SubAgent 'a' has invalid mode 'shared'; expected 'isolated' or 'fork'",
+			p + ": subagents[1].name: Duplicate subagent name 'a'; each subagent must have a unique name.",
+			p + ": subagents[1].skills: SubAgent 'a' cannot set skills under mode='fork'; the parent's skills are inherited instead.",
+		}
+		if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("stderr =\n%s\nwant\n%s", errOut, strings.Join(want, "\n"))
+		}
+	})
+	t.Run("a session that fails exits 1 and says why", func(t *testing.T) {
+		p := writeFile(t, `{"name":"x","prompt":"y","script":{"main":[{"tool_calls":[{"name":"ls","args":{"path":"/"}}]}]}}`)
+		code, out, errOut := studio(t, "run", p)
+		if code != exitFailed {
+			t.Fatalf("exit %d", code)
+		}
+		if !strings.Contains(out, "main  failed") || !strings.Contains(errOut, "script.main ran out") {
+			t.Fatalf("stdout:\n%s\nstderr:\n%s", out, errOut)
+		}
+	})
+	t.Run("a missing file exits 2", func(t *testing.T) {
+		if code, _, errOut := studio(t, "run", "/nope.json"); code != exitUsage || !strings.Contains(errOut, "no such file") {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	})
+}
+
+func TestValidate(t *testing.T) {
+	code, out, errOut := studio(t, "validate", example)
+	if code != exitOK || !strings.Contains(out, "valid: 2 subagents (general-purpose, reporter)") {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "warning: subagents[0].tools: ignored under mode='fork'") {
+		t.Fatalf("stderr = %q", errOut)
+	}
+	p := writeFile(t, `{"name":"x"`)
+	if code, _, errOut := studio(t, "validate", p); code != exitUsage || !strings.Contains(errOut, "not valid JSON") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	if code, _, errOut := studio(t, "frobnicate"); code != exitUsage || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if code, out, _ := studio(t, "--help"); code != exitOK || !strings.Contains(out, "studio run SCENARIO.json") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	if code, _, errOut := studio(t, "run"); code != exitUsage || !strings.Contains(errOut, "give exactly one scenario file") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

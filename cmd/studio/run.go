@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the session's trace as JSON instead of the tree")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: studio run SCENARIO.json [--json]\n\nRuns a scenario headless and prints its delegation tree, or its trace with --json.\nExit codes: 0 done, 1 the session failed, 2 bad scenario.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	path, ok := parseOneArg(fs, args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	sc, code := loadScenario(path, stderr)
+	if sc == nil {
+		return code
+	}
+	printWarnings(stderr, sc.Warnings)
+
+	var events []delegation.Event
+	sink := delegation.SinkFunc(func(e delegation.Event) {
+		if e.Seq > 0 {
+			events = append(events, e)
+		}
+	})
+	id := newID()
+	res, err := session.Run(ctx, sc, session.RunOptions{SessionID: id, Sink: sink})
+	if err != nil {
+		fmt.Fprintf(stderr, "studio: %v\n", err)
+		return exitUsage
+	}
+	t, err := trace.Build(trace.Meta{ID: id, Title: sc.File.Title, Scenario: sc.Raw}, events)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio: build the trace: %v\n", err)
+		return exitFailed
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(t); err != nil {
+			fmt.Fprintf(stderr, "studio: %v\n", err)
+			return exitFailed
+		}
+	} else {
+		printTree(stdout, t)
+	}
+	if res.Status != delegation.StatusDone {
+		fmt.Fprintf(stderr, "studio: the session failed: %v\n", res.Err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: studio validate SCENARIO.json\n\nChecks a scenario against the schema and the delegation rules; runs nothing.\nExit codes: 0 valid, 2 invalid (one error per line, each naming its field).\n")
+	}
+	path, ok := parseOneArg(fs, args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	sc, code := loadScenario(path, stderr)
+	if sc == nil {
+		return code
+	}
+	printWarnings(stderr, sc.Warnings)
+	fmt.Fprintf(stdout, "%s: valid: %d subagents (%s), tokenizer %s, model %s\n",
+		path, len(sc.Team.Subagents), joinComma(sc.Team.Names()), sc.Tokenizer(), sc.Provider)
+	return exitOK
+}
+
+// parseOneArg parses flags placed before or after the one positional
+// argument.
+func parseOneArg(fs *flag.FlagSet, args []string, stderr io.Writer) (string, bool) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return "", false
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "studio %s: give exactly one scenario file\n", fs.Name())
+		fs.Usage()
+		return "", false
+	}
+	return pos[0], true
+}
+
+// loadScenario reads and checks a scenario; on a problem it prints every
+// error, one per line, and returns the exit code.
+func loadScenario(path string, stderr io.Writer) (*scenario.Scenario, int) {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio: %v\n", err)
+		return nil, exitUsage
+	}
+	sc, err := scenario.Parse(doc)
+	if err != nil {
+		var fe delegation.FieldErrors
+		if errors.As(err, &fe) {
+			for _, e := range fe {
+				fmt.Fprintf(stderr, "%s: %s\n", path, e.Error())
+			}
+		} else {
+			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+		}
+		return nil, exitUsage
+	}
+	return sc, exitOK
+}
+
+func printWarnings(w io.Writer, warnings delegation.FieldErrors) {
+	for _, e := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", e.Error())
+	}
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

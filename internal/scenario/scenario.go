@@ -1,0 +1,276 @@
+// Package scenario reads the scenario file of formats.md §1: one JSON
+// document with the team, the prompt, and where the model's answers come
+// from. It checks the document against the published schema, then the
+// delegation rules, and reports every problem at once, each at its field.
+package scenario
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/model/scripted"
+	"github.com/delegationstudio/studio/internal/tokens"
+	"github.com/delegationstudio/studio/schema"
+)
+
+// File is the scenario document as written. Field names are the public
+// format's; nil pointers and slices mean "not given".
+type File struct {
+	Schema      string            `json:"$schema,omitempty"`
+	Name        string            `json:"name"`
+	Title       string            `json:"title,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Prompt      string            `json:"prompt"`
+	Tokenizer   string            `json:"tokenizer,omitempty"`
+	Agent       *Agent            `json:"agent,omitempty"`
+	Subagents   []Subagent        `json:"subagents,omitempty"`
+	Files       map[string]string `json:"files,omitempty"`
+	Model       *Model            `json:"model,omitempty"`
+	Script      json.RawMessage   `json:"script,omitempty"`
+}
+
+// Agent is the main agent and the team's settings.
+type Agent struct {
+	SystemPrompt   string         `json:"system_prompt,omitempty"`
+	Tools          []string       `json:"tools,omitempty"`
+	GeneralPurpose *bool          `json:"general_purpose,omitempty"`
+	MaxSteps       int            `json:"max_steps,omitempty"`
+	MaxConcurrency int            `json:"max_concurrency,omitempty"`
+	FilesMerge     string         `json:"files_merge,omitempty"`
+	Summarization  *Summarization `json:"summarization,omitempty"`
+	TimeoutMS      int            `json:"timeout_ms,omitempty"`
+	Model          string         `json:"model,omitempty"`
+	BaseURL        string         `json:"base_url,omitempty"`
+}
+
+// Summarization is when an agent's history is summarized.
+type Summarization struct {
+	MaxTokens    int `json:"max_tokens"`
+	KeepMessages int `json:"keep_messages,omitempty"`
+}
+
+// Subagent is a subagent spec as written.
+type Subagent struct {
+	Name           string          `json:"name"`
+	Description    string          `json:"description"`
+	SystemPrompt   string          `json:"system_prompt,omitempty"`
+	Mode           string          `json:"mode,omitempty"`
+	Tools          []string        `json:"tools,omitempty"`
+	Model          string          `json:"model,omitempty"`
+	Skills         []string        `json:"skills,omitempty"`
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
+	MaxSteps       int             `json:"max_steps,omitempty"`
+	TimeoutMS      int             `json:"timeout_ms,omitempty"`
+}
+
+// Model says where the model's answers come from.
+type Model struct {
+	Provider         string `json:"provider,omitempty"`
+	Model            string `json:"model,omitempty"`
+	BaseURL          string `json:"base_url,omitempty"`
+	APIKeyEnv        string `json:"api_key_env,omitempty"`
+	NativeJSONSchema bool   `json:"native_json_schema,omitempty"`
+}
+
+// Providers.
+const (
+	ProviderScripted = "scripted"
+	ProviderOpenAI   = "openai"
+)
+
+// Scenario is a checked scenario, ready to run.
+type Scenario struct {
+	File     File
+	Raw      json.RawMessage // the document exactly as given, compacted: "the scenario exactly as run"
+	Team     *delegation.Team
+	Script   *scripted.Script // nil without a script
+	Counter  tokens.Counter
+	Provider string
+	// Warnings are problems that do not stop the scenario from running.
+	Warnings delegation.FieldErrors
+}
+
+// Parse checks a scenario document and builds it. The error, when there is
+// one, is a delegation.FieldErrors with every problem found.
+func Parse(doc []byte) (*Scenario, error) {
+	if errs := schema.ValidateScenario(doc); len(errs) > 0 {
+		out := make(delegation.FieldErrors, len(errs))
+		reported := map[string]bool{}
+		for i, e := range errs {
+			out[i] = delegation.FieldError{Field: e.Field, Message: e.Message}
+			reported[e.Field] = true
+		}
+		// Report the rules' problems too when the document can still be
+		// read, so a person fixes everything in one pass. The script's
+		// shape is the schema's to report.
+		var f File
+		if json.Unmarshal(doc, &f) == nil {
+			_, fe := checkTeam(f)
+			for _, e := range fe {
+				if !reported[e.Field] {
+					out = append(out, e)
+				}
+			}
+		}
+		return nil, out
+	}
+	var f File
+	if err := json.Unmarshal(doc, &f); err != nil {
+		// The schema accepted it, so this is a mismatch between the schema
+		// and File: a bug, reported plainly.
+		return nil, delegation.FieldErrors{{Message: fmt.Sprintf("cannot read the scenario: %v", err)}}
+	}
+	var raw bytes.Buffer
+	if err := json.Compact(&raw, doc); err != nil {
+		return nil, delegation.FieldErrors{{Message: fmt.Sprintf("cannot read the scenario: %v", err)}}
+	}
+	return Build(f, raw.Bytes())
+}
+
+// Build checks a decoded scenario; raw is its document, kept for the trace
+// (nil means f re-encoded).
+func Build(f File, raw json.RawMessage) (*Scenario, error) {
+	sc, errs := checkTeam(f)
+	sc.Raw = raw
+	if sc.Raw == nil {
+		sc.Raw, _ = json.Marshal(f)
+	}
+	errs = append(errs, sc.checkModel()...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return sc, nil
+}
+
+// checkTeam checks what the delegation rules govern: the tokenizer, the team
+// and the files.
+func checkTeam(f File) (*Scenario, delegation.FieldErrors) {
+	var errs delegation.FieldErrors
+	sc := &Scenario{File: f}
+	counter, err := tokens.Get(f.Tokenizer)
+	if err != nil {
+		errs.Add("tokenizer", "%v", err)
+	}
+	sc.Counter = counter
+
+	team, err := delegation.BuildTeam(f.TeamSpec())
+	var fe delegation.FieldErrors
+	if errors.As(err, &fe) {
+		errs = append(errs, fe...)
+	} else if err != nil {
+		errs.Add("", "%v", err)
+	}
+	sc.Team = team
+	if team != nil {
+		sc.Warnings = append(sc.Warnings, team.Warnings...)
+	}
+	for _, p := range sortedKeys(f.Files) {
+		if err := delegation.CheckPath(p); err != nil {
+			errs.Add(fmt.Sprintf("files[%q]", p), "%v", err)
+		}
+	}
+	return sc, errs
+}
+
+// checkModel checks where the answers come from: the provider, and the
+// script for the scripted model.
+func (sc *Scenario) checkModel() delegation.FieldErrors {
+	var errs delegation.FieldErrors
+	f := sc.File
+	sc.Provider = ProviderScripted
+	if f.Model != nil && f.Model.Provider != "" {
+		sc.Provider = f.Model.Provider
+	}
+	script := bytes.TrimSpace(f.Script)
+	switch sc.Provider {
+	case ProviderScripted:
+		if len(script) == 0 || bytes.Equal(script, []byte("null")) {
+			errs.Add("script", `the scripted model needs a script: add "script": {"main": [{"content": "…"}]}, or set model.provider to "openai"`)
+			break
+		}
+		parsed, serrs := scripted.Parse(f.Script)
+		errs = append(errs, serrs...)
+		sc.Script = parsed
+		if sc.Team != nil && parsed != nil {
+			for _, key := range parsed.Keys() {
+				if key != "main" && sc.Team.Subagent(key) == nil {
+					sc.Warnings.Add("script."+key, "names no agent of the team (the agents are main, %s); its turns will never be played", joinNames(sc.Team.Names()))
+				}
+			}
+		}
+	case ProviderOpenAI:
+		if f.Model.Model == "" {
+			errs.Add("model.model", `name the model to call, e.g. "gpt-4.1-mini"`)
+		}
+	default:
+		errs.Add("model.provider", "unknown provider '%s'; use 'scripted' or 'openai'", sc.Provider)
+	}
+	return errs
+}
+
+// TeamSpec turns the file's agent and subagents into the engine's specs.
+func (f File) TeamSpec() delegation.TeamSpec {
+	var ts delegation.TeamSpec
+	if a := f.Agent; a != nil {
+		ts.Main = delegation.MainSpec{
+			SystemPrompt:     a.SystemPrompt,
+			Tools:            a.Tools,
+			NoGeneralPurpose: a.GeneralPurpose != nil && !*a.GeneralPurpose,
+			Model:            a.Model,
+			MaxSteps:         a.MaxSteps,
+			MaxConcurrency:   a.MaxConcurrency,
+			FilesMerge:       delegation.Merge(a.FilesMerge),
+		}
+		if s := a.Summarization; s != nil {
+			ts.Main.Summarization = delegation.Summarization{MaxTokens: s.MaxTokens, KeepMessages: s.KeepMessages}
+		}
+	}
+	if f.Model != nil && ts.Main.Model == "" {
+		ts.Main.Model = f.Model.Model
+	}
+	for _, s := range f.Subagents {
+		ts.Subagents = append(ts.Subagents, delegation.Spec{
+			Name: s.Name, Description: s.Description, SystemPrompt: s.SystemPrompt,
+			Mode: delegation.Mode(s.Mode), Tools: s.Tools, Model: s.Model, Skills: s.Skills,
+			ResponseFormat: s.ResponseFormat, MaxSteps: s.MaxSteps,
+			Timeout: time.Duration(s.TimeoutMS) * time.Millisecond,
+		})
+	}
+	return ts
+}
+
+// Timeout is the whole session's time limit, or 0 for none.
+func (sc *Scenario) Timeout() time.Duration {
+	if sc.File.Agent == nil {
+		return 0
+	}
+	return time.Duration(sc.File.Agent.TimeoutMS) * time.Millisecond
+}
+
+// Tokenizer is the scenario's tokenizer name.
+func (sc *Scenario) Tokenizer() string { return sc.Counter.Name() }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func joinNames(names []string) string {
+	var b bytes.Buffer
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(n)
+	}
+	return b.String()
+}

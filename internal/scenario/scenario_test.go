@@ -1,0 +1,112 @@
+package scenario
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+)
+
+func parseErrors(t *testing.T, doc string) delegation.FieldErrors {
+	t.Helper()
+	_, err := Parse([]byte(doc))
+	var fe delegation.FieldErrors
+	if !errors.As(err, &fe) {
+		t.Fatalf("Parse error = %v, want FieldErrors", err)
+	}
+	return fe
+}
+
+func TestParse(t *testing.T) {
+	t.Run("the example of formats.md runs as written", func(t *testing.T) {
+		doc, err := os.ReadFile("../../examples/order-number.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := Parse(doc)
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		if got, want := sc.Team.Names(), []string{"general-purpose", "reporter"}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("subagents = %v, want %v", got, want)
+		}
+		if sc.Tokenizer() != "o200k_base" || sc.Provider != ProviderScripted || sc.Script == nil {
+			t.Fatalf("tokenizer %s, provider %s", sc.Tokenizer(), sc.Provider)
+		}
+		if len(sc.Warnings) != 1 || sc.Warnings[0].Field != "subagents[0].tools" {
+			t.Fatalf("warnings = %v", sc.Warnings)
+		}
+	})
+	t.Run("only name and prompt are required, with a script for the scripted model", func(t *testing.T) {
+		sc, err := Parse([]byte(`{"name":"x","prompt":"y","script":{"main":[{"content":"done"}]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.Tokenizer() != "o200k_base" || sc.Team.Main.MaxSteps != delegation.DefaultMaxSteps || sc.Team.Main.FilesMerge != delegation.MergeDelta {
+			t.Fatalf("defaults: %s %d %s", sc.Tokenizer(), sc.Team.Main.MaxSteps, sc.Team.Main.FilesMerge)
+		}
+	})
+	t.Run("schema problems come first, each at its field", func(t *testing.T) {
+		fe := parseErrors(t, `{"name":"x","subagents":[{"name":"a","description":"d","maxsteps":3}]}`)
+		fields := []string{}
+		for _, e := range fe {
+			fields = append(fields, e.Field)
+		}
+		if !reflect.DeepEqual(fields, []string{"prompt", "subagents[0].maxsteps"}) {
+			t.Fatalf("errors = %v", fe)
+		}
+		if !strings.Contains(fe[1].Message, `did you mean "max_steps"`) {
+			t.Fatalf("message = %q", fe[1].Message)
+		}
+	})
+	t.Run("rule and script problems are reported together", func(t *testing.T) {
+		fe := parseErrors(t, `{"name":"x","prompt":"y",
+			"subagents":[{"name":"a","description":"d","mode":"shared"},{"name":"a","description":"d"}],
+			"files":{"/a/../b":"z"},
+			"script":{"main":[{"tool_calls":[{"name":"ls","args":"/"}]}]}}`)
+		got := fe.Error()
+		for _, want := range []string{
+			"subagents[0].mode: SubAgent 'a' has invalid mode 'shared'; expected 'isolated' or 'fork'",
+			"subagents[1].name: Duplicate subagent name 'a'; each subagent must have a unique name.",
+			`files["/a/../b"]: Path '/a/../b' is not allowed`,
+			"script.main[0].tool_calls[0].args:",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("errors lack %q:\n%s", want, got)
+			}
+		}
+	})
+	t.Run("a scripted scenario without a script says how to add one", func(t *testing.T) {
+		fe := parseErrors(t, `{"name":"x","prompt":"y"}`)
+		if len(fe) != 1 || fe[0].Field != "script" || !strings.Contains(fe[0].Message, `"script": {"main"`) {
+			t.Fatalf("errors = %v", fe)
+		}
+	})
+	t.Run("a script key that names no agent is a warning", func(t *testing.T) {
+		sc, err := Parse([]byte(`{"name":"x","prompt":"y","script":{"main":[{"content":"ok"}],"researcher":[[{"content":"r"}]]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sc.Warnings) != 1 || sc.Warnings[0].Field != "script.researcher" {
+			t.Fatalf("warnings = %v", sc.Warnings)
+		}
+	})
+	t.Run("an openai scenario needs a model name", func(t *testing.T) {
+		fe := parseErrors(t, `{"name":"x","prompt":"y","model":{"provider":"openai"}}`)
+		if len(fe) != 1 || fe[0].Field != "model.model" {
+			t.Fatalf("errors = %v", fe)
+		}
+	})
+	t.Run("the scenario is kept exactly as given", func(t *testing.T) {
+		sc, err := Parse([]byte("{\"name\": \"x\",\n \"prompt\": \"y\", \"script\": {\"main\": [{\"content\": \"ok\"}]}}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(sc.Raw); got != `{"name":"x","prompt":"y","script":{"main":[{"content":"ok"}]}}` {
+			t.Fatalf("raw = %s", got)
+		}
+	})
+}

@@ -1,0 +1,98 @@
+package session
+
+import (
+	"encoding/json"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+// Node is an agent in the delegation tree, with its costs.
+type Node struct {
+	Agent trace.Agent
+	// Calls is the number of model calls the agent made.
+	Calls int
+	// OwnTokens is the input tokens of the agent's own model calls;
+	// SubtreeTokens adds its descendants', each counted once.
+	OwnTokens, SubtreeTokens int
+	// EntryTokens is the input of its first model call: what starting it
+	// cost; InheritedTokens is the part of that inherited from its parent.
+	EntryTokens, InheritedTokens int
+	// Task is the description it was given; Receipt what came back.
+	Task           string
+	Receipt        string
+	ReceiptIsError bool
+	Children       []*Node
+	// Refused are the task calls of this agent that started no child.
+	Refused []Refusal
+}
+
+// Refusal is a task call that started no child.
+type Refusal struct {
+	ToolCallID   string
+	Reason       string
+	SubagentType string
+	Message      string
+}
+
+// Tree builds the delegation tree of a trace; it returns the main agent.
+func Tree(t *trace.Trace) *Node {
+	nodes := map[string]*Node{}
+	var root *Node
+	for _, a := range t.Agents {
+		n := &Node{Agent: a}
+		nodes[a.ID] = n
+		if a.ParentID == nil {
+			root = n
+		} else if p := nodes[*a.ParentID]; p != nil {
+			p.Children = append(p.Children, n)
+		}
+	}
+	for _, c := range t.ModelCalls {
+		n := nodes[c.AgentID]
+		if n == nil {
+			continue
+		}
+		if n.Calls == 0 {
+			n.EntryTokens, n.InheritedTokens = c.InputTokens, c.InheritedTokens
+		}
+		n.Calls++
+		n.OwnTokens += c.InputTokens
+	}
+	receipts := map[string]trace.Message{}
+	for _, m := range t.Messages {
+		if m.Kind == string(delegation.KindReceipt) && m.ToolCallID != nil {
+			receipts[*m.ToolCallID] = m
+		}
+	}
+	for _, ev := range t.Events {
+		switch ev.Type {
+		case delegation.EventDelegationStarted:
+			var d delegation.DelegationStarted
+			if json.Unmarshal(ev.Data, &d) == nil && nodes[d.ChildID] != nil {
+				nodes[d.ChildID].Task = d.Description
+				if r, ok := receipts[d.ToolCallID]; ok {
+					nodes[d.ChildID].Receipt, nodes[d.ChildID].ReceiptIsError = r.Content, r.IsError
+				}
+			}
+		case delegation.EventDelegationRefused:
+			var d delegation.DelegationRefused
+			if json.Unmarshal(ev.Data, &d) == nil && nodes[ev.AgentID] != nil {
+				nodes[ev.AgentID].Refused = append(nodes[ev.AgentID].Refused,
+					Refusal{ToolCallID: d.ToolCallID, Reason: d.Reason, SubagentType: d.SubagentType, Message: d.Message})
+			}
+		}
+	}
+	if root != nil {
+		subtree(root)
+	}
+	return root
+}
+
+func subtree(n *Node) int {
+	n.SubtreeTokens = n.OwnTokens
+	for _, c := range n.Children {
+		n.SubtreeTokens += subtree(c)
+	}
+	return n.SubtreeTokens
+}

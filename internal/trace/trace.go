@@ -1,0 +1,320 @@
+// Package trace builds the trace of formats.md §2 from a session's event
+// log, and turns a trace back into that log. The log is the truth; the
+// trace's agents, messages, model calls and files are views of it.
+//
+// In the trace each message and model call is written once: the events that
+// introduced them (message.added, model.started, summarization) refer to them
+// by id instead of repeating them, so a trace stays linear in size.
+package trace
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+)
+
+// Format and Version identify the document.
+const (
+	Format  = "delegation-studio.trace"
+	Version = 1
+)
+
+// Trace is the exported document.
+type Trace struct {
+	Format     string            `json:"format"`
+	Version    int               `json:"version"`
+	Session    Session           `json:"session"`
+	Scenario   json.RawMessage   `json:"scenario"`
+	Agents     []Agent           `json:"agents"`
+	Messages   []Message         `json:"messages"`
+	ModelCalls []ModelCall       `json:"model_calls"`
+	Events     []Event           `json:"events"`
+	Files      map[string]string `json:"files"`
+}
+
+// Session describes the session.
+type Session struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Title      string     `json:"title,omitempty"`
+	Prompt     string     `json:"prompt"`
+	Status     string     `json:"status"`
+	Error      string     `json:"error,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Tokenizer  string     `json:"tokenizer"`
+}
+
+// Agent is a node of the delegation tree.
+type Agent struct {
+	ID           string     `json:"id"`
+	Name         string     `json:"name"`
+	ParentID     *string    `json:"parent_id"`
+	Mode         *string    `json:"mode"`
+	TaskCallID   *string    `json:"task_call_id"`
+	Status       string     `json:"status"`
+	Error        string     `json:"error,omitempty"`
+	Invocation   int        `json:"invocation"`
+	SystemPrompt string     `json:"system_prompt"`
+	SystemTokens int        `json:"system_tokens"`
+	Tools        []ToolCost `json:"tools"`
+	Steps        int        `json:"steps"`
+}
+
+// ToolCost is a tool definition's tokens.
+type ToolCost = delegation.ToolCost
+
+// Message is one message, written once.
+type Message struct {
+	ID         string     `json:"id"`
+	AgentID    string     `json:"agent_id"`
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls"`
+	ToolCallID *string    `json:"tool_call_id"`
+	IsError    bool       `json:"is_error"`
+	Tokens     int        `json:"tokens"`
+	Kind       string     `json:"kind"`
+}
+
+// ToolCall is a call an assistant message asks for.
+type ToolCall = delegation.ToolCall
+
+// ModelCall is one model call: what it received, as ranges of message
+// lists, and what that cost.
+type ModelCall struct {
+	ID              string             `json:"id"`
+	AgentID         string             `json:"agent_id"`
+	Index           int                `json:"index"`
+	Purpose         string             `json:"purpose"`
+	SystemPrompt    string             `json:"system_prompt"`
+	SystemTokens    int                `json:"system_tokens"`
+	Context         []delegation.Range `json:"context"`
+	Tools           []ToolCost         `json:"tools"`
+	ToolTokens      int                `json:"tool_tokens"`
+	MessageTokens   int                `json:"message_tokens"`
+	InheritedTokens int                `json:"inherited_tokens"`
+	InputTokens     int                `json:"input_tokens"`
+	OutputMessageID *string            `json:"output_message_id"`
+	DurationMS      int64              `json:"duration_ms"`
+	Error           string             `json:"error,omitempty"`
+	Usage           *delegation.Usage  `json:"usage,omitempty"`
+}
+
+// Event is a log entry as the trace writes it: events that introduced a
+// message or a model call refer to it by id.
+type Event = delegation.Event
+
+// Meta is what the log does not say about a session: its id, its status
+// when it did not finish, and its scenario.
+type Meta struct {
+	ID       string
+	Title    string
+	Status   string // "" means as the log says: running until session.finished
+	Scenario json.RawMessage
+}
+
+// Build makes the trace of a session from its log. Events of seq 0 (live
+// only) are skipped.
+func Build(meta Meta, events []delegation.Event) (*Trace, error) {
+	t := &Trace{Format: Format, Version: Version, Scenario: meta.Scenario,
+		Session:  Session{ID: meta.ID, Title: meta.Title, Status: delegation.StatusRunning},
+		Agents:   []Agent{},
+		Messages: []Message{}, ModelCalls: []ModelCall{}, Events: []Event{}}
+	if len(t.Scenario) == 0 {
+		t.Scenario = json.RawMessage("{}")
+	}
+	agents := map[string]int{}
+	calls := map[string]int{}
+	var files map[string]string
+	for _, ev := range events {
+		if ev.Seq == 0 {
+			continue
+		}
+		out := ev
+		var err error
+		switch ev.Type {
+		case delegation.EventSessionStarted:
+			var d delegation.SessionStarted
+			if err = json.Unmarshal(ev.Data, &d); err == nil {
+				t.Session.Name, t.Session.Prompt, t.Session.Tokenizer = d.Name, d.Prompt, d.Tokenizer
+				t.Session.CreatedAt = ev.At
+				files = copyFiles(d.Files)
+			}
+		case delegation.EventSessionFinished:
+			var d delegation.SessionFinished
+			if err = json.Unmarshal(ev.Data, &d); err == nil {
+				t.Session.Status, t.Session.Error = d.Status, d.Error
+				at := ev.At
+				t.Session.FinishedAt = &at
+				if d.Files != nil {
+					files = copyFiles(d.Files)
+				}
+			}
+		case delegation.EventAgentStarted:
+			var d delegation.AgentStarted
+			if err = json.Unmarshal(ev.Data, &d); err == nil {
+				agents[d.Agent.ID] = len(t.Agents)
+				t.Agents = append(t.Agents, Agent{ID: d.Agent.ID, Name: d.Agent.Name,
+					ParentID: optional(d.Agent.ParentID), Mode: optional(string(d.Agent.Mode)),
+					TaskCallID: optional(d.Agent.TaskCallID), Status: delegation.StatusRunning,
+					Invocation: d.Agent.Invocation, SystemPrompt: d.SystemPrompt,
+					SystemTokens: d.SystemTokens, Tools: d.Tools})
+			}
+		case delegation.EventAgentFinished:
+			var d delegation.AgentFinished
+			if err = json.Unmarshal(ev.Data, &d); err == nil {
+				i, ok := agents[ev.AgentID]
+				if !ok {
+					return nil, fmt.Errorf("event %d: agent.finished for unknown agent %q", ev.Seq, ev.AgentID)
+				}
+				t.Agents[i].Status, t.Agents[i].Error, t.Agents[i].Steps = d.Status, d.Error, d.Steps
+			}
+		case delegation.EventMessageAdded:
+			var d delegation.MessageAdded
+			if err = json.Unmarshal(ev.Data, &d); err == nil && d.Message != nil {
+				t.Messages = append(t.Messages, messageOf(d.Message))
+				out.Data = mustJSON(messageRef{Index: d.Index, MessageID: d.Message.ID})
+			}
+		case delegation.EventModelStarted:
+			var d delegation.ModelStarted
+			if err = json.Unmarshal(ev.Data, &d); err == nil {
+				c := d.Call
+				calls[c.ID] = len(t.ModelCalls)
+				t.ModelCalls = append(t.ModelCalls, ModelCall{ID: c.ID, AgentID: c.AgentID, Index: c.Index,
+					Purpose: string(c.Purpose), SystemPrompt: c.SystemPrompt, SystemTokens: c.SystemTokens,
+					Context: c.Context, Tools: c.Tools, ToolTokens: c.ToolTokens, MessageTokens: c.MessageTokens,
+					InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens})
+				out.Data = mustJSON(callRef{ModelCallID: c.ID})
+			}
+		case delegation.EventModelFinished:
+			var d delegation.ModelFinished
+			if err = json.Unmarshal(ev.Data, &d); err == nil {
+				i, ok := calls[d.ModelCallID]
+				if !ok {
+					return nil, fmt.Errorf("event %d: model.finished for unknown model call %q", ev.Seq, d.ModelCallID)
+				}
+				c := &t.ModelCalls[i]
+				c.OutputMessageID, c.DurationMS, c.Error, c.Usage = optional(d.OutputMessageID), d.DurationMS, d.Error, d.Usage
+			}
+		case delegation.EventSummarization:
+			var d delegation.Summarized
+			if err = json.Unmarshal(ev.Data, &d); err == nil && d.SummaryMessage != nil {
+				out.Data = mustJSON(summaryRef{CutoffIndex: d.CutoffIndex, SummaryMessageID: d.SummaryMessage.ID,
+					FilePath: d.FilePath, FoldedMessages: d.FoldedMessages, TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter})
+			}
+		case delegation.EventFilesChanged:
+			if ev.AgentID == "main" && files != nil {
+				var d delegation.FilesChanged
+				if err = json.Unmarshal(ev.Data, &d); err == nil {
+					applyChanges(files, d.Changes)
+				}
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("event %d (%s): %w", ev.Seq, ev.Type, err)
+		}
+		t.Events = append(t.Events, out)
+	}
+	if meta.Status != "" && t.Session.Status == delegation.StatusRunning {
+		t.Session.Status = meta.Status
+	}
+	if files == nil {
+		files = map[string]string{}
+	}
+	t.Files = files
+	return t, nil
+}
+
+// The data of events that refer to what the trace writes once.
+type messageRef struct {
+	Index     int    `json:"index"`
+	MessageID string `json:"message_id"`
+}
+
+type callRef struct {
+	ModelCallID string `json:"model_call_id"`
+}
+
+type summaryRef struct {
+	CutoffIndex      int    `json:"cutoff_index"`
+	SummaryMessageID string `json:"summary_message_id"`
+	FilePath         string `json:"file_path"`
+	FoldedMessages   int    `json:"folded_messages"`
+	TokensBefore     int    `json:"tokens_before"`
+	TokensAfter      int    `json:"tokens_after"`
+}
+
+func messageOf(m *delegation.Message) Message {
+	calls := m.ToolCalls
+	if calls == nil {
+		calls = []ToolCall{}
+	}
+	return Message{ID: m.ID, AgentID: m.AgentID, Role: string(m.Role), Content: m.Content, ToolCalls: calls,
+		ToolCallID: optional(m.ToolCallID), IsError: m.IsError, Tokens: m.Tokens, Kind: string(m.Kind)}
+}
+
+func (m Message) domain() *delegation.Message {
+	out := &delegation.Message{ID: m.ID, AgentID: m.AgentID, Role: delegation.Role(m.Role), Content: m.Content,
+		ToolCalls: m.ToolCalls, IsError: m.IsError, Tokens: m.Tokens, Kind: delegation.Kind(m.Kind)}
+	if len(out.ToolCalls) == 0 {
+		out.ToolCalls = nil
+	}
+	if m.ToolCallID != nil {
+		out.ToolCallID = *m.ToolCallID
+	}
+	return out
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only our own plain structs are encoded here
+	}
+	return b
+}
+
+func copyFiles(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func applyChanges(files map[string]string, changes []delegation.FileChange) {
+	for _, c := range changes {
+		if c.Deleted {
+			delete(files, c.Path)
+		} else {
+			files[c.Path] = c.Content
+		}
+	}
+}
+
+// SortedPaths lists a file map's paths in order.
+func SortedPaths(files map[string]string) []string {
+	out := make([]string, 0, len(files))
+	for p := range files {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
