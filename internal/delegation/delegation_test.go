@@ -884,8 +884,8 @@ func TestEventLog(t *testing.T) {
 func TestNestedDelegationIsRefused(t *testing.T) {
 	ts := TeamSpec{Subagents: []Spec{{Name: "fk", Description: "d", Mode: ModeFork}}}
 	r := runSession(t, ts, map[string][]fakeTurn{
-		"main": {{calls: []ToolCall{task("do it", "fk"), task("do it too", "general-purpose")}}, {content: "ok"}},
-		"fk#0": {{calls: []ToolCall{task("deeper", "general-purpose")}}, {content: "did it myself"}},
+		"main":              {{calls: []ToolCall{task("do it", "fk"), task("do it too", "general-purpose")}}, {content: "ok"}},
+		"fk#0":              {{calls: []ToolCall{task("deeper", "general-purpose")}}, {content: "did it myself"}},
 		"general-purpose#0": {{calls: []ToolCall{task("deeper", "general-purpose")}}, {content: "no task tool here"}},
 	}, nil)
 	fk, gp := r.childByName(t, "fk"), r.childByName(t, "general-purpose")

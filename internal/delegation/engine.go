@@ -42,7 +42,7 @@ const (
 
 // Result is how a session ended.
 type Result struct {
-	Status string // done or failed
+	Status string // done, failed, or interrupted when its context was cancelled
 	Answer string // the main agent's final text
 	Err    error  // why it failed
 	Files  map[string]string
@@ -147,11 +147,15 @@ func (e *Engine) Run(ctx context.Context, prompt string) *Result {
 	if err != nil {
 		res.Status, res.Err = StatusFailed, err
 		fin.Status, fin.Error = StatusFailed, err.Error()
+		// Stopped from outside, rather than failed on its own.
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			res.Status, res.Err = StatusInterrupted, context.Cause(ctx)
+		}
 	}
 	e.emit(main.info.ID, EventAgentFinished, fin)
 	sf := SessionFinished{Status: res.Status, Answer: res.Answer, Files: res.Files}
-	if err != nil {
-		sf.Error = err.Error()
+	if res.Err != nil {
+		sf.Error = res.Err.Error()
 	}
 	e.emit("", EventSessionFinished, sf)
 	return res

@@ -1,6 +1,7 @@
 package delegation
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -42,4 +43,46 @@ func (es FieldErrors) Err() error {
 		return nil
 	}
 	return es
+}
+
+// Error codes: what kind of failure an Error is, for mapping to an HTTP
+// status or an exit code.
+const (
+	ENOTFOUND = "not_found"
+	EINVALID  = "invalid"
+	ECONFLICT = "conflict"
+	ETOOLARGE = "too_large"
+	EINTERNAL = "internal"
+)
+
+// Error is a failure with a code and a message written for a person. Any
+// other error is an internal one: logged, and shown as "Internal error".
+type Error struct {
+	Code    string
+	Message string
+	// Fields, for EINVALID, are the problems one by one.
+	Fields FieldErrors
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with a code.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode is err's code: its *Error's, EINVALID for FieldErrors, else
+// EINTERNAL.
+func ErrorCode(err error) string {
+	var e *Error
+	var fe FieldErrors
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return e.Code
+	case errors.As(err, &fe):
+		return EINVALID
+	}
+	return EINTERNAL
 }

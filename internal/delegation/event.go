@@ -99,7 +99,7 @@ type SessionFinished struct {
 	Status string            `json:"status"`
 	Error  string            `json:"error,omitempty"`
 	Answer string            `json:"answer"`
-	Files  map[string]string `json:"files"`
+	Files  map[string]string `json:"files,omitempty"`
 }
 
 // AgentInfo describes an agent in the tree.
@@ -193,8 +193,8 @@ type ToolStarted struct {
 type ToolFinished struct {
 	ToolCallID string `json:"tool_call_id"`
 	Name       string `json:"name"`
-	IsError    bool   `json:"is_error"`
-	DurationMS int64  `json:"duration_ms"`
+	IsError    bool   `json:"is_error,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
 }
 
 // DelegationStarted is the data of delegation.started.
