@@ -1,0 +1,197 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+)
+
+// streamOnce makes one streamed attempt: text deltas go to onDelta as they
+// arrive; tool calls, which arrive in pieces, are put back together. idle is
+// re-armed at every chunk, so CallTimeout bounds the silence between chunks,
+// not the length of the answer.
+func (m *Model) streamOnce(ctx, actx context.Context, c *call, info *attemptInfo, idle *time.Timer,
+	onDelta func(string)) (*result, *failure) {
+	req := c.req
+	req.Stream = true
+	// Without it the endpoint sends no usage at all when streaming.
+	req.StreamOptions = &goopenai.StreamOptions{IncludeUsage: true}
+	st, err := m.client.CreateChatCompletionStream(actx, req)
+	if err != nil {
+		return nil, m.classify(ctx, actx, c, info, err)
+	}
+	defer st.Close()
+
+	var acc accumulator
+	sent := false
+	// brokeOff keeps a broken stream from being retried once text was
+	// shown: a retry would show the answer's start twice, and a different
+	// answer may come back.
+	brokeOff := func(f *failure) *failure {
+		if sent && f.retry {
+			return &failure{err: fmt.Errorf("the answer broke off after the model had started writing it (%s); "+
+				"it was not retried because its first part was already shown", f.what)}
+		}
+		return f
+	}
+	for {
+		chunk, err := st.Recv()
+		idle.Reset(m.callTimeout)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, brokeOff(m.classify(ctx, actx, c, info, err))
+		}
+		for _, d := range acc.add(chunk) {
+			onDelta(d)
+			sent = true
+		}
+	}
+	// go-openai reports a stream that just stops as a normal end; an answer
+	// is complete only with [DONE] or a finish_reason.
+	if !acc.finished && !info.sawDone {
+		return nil, brokeOff(&failure{retry: true, what: "a stream that ended before the answer was complete"})
+	}
+	return acc.result(), nil
+}
+
+// accumulator puts a streamed answer together.
+type accumulator struct {
+	content  strings.Builder
+	refusal  strings.Builder
+	calls    []*partCall
+	byIndex  map[int]*partCall
+	finished bool
+	usage    *delegation.Usage
+}
+
+// partCall is a tool call being received: its id and name come in its first
+// chunk, its arguments piece by piece, interleaved with other calls' pieces.
+type partCall struct {
+	key      int // the wire's index, or the order of arrival when it has none
+	id, name string
+	args     strings.Builder
+}
+
+// add takes one chunk and returns its text deltas, to be shown now.
+func (a *accumulator) add(chunk goopenai.ChatCompletionStreamResponse) []string {
+	var deltas []string
+	if u := usageOf(chunk.Usage); u != nil {
+		a.usage = u
+	}
+	for _, ch := range chunk.Choices {
+		if ch.Index != 0 {
+			continue // n is 1: other choices are never asked for
+		}
+		d := ch.Delta
+		if d.Content != "" {
+			a.content.WriteString(d.Content)
+			deltas = append(deltas, d.Content)
+		}
+		a.refusal.WriteString(d.Refusal)
+		for _, tc := range d.ToolCalls {
+			p := a.part(tc)
+			if p.id == "" {
+				p.id = tc.ID
+			}
+			if p.name == "" {
+				p.name = tc.Function.Name
+			}
+			p.args.WriteString(tc.Function.Arguments)
+		}
+		if d.FunctionCall != nil {
+			// The legacy function_call: a single call, in pieces.
+			tc := goopenai.ToolCall{Index: new(int), Function: *d.FunctionCall}
+			p := a.part(tc)
+			if p.name == "" {
+				p.name = d.FunctionCall.Name
+			}
+			p.args.WriteString(d.FunctionCall.Arguments)
+		}
+		if ch.FinishReason != "" && ch.FinishReason != goopenai.FinishReasonNull {
+			a.finished = true
+		}
+	}
+	return deltas
+}
+
+// part finds the call a piece belongs to: by index, the wire's way; a
+// server that sends no index is followed by id, and a piece with neither
+// continues the last call.
+func (a *accumulator) part(tc goopenai.ToolCall) *partCall {
+	if a.byIndex == nil {
+		a.byIndex = map[int]*partCall{}
+	}
+	if tc.Index != nil {
+		p := a.byIndex[*tc.Index]
+		if p == nil {
+			p = &partCall{key: *tc.Index}
+			a.byIndex[*tc.Index] = p
+			a.calls = append(a.calls, p)
+		}
+		return p
+	}
+	if tc.ID != "" {
+		for _, p := range a.calls {
+			if p.id == tc.ID {
+				return p
+			}
+		}
+	} else if n := len(a.calls); n > 0 {
+		return a.calls[n-1]
+	}
+	p := &partCall{key: len(a.calls)}
+	a.calls = append(a.calls, p)
+	return p
+}
+
+func (a *accumulator) result() *result {
+	r := &result{content: a.content.String(), usage: a.usage}
+	if r.content == "" {
+		r.content = a.refusal.String()
+	}
+	calls := append([]*partCall(nil), a.calls...)
+	sort.SliceStable(calls, func(i, j int) bool { return calls[i].key < calls[j].key })
+	for _, p := range calls {
+		r.calls = append(r.calls, rawCall{id: p.id, name: p.name, args: p.args.String()})
+	}
+	return r
+}
+
+// doneWatcher notes whether a stream's body carried the [DONE] line, which
+// go-openai consumes without saying so.
+type doneWatcher struct {
+	io.ReadCloser
+	info *attemptInfo
+	tail []byte // the end of the previous read: the marker may straddle two
+}
+
+var doneMarkers = [][]byte{[]byte("data: [DONE]"), []byte("data:[DONE]")}
+
+func (w *doneWatcher) Read(p []byte) (int, error) {
+	n, err := w.ReadCloser.Read(p)
+	if n > 0 && !w.info.sawDone {
+		buf := append(append([]byte(nil), w.tail...), p[:n]...)
+		for _, mk := range doneMarkers {
+			if bytes.Contains(buf, mk) {
+				w.info.sawDone = true
+			}
+		}
+		keep := len(doneMarkers[0]) - 1
+		if len(buf) > keep {
+			buf = buf[len(buf)-keep:]
+		}
+		w.tail = buf
+	}
+	return n, err
+}
