@@ -14,8 +14,14 @@ import (
 const usage = `studio: see, teach and debug how an AI agent delegates work to subagents.
 
 Usage:
-  studio run SCENARIO.json [--json]   run a scenario headless; --json prints the trace
-  studio validate SCENARIO.json       check a scenario, run nothing
+  studio run SCENARIO.json [--json] [--db FILE]   run a scenario headless; --json prints the trace
+  studio validate SCENARIO.json                   check a scenario, run nothing
+  studio sessions [--db FILE]                     list stored sessions: id, status, name
+  studio export SESSION_ID [--format json|otlp] [--db FILE]
+                                                  print a stored session
+  studio import TRACE.json [--db FILE]            store a trace, print its new id
+
+--db defaults to $STUDIO_DB, then ./studio.db (run keeps nothing without it).
 
 Run 'studio COMMAND --help' for a command's flags.
 
@@ -48,6 +54,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRun(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
+	case "sessions":
+		return cmdSessions(ctx, args[1:], stdout, stderr)
+	case "export":
+		return cmdExport(ctx, args[1:], stdout, stderr)
+	case "import":
+		return cmdImport(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -116,3 +116,78 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+func TestStoreCommands(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "studio.db")
+	code, out, errOut := studio(t, "run", example, "--json", "--db", dbPath)
+	if code != exitOK {
+		t.Fatalf("run --db: exit %d: %s", code, errOut)
+	}
+	var tr struct {
+		Session struct{ ID, Status string }
+	}
+	if err := json.Unmarshal([]byte(out), &tr); err != nil || tr.Session.ID == "" {
+		t.Fatalf("trace: %v %s", err, out)
+	}
+	id := tr.Session.ID
+
+	t.Run("sessions lists the stored session", func(t *testing.T) {
+		code, out, _ := studio(t, "sessions", "--db", dbPath)
+		if code != exitOK || !strings.Contains(out, id) || !strings.Contains(out, "done") || !strings.Contains(out, "order-number") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("STUDIO_DB is the default database", func(t *testing.T) {
+		t.Setenv("STUDIO_DB", dbPath)
+		if code, out, _ := studio(t, "sessions"); code != exitOK || !strings.Contains(out, id) {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+	var exported string
+	t.Run("export prints the trace with the stored id", func(t *testing.T) {
+		code, out, errOut := studio(t, "export", id, "--db", dbPath)
+		if code != exitOK || !strings.Contains(out, `"id": "`+id+`"`) {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		if errs := schema.ValidateTrace([]byte(out)); len(errs) > 0 {
+			t.Fatalf("invalid trace: %v", errs)
+		}
+		exported = out
+	})
+	t.Run("export --format otlp prints OTLP JSON", func(t *testing.T) {
+		code, out, errOut := studio(t, "export", id, "--format", "otlp", "--db", dbPath)
+		var doc struct {
+			ResourceSpans []json.RawMessage `json:"resourceSpans"`
+		}
+		if code != exitOK || json.Unmarshal([]byte(out), &doc) != nil || len(doc.ResourceSpans) != 1 {
+			t.Fatalf("exit %d: %s %s", code, errOut, out)
+		}
+	})
+	t.Run("import stores an export under a new id", func(t *testing.T) {
+		p := writeFile(t, exported)
+		code, out, errOut := studio(t, "import", p, "--db", dbPath)
+		newID := strings.TrimSpace(out)
+		if code != exitOK || newID == "" || newID == id {
+			t.Fatalf("exit %d: %q %s", code, out, errOut)
+		}
+		if code, _, _ := studio(t, "export", newID, "--db", dbPath); code != exitOK {
+			t.Fatalf("export of the import: exit %d", code)
+		}
+	})
+	t.Run("a bad import exits 2, one error per line, and writes nothing", func(t *testing.T) {
+		p := writeFile(t, strings.Replace(exported, `"version": 1`, `"version": 7`, 1))
+		code, _, errOut := studio(t, "import", p, "--db", dbPath)
+		if code != exitUsage || !strings.Contains(errOut, p+": version: unsupported trace version 7") {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		_, out, _ := studio(t, "sessions", "--db", dbPath)
+		if n := strings.Count(out, "order-number"); n != 2 {
+			t.Fatalf("%d sessions listed, want 2:\n%s", n, out)
+		}
+	})
+	t.Run("exporting an unknown session exits 2", func(t *testing.T) {
+		if code, _, errOut := studio(t, "export", "nope", "--db", dbPath); code != exitUsage || !strings.Contains(errOut, `no session "nope"`) {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	})
+}

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,8 +18,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the session's trace as JSON instead of the tree")
+	dbPath := fs.String("db", "", "store the session in this database `file`; its id is the trace's session.id (default: keep nothing)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: studio run SCENARIO.json [--json]\n\nRuns a scenario headless and prints its delegation tree, or its trace with --json.\nExit codes: 0 done, 1 the session failed, 2 bad scenario.\n\nFlags:\n")
+		fmt.Fprint(stderr, "Usage: studio run SCENARIO.json [--json] [--db FILE]\n\nRuns a scenario headless and prints its delegation tree, or its trace with --json.\nExit codes: 0 done, 1 the session failed, 2 bad scenario.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	path, ok := parseOneArg(fs, args, stderr)
@@ -35,29 +33,45 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	printWarnings(stderr, sc.Warnings)
 
-	var events []delegation.Event
-	sink := delegation.SinkFunc(func(e delegation.Event) {
-		if e.Seq > 0 {
-			events = append(events, e)
+	var t *trace.Trace
+	var res *delegation.Result
+	if *dbPath != "" {
+		d, ok := openStore(ctx, *dbPath, stderr)
+		if !ok {
+			return exitFailed
 		}
-	})
-	id := newID()
-	res, err := session.Run(ctx, sc, session.RunOptions{SessionID: id, Sink: sink})
-	if err != nil {
-		fmt.Fprintf(stderr, "studio: %v\n", err)
-		return exitUsage
-	}
-	t, err := trace.Build(trace.Meta{ID: id, Title: sc.File.Title, Scenario: sc.Raw}, events)
-	if err != nil {
-		fmt.Fprintf(stderr, "studio: build the trace: %v\n", err)
-		return exitFailed
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(t); err != nil {
+		defer d.Close()
+		var id string
+		var err error
+		if id, res, err = (&session.Runner{DB: d}).Run(ctx, sc); err != nil {
 			fmt.Fprintf(stderr, "studio: %v\n", err)
 			return exitFailed
+		}
+		if t, err = d.Trace(ctx, id); err != nil {
+			fmt.Fprintf(stderr, "studio: %v\n", err)
+			return exitFailed
+		}
+	} else {
+		var events []delegation.Event
+		sink := delegation.SinkFunc(func(e delegation.Event) {
+			if e.Seq > 0 {
+				events = append(events, e)
+			}
+		})
+		id := session.NewID()
+		var err error
+		if res, err = session.Run(ctx, sc, session.RunOptions{SessionID: id, Sink: sink}); err != nil {
+			fmt.Fprintf(stderr, "studio: %v\n", err)
+			return exitUsage
+		}
+		if t, err = trace.Build(trace.Meta{ID: id, Title: sc.File.Title, Scenario: sc.Raw}, events); err != nil {
+			fmt.Fprintf(stderr, "studio: build the trace: %v\n", err)
+			return exitFailed
+		}
+	}
+	if *asJSON {
+		if code := writeJSON(stdout, stderr, t); code != exitOK {
+			return code
 		}
 	} else {
 		printTree(stdout, t)
@@ -138,10 +152,4 @@ func printWarnings(w io.Writer, warnings delegation.FieldErrors) {
 	for _, e := range warnings {
 		fmt.Fprintf(w, "warning: %s\n", e.Error())
 	}
-}
-
-func newID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/model/openai"
 	"github.com/delegationstudio/studio/internal/model/scripted"
 	"github.com/delegationstudio/studio/internal/scenario"
 )
@@ -28,6 +29,11 @@ func ModelFor(sc *scenario.Scenario) (delegation.Model, error) {
 	switch sc.Provider {
 	case scenario.ProviderScripted:
 		return scripted.New(sc.Script), nil
+	case scenario.ProviderOpenAI:
+		m := sc.File.Model
+		// The key comes from the environment, never from the file.
+		return openai.New(openai.Config{BaseURL: m.BaseURL, Model: m.Model,
+			APIKey: openai.KeyFromEnv(m.APIKeyEnv), NativeJSONSchema: m.NativeJSONSchema})
 	default:
 		return nil, fmt.Errorf("model provider %q is not available in this build", sc.Provider)
 	}

@@ -134,8 +134,11 @@ func Build(meta Meta, events []delegation.Event) (*Trace, error) {
 		if ev.Seq == 0 {
 			continue
 		}
-		out := ev
-		var err error
+		sp, err := SplitEvent(ev)
+		if err != nil {
+			return nil, fmt.Errorf("event %d (%s): %w", ev.Seq, ev.Type, err)
+		}
+		out := sp.Event
 		switch ev.Type {
 		case delegation.EventSessionStarted:
 			var d delegation.SessionStarted
@@ -173,38 +176,21 @@ func Build(meta Meta, events []delegation.Event) (*Trace, error) {
 				}
 				t.Agents[i].Status, t.Agents[i].Error, t.Agents[i].Steps = d.Status, d.Error, d.Steps
 			}
-		case delegation.EventMessageAdded:
-			var d delegation.MessageAdded
-			if err = json.Unmarshal(ev.Data, &d); err == nil && d.Message != nil {
-				t.Messages = append(t.Messages, messageOf(d.Message))
-				out.Data = mustJSON(messageRef{Index: d.Index, MessageID: d.Message.ID})
+		case delegation.EventMessageAdded, delegation.EventModelStarted, delegation.EventModelFinished:
+			if sp.Message != nil {
+				t.Messages = append(t.Messages, *sp.Message)
 			}
-		case delegation.EventModelStarted:
-			var d delegation.ModelStarted
-			if err = json.Unmarshal(ev.Data, &d); err == nil {
-				c := d.Call
-				calls[c.ID] = len(t.ModelCalls)
-				t.ModelCalls = append(t.ModelCalls, ModelCall{ID: c.ID, AgentID: c.AgentID, Index: c.Index,
-					Purpose: string(c.Purpose), SystemPrompt: c.SystemPrompt, SystemTokens: c.SystemTokens,
-					Context: c.Context, Tools: c.Tools, ToolTokens: c.ToolTokens, MessageTokens: c.MessageTokens,
-					InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens})
-				out.Data = mustJSON(callRef{ModelCallID: c.ID})
+			if sp.Call != nil {
+				calls[sp.Call.ID] = len(t.ModelCalls)
+				t.ModelCalls = append(t.ModelCalls, *sp.Call)
 			}
-		case delegation.EventModelFinished:
-			var d delegation.ModelFinished
-			if err = json.Unmarshal(ev.Data, &d); err == nil {
-				i, ok := calls[d.ModelCallID]
+			if f := sp.Finished; f != nil {
+				i, ok := calls[f.ModelCallID]
 				if !ok {
-					return nil, fmt.Errorf("event %d: model.finished for unknown model call %q", ev.Seq, d.ModelCallID)
+					return nil, fmt.Errorf("event %d: model.finished for unknown model call %q", ev.Seq, f.ModelCallID)
 				}
 				c := &t.ModelCalls[i]
-				c.OutputMessageID, c.DurationMS, c.Error, c.Usage = optional(d.OutputMessageID), d.DurationMS, d.Error, d.Usage
-			}
-		case delegation.EventSummarization:
-			var d delegation.Summarized
-			if err = json.Unmarshal(ev.Data, &d); err == nil && d.SummaryMessage != nil {
-				out.Data = mustJSON(summaryRef{CutoffIndex: d.CutoffIndex, SummaryMessageID: d.SummaryMessage.ID,
-					FilePath: d.FilePath, FoldedMessages: d.FoldedMessages, TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter})
+				c.OutputMessageID, c.DurationMS, c.Error, c.Usage = optional(f.OutputMessageID), f.DurationMS, f.Error, f.Usage
 			}
 		case delegation.EventFilesChanged:
 			if ev.AgentID == "main" && files != nil {
@@ -229,6 +215,78 @@ func Build(meta Meta, events []delegation.Event) (*Trace, error) {
 	return t, nil
 }
 
+// Split is an event as a trace (and the store) keeps it: the message or
+// model call it introduced, written once, and the event referring to it.
+type Split struct {
+	Event    delegation.Event
+	Message  *Message                  // message.added
+	Call     *ModelCall                // model.started
+	Finished *delegation.ModelFinished // model.finished: what it adds to its call
+}
+
+// SplitEvent takes out of an event the message or model call it introduced
+// (or, for model.finished, what it adds to its call), and drops what the
+// trace holds elsewhere: tool.started's arguments (in its assistant
+// message) and session.finished's files (the trace's files). Other events
+// are returned as they are.
+func SplitEvent(ev delegation.Event) (Split, error) {
+	sp := Split{Event: ev}
+	switch ev.Type {
+	case delegation.EventMessageAdded:
+		var d delegation.MessageAdded
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return sp, err
+		}
+		if d.Message == nil {
+			return sp, fmt.Errorf("message.added without a message")
+		}
+		m := messageOf(d.Message)
+		sp.Message = &m
+		sp.Event.Data = mustJSON(messageRef{Index: d.Index, MessageID: d.Message.ID})
+	case delegation.EventModelStarted:
+		var d delegation.ModelStarted
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return sp, err
+		}
+		c := d.Call
+		sp.Call = &ModelCall{ID: c.ID, AgentID: c.AgentID, Index: c.Index,
+			Purpose: string(c.Purpose), SystemPrompt: c.SystemPrompt, SystemTokens: c.SystemTokens,
+			Context: c.Context, Tools: c.Tools, ToolTokens: c.ToolTokens, MessageTokens: c.MessageTokens,
+			InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens}
+		sp.Event.Data = mustJSON(callRef{ModelCallID: c.ID})
+	case delegation.EventModelFinished:
+		var d delegation.ModelFinished
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return sp, err
+		}
+		sp.Finished = &d
+		sp.Event.Data = mustJSON(callRef{ModelCallID: d.ModelCallID})
+	case delegation.EventToolStarted:
+		var d delegation.ToolStarted
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return sp, err
+		}
+		sp.Event.Data = mustJSON(toolRef{ToolCallID: d.ToolCallID, Name: d.Name})
+	case delegation.EventSessionFinished:
+		var d delegation.SessionFinished
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return sp, err
+		}
+		d.Files = nil
+		sp.Event.Data = mustJSON(d)
+	case delegation.EventSummarization:
+		var d delegation.Summarized
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return sp, err
+		}
+		if d.SummaryMessage != nil {
+			sp.Event.Data = mustJSON(summaryRef{CutoffIndex: d.CutoffIndex, SummaryMessageID: d.SummaryMessage.ID,
+				FilePath: d.FilePath, FoldedMessages: d.FoldedMessages, TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter})
+		}
+	}
+	return sp, nil
+}
+
 // The data of events that refer to what the trace writes once.
 type messageRef struct {
 	Index     int    `json:"index"`
@@ -237,6 +295,22 @@ type messageRef struct {
 
 type callRef struct {
 	ModelCallID string `json:"model_call_id"`
+}
+
+type toolRef struct {
+	ToolCallID string `json:"tool_call_id"`
+	Name       string `json:"name"`
+}
+
+// MessageAddedData and ModelCallData are the data of the events a store
+// reads back from its message and model-call rows.
+func MessageAddedData(index int, messageID string) json.RawMessage {
+	return mustJSON(messageRef{Index: index, MessageID: messageID})
+}
+
+// ModelCallData is the data of model.started and model.finished in a trace.
+func ModelCallData(callID string) json.RawMessage {
+	return mustJSON(callRef{ModelCallID: callID})
 }
 
 type summaryRef struct {

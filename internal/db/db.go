@@ -1,0 +1,230 @@
+// Package db keeps sessions in one SQLite file (modernc.org/sqlite, no cgo):
+// each session's event log and what its events introduced, with the queries
+// the studio's views, exports and imports need. SQL is written by hand, one
+// file per aggregate; public methods open the transaction and lower-case
+// helpers take the *sql.Tx, so several writes share one.
+package db
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// DB is an open store. Writes go through one connection, so they never
+// fight each other for the lock; reads use a pool and, thanks to WAL, are
+// not blocked by writes.
+type DB struct {
+	path string
+	w    *sql.DB
+	r    *sql.DB
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+}
+
+// Open opens (creating if needed) the database at path and applies the
+// migrations it lacks.
+func Open(ctx context.Context, path string) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("open database: no path given")
+	}
+	q := url.Values{}
+	for _, p := range []string{
+		"journal_mode(WAL)",   // readers do not block the writer, nor it them
+		"foreign_keys(ON)",    // deleting a session deletes all it holds
+		"busy_timeout(10000)", // wait for another process's lock instead of failing at once
+		"synchronous(NORMAL)", // with WAL: durable across a process crash, and fast commits
+	} {
+		q.Add("_pragma", p)
+	}
+	dsn := "file:" + path + "?" + q.Encode()
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	r, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(8)
+	db := &DB{path: path, w: w, r: r, Now: time.Now}
+	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Close closes the database.
+func (db *DB) Close() error {
+	return errors.Join(db.w.Close(), db.r.Close())
+}
+
+// Path is the database file.
+func (db *DB) Path() string { return db.path }
+
+// migrate applies, in order and each in its own transaction, the numbered
+// migrations the database has not seen; user_version records the last one.
+func (db *DB) migrate(ctx context.Context) error {
+	var version int
+	if err := db.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(name, "migrations/"), "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: its name must start with a number", name)
+		}
+		if n <= version {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		err = db.tx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", n))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// tx runs fn in a write transaction: committed when fn returns nil, rolled
+// back otherwise.
+func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// IntegrityCheck runs SQLite's integrity check; it returns "ok" for a sound file.
+func (db *DB) IntegrityCheck(ctx context.Context) (string, error) {
+	var res string
+	err := db.r.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&res)
+	return res, err
+}
+
+// packJSON gzips a large JSON document for storage: a scenario with a long
+// script is mostly repetition. Stored values keep a one-byte tag so either
+// form reads back.
+func packJSON(doc []byte) []byte {
+	if len(doc) < 1024 {
+		return append([]byte{'j'}, doc...)
+	}
+	var b bytes.Buffer
+	b.WriteByte('z')
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestSpeed)
+	_, _ = zw.Write(doc)
+	_ = zw.Close()
+	return b.Bytes()
+}
+
+func unpackJSON(stored []byte) ([]byte, error) {
+	if len(stored) == 0 {
+		return nil, nil
+	}
+	switch stored[0] {
+	case 'j':
+		return stored[1:], nil
+	case 'z':
+		zr, err := gzip.NewReader(bytes.NewReader(stored[1:]))
+		if err != nil {
+			return nil, err
+		}
+		return io.ReadAll(zr)
+	}
+	return stored, nil // written before packing existed
+}
+
+// packRanges stores a context compactly: [["main",0,12],["a1",0,1]].
+func packRanges(rs []delegation.Range) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		id, _ := json.Marshal(r.AgentID)
+		fmt.Fprintf(&b, "[%s,%d,%d]", id, r.From, r.To)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+func unpackRanges(s string) ([]delegation.Range, error) {
+	var raw [][3]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return nil, err
+	}
+	out := make([]delegation.Range, len(raw))
+	for i, r := range raw {
+		if err := errors.Join(json.Unmarshal(r[0], &out[i].AgentID), json.Unmarshal(r[1], &out[i].From), json.Unmarshal(r[2], &out[i].To)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func nullString(s *string) sql.NullString {
+	if s == nil || *s == "" {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: *s, Valid: true}
+}
+
+func strPtr(ns sql.NullString) *string {
+	if !ns.Valid {
+		return nil
+	}
+	s := ns.String
+	return &s
+}
+
+// Checkpoint moves the write-ahead log into the database file and truncates
+// it, so the file's size is the store's size.
+func (db *DB) Checkpoint(ctx context.Context) error {
+	_, err := db.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+	return err
+}

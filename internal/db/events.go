@@ -1,0 +1,321 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+// AppendEvents appends events of one session's log, in one transaction: the
+// events, as the trace keeps them, and what they introduced or changed
+// (agents, messages, model calls, files, the session's status). Events of
+// seq 0 are live only and are skipped.
+func (db *DB) AppendEvents(ctx context.Context, sessionID string, events []delegation.Event) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		n, err := sid(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		return appendEvents(ctx, tx, n, events)
+	})
+	if err != nil {
+		return fmt.Errorf("append events for session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// statements are a batch's prepared statements.
+type statements struct {
+	event, message, call *sql.Stmt
+}
+
+func prepare(ctx context.Context, tx *sql.Tx) (*statements, error) {
+	var s statements
+	var err error
+	if s.event, err = tx.PrepareContext(ctx, `INSERT INTO events (sid, seq, type, agent_id, at, data) VALUES (?, ?, ?, ?, ?, ?)`); err != nil {
+		return nil, err
+	}
+	if s.message, err = tx.PrepareContext(ctx, `INSERT INTO messages
+		(sid, agent_id, idx, seq, at, id, role, content, tool_calls, tool_call_id, is_error, tokens, kind)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+		return nil, err
+	}
+	if s.call, err = tx.PrepareContext(ctx, `INSERT INTO model_calls
+		(sid, id, seq, at, agent_id, idx, purpose, context, system_tokens, tool_tokens, message_tokens,
+		 inherited_tokens, input_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func (s *statements) close() {
+	s.event.Close()
+	s.message.Close()
+	s.call.Close()
+}
+
+// derived reports whether an event is read back from a message or model
+// call row rather than stored in the events table.
+func derived(t delegation.EventType) bool {
+	return t == delegation.EventMessageAdded || t == delegation.EventModelStarted || t == delegation.EventModelFinished
+}
+
+func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegation.Event) error {
+	st, err := prepare(ctx, tx)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	var lastSeq int64
+	var agents, calls, tokens int
+	for _, ev := range events {
+		if ev.Seq == 0 {
+			continue
+		}
+		sp, err := trace.SplitEvent(ev)
+		if err != nil {
+			return fmt.Errorf("event %d (%s): %w", ev.Seq, ev.Type, err)
+		}
+		lastSeq = ev.Seq
+		if !derived(ev.Type) {
+			if _, err := st.event.ExecContext(ctx, sid, ev.Seq, string(ev.Type), nullString(&ev.AgentID), nanos(ev.At), string(sp.Event.Data)); err != nil {
+				return fmt.Errorf("event %d: %w", ev.Seq, err)
+			}
+		}
+		switch ev.Type {
+		case delegation.EventMessageAdded:
+			var d struct {
+				Index int `json:"index"`
+			}
+			_ = json.Unmarshal(sp.Event.Data, &d)
+			if err := insertMessage(ctx, st.message, sid, ev.Seq, ev.At, d.Index, sp.Message); err != nil {
+				return err
+			}
+		case delegation.EventModelStarted:
+			if err := insertCall(ctx, st.call, sid, ev.Seq, ev.At, sp.Call); err != nil {
+				return err
+			}
+			calls++
+			tokens += sp.Call.InputTokens
+		case delegation.EventModelFinished:
+			f := sp.Finished
+			if err := finishCall(ctx, tx, sid, f.ModelCallID, ev.Seq, ev.At, f.OutputMessageID, f.DurationMS, f.Error, f.Usage); err != nil {
+				return err
+			}
+		case delegation.EventAgentStarted:
+			var d delegation.AgentStarted
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
+			}
+			tools, _ := json.Marshal(d.Tools)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO agents (sid, id, seq, name, parent_id, mode, task_call_id,
+				status, invocation, system_prompt, system_tokens, tools) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)`,
+				sid, d.Agent.ID, ev.Seq, d.Agent.Name, nullString(&d.Agent.ParentID), nullString((*string)(&d.Agent.Mode)),
+				nullString(&d.Agent.TaskCallID), d.Agent.Invocation, d.SystemPrompt, d.SystemTokens, string(tools)); err != nil {
+				return fmt.Errorf("agent %s: %w", d.Agent.ID, err)
+			}
+			agents++
+		case delegation.EventAgentFinished:
+			var d delegation.AgentFinished
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE agents SET status = ?, error = ?, steps = ? WHERE sid = ? AND id = ?`,
+				d.Status, d.Error, d.Steps, sid, ev.AgentID); err != nil {
+				return err
+			}
+		case delegation.EventSessionStarted:
+			var d delegation.SessionStarted
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET prompt = ?, tokenizer = ? WHERE sid = ?`, d.Prompt, d.Tokenizer, sid); err != nil {
+				return err
+			}
+			if err := replaceFiles(ctx, tx, sid, d.Files); err != nil {
+				return err
+			}
+		case delegation.EventSessionFinished:
+			var d delegation.SessionFinished
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET status = ?, error = ?, finished_at = ? WHERE sid = ?`,
+				d.Status, d.Error, nanos(ev.At), sid); err != nil {
+				return err
+			}
+		case delegation.EventFilesChanged:
+			if ev.AgentID != "main" {
+				break
+			}
+			var d delegation.FilesChanged
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
+			}
+			if err := applyFileChanges(ctx, tx, sid, d.Changes); err != nil {
+				return err
+			}
+		}
+	}
+	if lastSeq == 0 {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE sessions SET last_seq = ?, agents = agents + ?, model_calls = model_calls + ?,
+		input_tokens = input_tokens + ? WHERE sid = ?`, lastSeq, agents, calls, tokens, sid)
+	return err
+}
+
+func insertCall(ctx context.Context, stmt *sql.Stmt, sid, seq int64, at time.Time, c *trace.ModelCall) error {
+	if _, err := stmt.ExecContext(ctx, sid, c.ID, seq, nanos(at), c.AgentID, c.Index, c.Purpose, packRanges(c.Context),
+		c.SystemTokens, c.ToolTokens, c.MessageTokens, c.InheritedTokens, c.InputTokens); err != nil {
+		return fmt.Errorf("model call %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+func insertMessage(ctx context.Context, stmt *sql.Stmt, sid, seq int64, at time.Time, idx int, m *trace.Message) error {
+	var calls sql.NullString
+	if len(m.ToolCalls) > 0 {
+		b, err := json.Marshal(m.ToolCalls)
+		if err != nil {
+			return err
+		}
+		calls = sql.NullString{String: string(b), Valid: true}
+	}
+	if _, err := stmt.ExecContext(ctx, sid, m.AgentID, idx, seq, nanos(at), m.ID, m.Role, m.Content, calls,
+		nullString(m.ToolCallID), m.IsError, m.Tokens, m.Kind); err != nil {
+		return fmt.Errorf("message %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+func finishCall(ctx context.Context, tx *sql.Tx, sid int64, callID string, seq int64, at time.Time, outputID string, durationMS int64, errText string, usage *delegation.Usage) error {
+	var u sql.NullString
+	if usage != nil {
+		b, _ := json.Marshal(usage)
+		u = sql.NullString{String: string(b), Valid: true}
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE model_calls SET finished_seq = ?, finished_at = ?, output_message_id = ?,
+		duration_ms = ?, error = ?, usage = ? WHERE sid = ? AND id = ?`,
+		seq, nanos(at), nullString(&outputID), durationMS, errText, u, sid, callID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("model.finished for unknown model call %q", callID)
+	}
+	return nil
+}
+
+func replaceFiles(ctx context.Context, tx *sql.Tx, sid int64, files map[string]string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM files WHERE sid = ?`, sid); err != nil {
+		return err
+	}
+	for _, p := range trace.SortedPaths(files) {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO files (sid, path, content) VALUES (?, ?, ?)`, sid, p, files[p]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyFileChanges(ctx context.Context, tx *sql.Tx, sid int64, changes []delegation.FileChange) error {
+	for _, c := range changes {
+		var err error
+		if c.Deleted {
+			_, err = tx.ExecContext(ctx, `DELETE FROM files WHERE sid = ? AND path = ?`, sid, c.Path)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO files (sid, path, content) VALUES (?, ?, ?)
+				ON CONFLICT (sid, path) DO UPDATE SET content = excluded.content`, sid, c.Path, c.Content)
+		}
+		if err != nil {
+			return fmt.Errorf("file %s: %w", c.Path, err)
+		}
+	}
+	return nil
+}
+
+// EventsAfter returns a session's events with seq > after, in order, at most
+// limit (0: all), as the trace keeps them.
+func (db *DB) EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]delegation.Event, error) {
+	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	n, err := sid(ctx, tx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	events, err := readLog(ctx, tx, n, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
+	}
+	return events, nil
+}
+
+// readLog reads a session's log after a seq: the events table merged with
+// the events read back from message and model-call rows.
+func readLog(ctx context.Context, tx *sql.Tx, sid, after int64, limit int) ([]delegation.Event, error) {
+	lim := limit
+	if lim <= 0 {
+		lim = -1
+	}
+	queries := []string{
+		`SELECT seq, type, agent_id, at, data FROM events WHERE sid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3`,
+		`SELECT seq, 'message.added', agent_id, at, idx, id FROM messages WHERE sid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3`,
+		`SELECT seq, 'model.started', agent_id, at, 0, id FROM model_calls WHERE sid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3`,
+		`SELECT finished_seq, 'model.finished', agent_id, finished_at, 0, id FROM model_calls
+			WHERE sid = ?1 AND finished_seq > ?2 ORDER BY finished_seq LIMIT ?3`,
+	}
+	var out []delegation.Event
+	for i, q := range queries {
+		rows, err := tx.QueryContext(ctx, q, sid, after, lim)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var ev delegation.Event
+			var typ string
+			var agent sql.NullString
+			var at int64
+			if i == 0 {
+				var data string
+				if err := rows.Scan(&ev.Seq, &typ, &agent, &at, &data); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				ev.Data = json.RawMessage(data)
+			} else {
+				var idx int
+				var id string
+				if err := rows.Scan(&ev.Seq, &typ, &agent, &at, &idx, &id); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				if typ == string(delegation.EventMessageAdded) {
+					ev.Data = trace.MessageAddedData(idx, id)
+				} else {
+					ev.Data = trace.ModelCallData(id)
+				}
+			}
+			ev.Type, ev.AgentID, ev.At = delegation.EventType(typ), agent.String, fromNanos(at)
+			out = append(out, ev)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}

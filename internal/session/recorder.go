@@ -1,0 +1,123 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/delegationstudio/studio/internal/db"
+	"github.com/delegationstudio/studio/internal/delegation"
+)
+
+// Publisher receives a session's events once they are stored (and live-only
+// events at once), to fan them out to viewers. internal/live implements it.
+type Publisher interface {
+	Publish(sessionID string, ev delegation.Event)
+}
+
+// maxBatch caps the events one transaction appends.
+const maxBatch = 512
+
+// Recorder is the Sink of a running session: it appends events to the store
+// in batches, one transaction each, and publishes each batch after it is
+// committed, so a viewer that reconnects and reads the store misses nothing.
+// Emit never waits for the database, only for room in the queue.
+type Recorder struct {
+	db        *db.DB
+	sessionID string
+	pub       Publisher
+	log       *slog.Logger
+	onFailure func(error)
+
+	queue chan delegation.Event
+	done  chan struct{}
+
+	mu  sync.Mutex
+	err error
+}
+
+// NewRecorder starts recording a session. onFailure, when set, is called
+// once if the store fails, so the run can stop rather than go on unrecorded.
+func NewRecorder(store *db.DB, sessionID string, pub Publisher, log *slog.Logger, onFailure func(error)) *Recorder {
+	r := &Recorder{db: store, sessionID: sessionID, pub: pub, log: log, onFailure: onFailure,
+		queue: make(chan delegation.Event, 4*maxBatch), done: make(chan struct{})}
+	go r.loop()
+	return r
+}
+
+// Emit queues an event. Live-only events (seq 0) are published at once and
+// never stored.
+func (r *Recorder) Emit(ev delegation.Event) {
+	if ev.Seq == 0 {
+		if r.pub != nil {
+			r.pub.Publish(r.sessionID, ev)
+		}
+		return
+	}
+	r.queue <- ev
+}
+
+// Close waits until every queued event is stored; it returns the store's
+// first error, if any.
+func (r *Recorder) Close() error {
+	close(r.queue)
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+func (r *Recorder) loop() {
+	defer close(r.done)
+	batch := make([]delegation.Event, 0, maxBatch)
+	for ev := range r.queue {
+		batch = append(batch[:0], ev)
+		// Take whatever else is waiting: under load batches grow, and an
+		// idle session still writes each event at once.
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case ev, ok := <-r.queue:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, ev)
+			default:
+				break drain
+			}
+		}
+		if r.failed() {
+			continue // drain the queue so the engine is never blocked
+		}
+		if err := r.db.AppendEvents(context.Background(), r.sessionID, batch); err != nil {
+			r.fail(err)
+			continue
+		}
+		if r.pub != nil {
+			for _, ev := range batch {
+				r.pub.Publish(r.sessionID, ev)
+			}
+		}
+	}
+}
+
+func (r *Recorder) failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err != nil
+}
+
+func (r *Recorder) fail(err error) {
+	r.mu.Lock()
+	first := r.err == nil
+	if first {
+		r.err = err
+	}
+	r.mu.Unlock()
+	if first {
+		r.log.Error("recording stopped", "session", r.sessionID, "err", err)
+		if r.onFailure != nil {
+			r.onFailure(err)
+		}
+	}
+}

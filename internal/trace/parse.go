@@ -1,0 +1,219 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/schema"
+)
+
+// MaxBytes is the largest trace document Parse reads: 64 MiB.
+const MaxBytes = 64 << 20
+
+// Positions say where each agent, message and model call was introduced in
+// the log, which is what a store needs to file them.
+type Positions struct {
+	AgentSeq     map[string]int64
+	Message      map[string]At // its message.added
+	MessageIndex map[string]int
+	Call         map[string]At // its model.started
+	CallFinished map[string]At // its model.finished
+}
+
+// At is an event's place in the log.
+type At struct {
+	Seq int64
+	At  time.Time
+}
+
+// Parse reads a trace document and checks it whole: its size, the published
+// schema, and that every id it refers to exists and seq strictly increases.
+// A problem is a *delegation.Error (EINVALID with every problem in Fields,
+// or ETOOLARGE); nothing is returned half-checked.
+func Parse(raw []byte) (*Trace, *Positions, error) {
+	if len(raw) > MaxBytes {
+		return nil, nil, delegation.Errorf(delegation.ETOOLARGE, "the trace is %d bytes; the most a trace may have is %d (64 MiB)", len(raw), MaxBytes)
+	}
+	if errs := schema.ValidateTrace(raw); len(errs) > 0 {
+		fe := make(delegation.FieldErrors, len(errs))
+		for i, e := range errs {
+			fe[i] = delegation.FieldError{Field: e.Field, Message: e.Message}
+		}
+		return nil, nil, invalid(fe)
+	}
+	var t Trace
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&t); err != nil {
+		return nil, nil, invalid(delegation.FieldErrors{{Message: fmt.Sprintf("cannot read the trace: %v", err)}})
+	}
+	pos, fe := t.Check()
+	if len(fe) > 0 {
+		return nil, nil, invalid(fe)
+	}
+	return &t, pos, nil
+}
+
+func invalid(fe delegation.FieldErrors) error {
+	msg := "the trace is not valid: " + fe[0].Error()
+	if len(fe) > 1 {
+		msg += fmt.Sprintf(" (and %d more problems)", len(fe)-1)
+	}
+	return &delegation.Error{Code: delegation.EINVALID, Message: msg, Fields: fe}
+}
+
+// Check verifies what a schema cannot: that ids are unique, that every id
+// referred to exists, that contexts stay inside their message lists, and
+// that seq strictly increases. It returns where everything was introduced.
+func (t *Trace) Check() (*Positions, delegation.FieldErrors) {
+	var errs delegation.FieldErrors
+	const maxErrors = 50
+	add := func(field, format string, args ...any) {
+		if len(errs) < maxErrors {
+			errs.Add(field, format, args...)
+		}
+	}
+	pos := &Positions{AgentSeq: map[string]int64{}, Message: map[string]At{}, MessageIndex: map[string]int{},
+		Call: map[string]At{}, CallFinished: map[string]At{}}
+
+	agents := map[string]bool{}
+	for i, a := range t.Agents {
+		f := fmt.Sprintf("agents[%d]", i)
+		if agents[a.ID] {
+			add(f+".id", "agent id %q appears twice", a.ID)
+		}
+		if a.ParentID != nil && !agents[*a.ParentID] {
+			add(f+".parent_id", "parent %q is not an agent listed before this one", *a.ParentID)
+		}
+		agents[a.ID] = true
+	}
+	messages := map[string]bool{}
+	listLen := map[string]int{}
+	for i, m := range t.Messages {
+		f := fmt.Sprintf("messages[%d]", i)
+		if messages[m.ID] {
+			add(f+".id", "message id %q appears twice", m.ID)
+		}
+		messages[m.ID] = true
+		if !agents[m.AgentID] {
+			add(f+".agent_id", "agent %q is not in agents", m.AgentID)
+		}
+		pos.MessageIndex[m.ID] = listLen[m.AgentID]
+		listLen[m.AgentID]++
+	}
+	calls := map[string]bool{}
+	for i, c := range t.ModelCalls {
+		f := fmt.Sprintf("model_calls[%d]", i)
+		if calls[c.ID] {
+			add(f+".id", "model call id %q appears twice", c.ID)
+		}
+		calls[c.ID] = true
+		if !agents[c.AgentID] {
+			add(f+".agent_id", "agent %q is not in agents", c.AgentID)
+		}
+		for j, r := range c.Context {
+			rf := fmt.Sprintf("%s.context[%d]", f, j)
+			switch {
+			case !agents[r.AgentID]:
+				add(rf+".agent_id", "agent %q is not in agents", r.AgentID)
+			case r.From < 0 || r.From > r.To || r.To > listLen[r.AgentID]:
+				add(rf, "range %d…%d is outside agent %q's %d messages", r.From, r.To, r.AgentID, listLen[r.AgentID])
+			}
+		}
+		if c.OutputMessageID != nil && !messages[*c.OutputMessageID] {
+			add(f+".output_message_id", "message %q is not in messages", *c.OutputMessageID)
+		}
+	}
+
+	var last int64
+	for i, ev := range t.Events {
+		f := fmt.Sprintf("events[%d]", i)
+		if ev.Seq <= last {
+			add(f+".seq", "seq %d does not follow %d: seq must increase strictly", ev.Seq, last)
+		}
+		last = ev.Seq
+		if ev.AgentID != "" && !agents[ev.AgentID] {
+			add(f+".agent_id", "agent %q is not in agents", ev.AgentID)
+		}
+		var ref struct {
+			MessageID        string `json:"message_id"`
+			Index            *int   `json:"index"`
+			ModelCallID      string `json:"model_call_id"`
+			SummaryMessageID string `json:"summary_message_id"`
+			Agent            struct {
+				ID string `json:"id"`
+			} `json:"agent"`
+		}
+		if err := json.Unmarshal(ev.Data, &ref); err != nil {
+			add(f+".data", "cannot read the data of a %s event: %v", ev.Type, err)
+			continue
+		}
+		// A store rebuilds these three from its message and call rows, so
+		// they may hold nothing else.
+		canonical := func(want json.RawMessage) {
+			var got bytes.Buffer
+			if json.Compact(&got, ev.Data) != nil || !bytes.Equal(got.Bytes(), want) {
+				add(f+".data", "a %s event holds exactly %s", ev.Type, want)
+			}
+		}
+		at := At{Seq: ev.Seq, At: ev.At}
+		switch ev.Type {
+		case delegation.EventMessageAdded:
+			switch {
+			case !messages[ref.MessageID]:
+				add(f+".data.message_id", "message %q is not in messages", ref.MessageID)
+			case pos.Message[ref.MessageID].Seq != 0:
+				add(f+".data.message_id", "message %q is added twice", ref.MessageID)
+			case ref.Index == nil || *ref.Index != pos.MessageIndex[ref.MessageID]:
+				add(f+".data.index", "message %q is at %d in its agent's list, not %v", ref.MessageID, pos.MessageIndex[ref.MessageID], ref.Index)
+			default:
+				pos.Message[ref.MessageID] = at
+				canonical(MessageAddedData(*ref.Index, ref.MessageID))
+			}
+		case delegation.EventModelStarted, delegation.EventModelFinished:
+			seen := pos.Call
+			if ev.Type == delegation.EventModelFinished {
+				seen = pos.CallFinished
+			}
+			switch {
+			case !calls[ref.ModelCallID]:
+				add(f+".data.model_call_id", "model call %q is not in model_calls", ref.ModelCallID)
+			case seen[ref.ModelCallID].Seq != 0:
+				add(f+".data.model_call_id", "model call %q has two %s events", ref.ModelCallID, ev.Type)
+			case ev.Type == delegation.EventModelFinished && pos.Call[ref.ModelCallID].Seq == 0:
+				add(f+".data.model_call_id", "model call %q finishes before it starts", ref.ModelCallID)
+			default:
+				seen[ref.ModelCallID] = at
+				canonical(ModelCallData(ref.ModelCallID))
+			}
+		case delegation.EventSummarization:
+			if !messages[ref.SummaryMessageID] {
+				add(f+".data.summary_message_id", "message %q is not in messages", ref.SummaryMessageID)
+			}
+		case delegation.EventAgentStarted:
+			if !agents[ref.Agent.ID] {
+				add(f+".data.agent.id", "agent %q is not in agents", ref.Agent.ID)
+			} else {
+				pos.AgentSeq[ref.Agent.ID] = ev.Seq
+			}
+		}
+	}
+	for i, a := range t.Agents {
+		if _, ok := pos.AgentSeq[a.ID]; !ok && agents[a.ID] {
+			add(fmt.Sprintf("agents[%d]", i), "agent %q has no agent.started event", a.ID)
+		}
+	}
+	for i, m := range t.Messages {
+		if _, ok := pos.Message[m.ID]; !ok {
+			add(fmt.Sprintf("messages[%d]", i), "message %q has no message.added event", m.ID)
+		}
+	}
+	for i, c := range t.ModelCalls {
+		if _, ok := pos.Call[c.ID]; !ok {
+			add(fmt.Sprintf("model_calls[%d]", i), "model call %q has no model.started event", c.ID)
+		}
+	}
+	return pos, errs
+}
