@@ -32,7 +32,7 @@ func (db *DB) AppendEvents(ctx context.Context, sessionID string, events []deleg
 
 // statements are a batch's prepared statements.
 type statements struct {
-	event, message, call *sql.Stmt
+	event, message, call, finish, putFile, deleteFile *sql.Stmt
 }
 
 func prepare(ctx context.Context, tx *sql.Tx) (*statements, error) {
@@ -51,13 +51,24 @@ func prepare(ctx context.Context, tx *sql.Tx) (*statements, error) {
 		 inherited_tokens, input_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
 		return nil, err
 	}
+	if s.finish, err = tx.PrepareContext(ctx, `UPDATE model_calls SET finished_seq = ?, finished_at = ?, output_message_id = ?,
+		duration_ms = ?, error = ?, usage = ? WHERE sid = ? AND id = ?`); err != nil {
+		return nil, err
+	}
+	if s.putFile, err = tx.PrepareContext(ctx, `INSERT INTO files (sid, path, content) VALUES (?, ?, ?)
+		ON CONFLICT (sid, path) DO UPDATE SET content = excluded.content`); err != nil {
+		return nil, err
+	}
+	if s.deleteFile, err = tx.PrepareContext(ctx, `DELETE FROM files WHERE sid = ? AND path = ?`); err != nil {
+		return nil, err
+	}
 	return &s, nil
 }
 
 func (s *statements) close() {
-	s.event.Close()
-	s.message.Close()
-	s.call.Close()
+	for _, st := range []*sql.Stmt{s.event, s.message, s.call, s.finish, s.putFile, s.deleteFile} {
+		st.Close()
+	}
 }
 
 // derived reports whether an event is read back from a message or model
@@ -90,11 +101,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 		}
 		switch ev.Type {
 		case delegation.EventMessageAdded:
-			var d struct {
-				Index int `json:"index"`
-			}
-			_ = json.Unmarshal(sp.Event.Data, &d)
-			if err := insertMessage(ctx, st.message, sid, ev.Seq, ev.At, d.Index, sp.Message); err != nil {
+			if err := insertMessage(ctx, st.message, sid, ev.Seq, ev.At, sp.Index, sp.Message); err != nil {
 				return err
 			}
 		case delegation.EventModelStarted:
@@ -105,7 +112,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 			tokens += sp.Call.InputTokens
 		case delegation.EventModelFinished:
 			f := sp.Finished
-			if err := finishCall(ctx, tx, sid, f.ModelCallID, ev.Seq, ev.At, f.OutputMessageID, f.DurationMS, f.Error, f.Usage); err != nil {
+			if err := finishCall(ctx, st.finish, sid, f.ModelCallID, ev.Seq, ev.At, f.OutputMessageID, f.DurationMS, f.Error, f.Usage); err != nil {
 				return err
 			}
 		case delegation.EventAgentStarted:
@@ -158,7 +165,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
 				return err
 			}
-			if err := applyFileChanges(ctx, tx, sid, d.Changes); err != nil {
+			if err := applyFileChanges(ctx, st, sid, d.Changes); err != nil {
 				return err
 			}
 		}
@@ -195,15 +202,13 @@ func insertMessage(ctx context.Context, stmt *sql.Stmt, sid, seq int64, at time.
 	return nil
 }
 
-func finishCall(ctx context.Context, tx *sql.Tx, sid int64, callID string, seq int64, at time.Time, outputID string, durationMS int64, errText string, usage *delegation.Usage) error {
+func finishCall(ctx context.Context, stmt *sql.Stmt, sid int64, callID string, seq int64, at time.Time, outputID string, durationMS int64, errText string, usage *delegation.Usage) error {
 	var u sql.NullString
 	if usage != nil {
 		b, _ := json.Marshal(usage)
 		u = sql.NullString{String: string(b), Valid: true}
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE model_calls SET finished_seq = ?, finished_at = ?, output_message_id = ?,
-		duration_ms = ?, error = ?, usage = ? WHERE sid = ? AND id = ?`,
-		seq, nanos(at), nullString(&outputID), durationMS, errText, u, sid, callID)
+	res, err := stmt.ExecContext(ctx, seq, nanos(at), nullString(&outputID), durationMS, errText, u, sid, callID)
 	if err != nil {
 		return err
 	}
@@ -225,14 +230,13 @@ func replaceFiles(ctx context.Context, tx *sql.Tx, sid int64, files map[string]s
 	return nil
 }
 
-func applyFileChanges(ctx context.Context, tx *sql.Tx, sid int64, changes []delegation.FileChange) error {
+func applyFileChanges(ctx context.Context, st *statements, sid int64, changes []delegation.FileChange) error {
 	for _, c := range changes {
 		var err error
 		if c.Deleted {
-			_, err = tx.ExecContext(ctx, `DELETE FROM files WHERE sid = ? AND path = ?`, sid, c.Path)
+			_, err = st.deleteFile.ExecContext(ctx, sid, c.Path)
 		} else {
-			_, err = tx.ExecContext(ctx, `INSERT INTO files (sid, path, content) VALUES (?, ?, ?)
-				ON CONFLICT (sid, path) DO UPDATE SET content = excluded.content`, sid, c.Path, c.Content)
+			_, err = st.putFile.ExecContext(ctx, sid, c.Path, c.Content)
 		}
 		if err != nil {
 			return fmt.Errorf("file %s: %w", c.Path, err)

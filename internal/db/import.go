@@ -59,7 +59,7 @@ func (db *DB) Import(ctx context.Context, id string, t *trace.Trace, pos *trace.
 				if c.OutputMessageID != nil {
 					out = *c.OutputMessageID
 				}
-				if err := finishCall(ctx, tx, key, c.ID, fin.Seq, fin.At, out, c.DurationMS, c.Error, c.Usage); err != nil {
+				if err := finishCall(ctx, st.finish, key, c.ID, fin.Seq, fin.At, out, c.DurationMS, c.Error, c.Usage); err != nil {
 					return err
 				}
 			}

@@ -622,7 +622,7 @@ func (e *Engine) emit(agentID string, typ EventType, data any) {
 	e.evMu.Lock()
 	defer e.evMu.Unlock()
 	e.seq++
-	e.cfg.Sink.Emit(Event{Seq: e.seq, Type: typ, AgentID: agentID, At: e.now(), Data: b})
+	e.cfg.Sink.Emit(Event{Seq: e.seq, Type: typ, AgentID: agentID, At: e.now(), Data: b, Payload: data})
 }
 
 // emitLive sends an event that is not part of the log (seq 0): streamed

@@ -34,6 +34,10 @@ type Event struct {
 	AgentID string          `json:"agent_id"` // "" for session events; null in JSON
 	At      time.Time       `json:"at"`
 	Data    json.RawMessage `json:"data"`
+	// Payload is Data before encoding, when the event comes straight from
+	// the engine (one of the payload types below); readers use it to skip
+	// decoding. It is never serialized.
+	Payload any `json:"-"`
 }
 
 type eventJSON struct {

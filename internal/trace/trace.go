@@ -139,6 +139,7 @@ func Build(meta Meta, events []delegation.Event) (*Trace, error) {
 			return nil, fmt.Errorf("event %d (%s): %w", ev.Seq, ev.Type, err)
 		}
 		out := sp.Event
+		out.Payload = nil
 		switch ev.Type {
 		case delegation.EventSessionStarted:
 			var d delegation.SessionStarted
@@ -219,6 +220,7 @@ func Build(meta Meta, events []delegation.Event) (*Trace, error) {
 // model call it introduced, written once, and the event referring to it.
 type Split struct {
 	Event    delegation.Event
+	Index    int                       // message.added: the message's place in its agent's list
 	Message  *Message                  // message.added
 	Call     *ModelCall                // model.started
 	Finished *delegation.ModelFinished // model.finished: what it adds to its call
@@ -233,20 +235,24 @@ func SplitEvent(ev delegation.Event) (Split, error) {
 	sp := Split{Event: ev}
 	switch ev.Type {
 	case delegation.EventMessageAdded:
-		var d delegation.MessageAdded
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return sp, err
+		d, ok := ev.Payload.(delegation.MessageAdded)
+		if !ok {
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return sp, err
+			}
 		}
 		if d.Message == nil {
 			return sp, fmt.Errorf("message.added without a message")
 		}
 		m := messageOf(d.Message)
-		sp.Message = &m
+		sp.Message, sp.Index = &m, d.Index
 		sp.Event.Data = mustJSON(messageRef{Index: d.Index, MessageID: d.Message.ID})
 	case delegation.EventModelStarted:
-		var d delegation.ModelStarted
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return sp, err
+		d, ok := ev.Payload.(delegation.ModelStarted)
+		if !ok {
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return sp, err
+			}
 		}
 		c := d.Call
 		sp.Call = &ModelCall{ID: c.ID, AgentID: c.AgentID, Index: c.Index,
@@ -255,16 +261,20 @@ func SplitEvent(ev delegation.Event) (Split, error) {
 			InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens}
 		sp.Event.Data = mustJSON(callRef{ModelCallID: c.ID})
 	case delegation.EventModelFinished:
-		var d delegation.ModelFinished
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return sp, err
+		d, ok := ev.Payload.(delegation.ModelFinished)
+		if !ok {
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return sp, err
+			}
 		}
 		sp.Finished = &d
 		sp.Event.Data = mustJSON(callRef{ModelCallID: d.ModelCallID})
 	case delegation.EventToolStarted:
-		var d delegation.ToolStarted
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return sp, err
+		d, ok := ev.Payload.(delegation.ToolStarted)
+		if !ok {
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return sp, err
+			}
 		}
 		sp.Event.Data = mustJSON(toolRef{ToolCallID: d.ToolCallID, Name: d.Name})
 	case delegation.EventSessionFinished:
