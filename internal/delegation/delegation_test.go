@@ -666,8 +666,20 @@ func TestSection8Concurrency(t *testing.T) {
 			"general-purpose#2": {{content: "gamma"}},
 		}
 		var first []Message
+		var firstAgents []string
 		for i := 0; i < 5; i++ {
 			r := runSession(t, TeamSpec{}, turns, nil)
+			var agents []string
+			for _, e := range r.ofType(EventAgentStarted) {
+				var d AgentStarted
+				_ = json.Unmarshal(e.Data, &d)
+				agents = append(agents, fmt.Sprintf("%s:%s#%d", d.Agent.ID, d.Agent.Name, d.Agent.Invocation))
+			}
+			if firstAgents == nil {
+				firstAgents = agents
+			} else if !reflect.DeepEqual(agents, firstAgents) {
+				t.Fatalf("run %d started agents in another order: %v, then %v", i, firstAgents, agents)
+			}
 			msgs := r.messages("main")
 			if first == nil {
 				first = msgs

@@ -109,8 +109,6 @@ type agent struct {
 	history   []Range
 	summaries int // how many times its history was summarized
 
-	pendingOpening Message // a child's first message, added when it starts
-
 	ws    *workspace
 	calls int
 
@@ -572,9 +570,13 @@ func (e *Engine) planChild(a *agent, c ToolCall) (*agent, *Message) {
 		// A fork inherits the parent's todos; an isolated child does not.
 		ws: a.ws.fork(sub.Mode == ModeFork),
 	}
-	child.pendingOpening = start.opening
 	e.emit(a.info.ID, EventDelegationStarted, DelegationStarted{ToolCallID: c.ID, ChildID: id,
 		SubagentType: sub.Name, Mode: sub.Mode, Description: args.Description})
+	// Announced here, in call order, so the tree is the same on every run;
+	// its model.started shows when it actually runs.
+	e.startAgent(child)
+	opening := start.opening
+	e.appendMessage(child, &opening)
 	return child, nil
 }
 
@@ -582,9 +584,6 @@ func (e *Engine) planChild(a *agent, c ToolCall) (*agent, *Message) {
 // §5, §9): its report, or an error receipt when it failed. A failure stays
 // in the child.
 func (e *Engine) runChild(ctx context.Context, c *agent) *Message {
-	e.startAgent(c)
-	opening := c.pendingOpening
-	e.appendMessage(c, &opening)
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)

@@ -96,3 +96,28 @@ func subtree(n *Node) int {
 	}
 	return n.SubtreeTokens
 }
+
+// CallContext returns what a model call received after its system prompt:
+// the messages its context ranges name, in order, resolved from the trace.
+func CallContext(t *trace.Trace, call trace.ModelCall) []trace.Message {
+	lists := Lists(t)
+	var out []trace.Message
+	for _, r := range call.Context {
+		list := lists[r.AgentID]
+		if r.From < 0 || r.To > len(list) || r.From > r.To {
+			continue // a trace from Parse never has one; a view must not panic on it
+		}
+		out = append(out, list[r.From:r.To]...)
+	}
+	return out
+}
+
+// Lists returns each agent's message list: its messages in the order they
+// were added.
+func Lists(t *trace.Trace) map[string][]trace.Message {
+	lists := map[string][]trace.Message{}
+	for _, m := range t.Messages {
+		lists[m.AgentID] = append(lists[m.AgentID], m)
+	}
+	return lists
+}

@@ -1,0 +1,105 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+func runTrace(t *testing.T, doc string) *trace.Trace {
+	t.Helper()
+	sc, err := scenario.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []delegation.Event
+	if _, err := Run(context.Background(), sc, RunOptions{SessionID: "s", Sink: delegation.SinkFunc(func(e delegation.Event) {
+		if e.Seq > 0 {
+			events = append(events, e)
+		}
+	})}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Build(trace.Meta{ID: "s"}, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+const fanOut = `{"name": "fan", "prompt": "go",
+ "subagents": [{"name": "fk", "description": "d", "mode": "fork"}],
+ "script": {
+  "main": [
+   {"content": "first", "tool_calls": [{"name": "write_file", "args": {"file_path": "/a.md", "content": "A-7731"}}]},
+   {"tool_calls": [
+     {"name": "task", "args": {"description": "one", "subagent_type": "general-purpose"}},
+     {"name": "task", "args": {"description": "two", "subagent_type": "fk"}},
+     {"name": "task", "args": {"description": "x", "subagent_type": "nobody"}}]},
+   {"content": "done"}],
+  "general-purpose": [[{"content": "r1"}]],
+  "fk": [[{"content": "r2"}]]}}`
+
+func TestTree(t *testing.T) {
+	tr := runTrace(t, fanOut)
+	root := Tree(tr)
+	if root.Agent.Name != "main" || len(root.Children) != 2 || len(root.Refused) != 1 {
+		t.Fatalf("tree: %s with %d children, %d refused", root.Agent.Name, len(root.Children), len(root.Refused))
+	}
+	t.Run("own and subtree tokens are never double counted", func(t *testing.T) {
+		sum := 0
+		for _, c := range tr.ModelCalls {
+			sum += c.InputTokens
+		}
+		if root.SubtreeTokens != sum {
+			t.Fatalf("subtree %d, calls sum %d", root.SubtreeTokens, sum)
+		}
+		kids := 0
+		for _, c := range root.Children {
+			if c.SubtreeTokens != c.OwnTokens {
+				t.Fatalf("a leaf's subtree %d != own %d", c.SubtreeTokens, c.OwnTokens)
+			}
+			kids += c.OwnTokens
+		}
+		if root.SubtreeTokens != root.OwnTokens+kids {
+			t.Fatalf("subtree %d != own %d + children %d", root.SubtreeTokens, root.OwnTokens, kids)
+		}
+	})
+	t.Run("each child carries its task, receipt and entry cost", func(t *testing.T) {
+		gp, fk := root.Children[0], root.Children[1]
+		if gp.Task != "one" || gp.Receipt != "r1" || fk.Task != "two" || fk.Receipt != "r2" {
+			t.Fatalf("children: %+v / %+v", gp, fk)
+		}
+		if gp.InheritedTokens != 0 || fk.InheritedTokens == 0 || fk.EntryTokens <= gp.EntryTokens-gp.InheritedTokens {
+			t.Fatalf("entry: isolated %d (%d inherited), fork %d (%d inherited)", gp.EntryTokens, gp.InheritedTokens, fk.EntryTokens, fk.InheritedTokens)
+		}
+	})
+	t.Run("a refused delegation is on its parent", func(t *testing.T) {
+		if r := root.Refused[0]; r.Reason != delegation.RefusedUnknownType || r.SubagentType != "nobody" {
+			t.Fatalf("refusal = %+v", r)
+		}
+	})
+}
+
+func TestCallContext(t *testing.T) {
+	tr := runTrace(t, fanOut)
+	var fk trace.ModelCall
+	for _, c := range tr.ModelCalls {
+		if c.AgentID == Tree(tr).Children[1].Agent.ID {
+			fk = c
+		}
+	}
+	msgs := CallContext(tr, fk)
+	// The parent's prompt, its write call and result, then the fork's opening.
+	if len(msgs) != 4 || msgs[0].Kind != "prompt" || msgs[3].Kind != "fork_preamble" {
+		b, _ := json.Marshal(msgs)
+		t.Fatalf("context = %s", b)
+	}
+	if msgs[0].AgentID != "main" || msgs[3].AgentID == "main" {
+		t.Fatal("the inherited part should be the parent's own messages")
+	}
+}
