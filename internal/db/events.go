@@ -117,7 +117,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 			}
 		case delegation.EventAgentStarted:
 			var d delegation.AgentStarted
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
+			if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
 				return err
 			}
 			tools, _ := json.Marshal(d.Tools)
@@ -130,7 +130,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 			agents++
 		case delegation.EventAgentFinished:
 			var d delegation.AgentFinished
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
+			if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE agents SET status = ?, error = ?, steps = ? WHERE sid = ? AND id = ?`,
@@ -139,7 +139,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 			}
 		case delegation.EventSessionStarted:
 			var d delegation.SessionStarted
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
+			if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET prompt = ?, tokenizer = ? WHERE sid = ?`, d.Prompt, d.Tokenizer, sid); err != nil {
@@ -150,7 +150,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 			}
 		case delegation.EventSessionFinished:
 			var d delegation.SessionFinished
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
+			if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET status = ?, error = ?, finished_at = ? WHERE sid = ?`,
@@ -162,7 +162,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 				break
 			}
 			var d delegation.FilesChanged
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
+			if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
 				return err
 			}
 			if err := applyFileChanges(ctx, st, sid, d.Changes); err != nil {

@@ -612,6 +612,7 @@ func TestSection8Concurrency(t *testing.T) {
 		var mu sync.Mutex
 		eng := New(Config{Team: team, Model: m, Counter: wordCounter{}, Sink: SinkFunc(func(e Event) {
 			mu.Lock()
+			_ = e.Encode()
 			events = append(events, e)
 			mu.Unlock()
 		})})
@@ -883,6 +884,9 @@ func TestEventLog(t *testing.T) {
 	})
 	t.Run("a session event's agent_id is null in JSON", func(t *testing.T) {
 		b, _ := json.Marshal(r.events[0])
+		if !strings.Contains(string(b), `"data":{`) {
+			t.Fatalf("json = %s: the payload was not encoded", b)
+		}
 		if !strings.Contains(string(b), `"agent_id":null`) {
 			t.Fatalf("json = %s", b)
 		}

@@ -611,27 +611,20 @@ func (e *Engine) runChild(ctx context.Context, c *agent) *Message {
 	return receipt
 }
 
-// emit appends an event to the session's log.
+// emit appends an event to the session's log. Encoding is left to the
+// sink (Event.Encode), so a sink that stores in the background keeps it off
+// the agents' path.
 func (e *Engine) emit(agentID string, typ EventType, data any) {
-	b, err := json.Marshal(data)
-	if err != nil {
-		e.log.Error("encode event", "type", typ, "err", err)
-		b = []byte("{}")
-	}
 	e.evMu.Lock()
 	defer e.evMu.Unlock()
 	e.seq++
-	e.cfg.Sink.Emit(Event{Seq: e.seq, Type: typ, AgentID: agentID, At: e.now(), Data: b, Payload: data})
+	e.cfg.Sink.Emit(Event{Seq: e.seq, Type: typ, AgentID: agentID, At: e.now(), Payload: data})
 }
 
 // emitLive sends an event that is not part of the log (seq 0): streamed
 // text, shown live and never stored.
 func (e *Engine) emitLive(agentID string, typ EventType, data any) {
-	b, err := json.Marshal(data)
-	if err != nil {
-		return
-	}
 	e.evMu.Lock()
 	defer e.evMu.Unlock()
-	e.cfg.Sink.Emit(Event{Type: typ, AgentID: agentID, At: e.now(), Data: b})
+	e.cfg.Sink.Emit(Event{Type: typ, AgentID: agentID, At: e.now(), Payload: data})
 }

@@ -2,6 +2,7 @@ package delegation
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -35,9 +36,24 @@ type Event struct {
 	At      time.Time       `json:"at"`
 	Data    json.RawMessage `json:"data"`
 	// Payload is Data before encoding, when the event comes straight from
-	// the engine (one of the payload types below); readers use it to skip
-	// decoding. It is never serialized.
+	// the engine (one of the payload types below). The engine leaves the
+	// encoding to whoever needs it (Encode), off its own path; readers use
+	// the payload to skip decoding. It is never serialized itself.
 	Payload any `json:"-"`
+}
+
+// Encode fills Data from Payload, once; events read back from a store or a
+// trace have Data already.
+func (e *Event) Encode() error {
+	if e.Data != nil || e.Payload == nil {
+		return nil
+	}
+	b, err := json.Marshal(e.Payload)
+	if err != nil {
+		return fmt.Errorf("encode %s event %d: %w", e.Type, e.Seq, err)
+	}
+	e.Data = b
+	return nil
 }
 
 type eventJSON struct {
@@ -50,6 +66,9 @@ type eventJSON struct {
 
 // MarshalJSON writes a session-level event's agent_id as null.
 func (e Event) MarshalJSON() ([]byte, error) {
+	if err := e.Encode(); err != nil {
+		return nil, err
+	}
 	j := eventJSON{Seq: e.Seq, Type: e.Type, At: e.At.UTC(), Data: e.Data}
 	if e.AgentID != "" {
 		j.AgentID = &e.AgentID

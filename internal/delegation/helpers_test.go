@@ -209,6 +209,9 @@ func runSession(t *testing.T, ts TeamSpec, turns map[string][]fakeTurn, files ma
 			mu.Lock()
 			defer mu.Unlock()
 			if e.Seq > 0 {
+				if err := e.Encode(); err != nil {
+					panic(err)
+				}
 				r.events = append(r.events, e)
 			}
 		})})

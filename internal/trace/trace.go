@@ -143,24 +143,24 @@ func Build(meta Meta, events []delegation.Event) (*Trace, error) {
 		switch ev.Type {
 		case delegation.EventSessionStarted:
 			var d delegation.SessionStarted
-			if err = json.Unmarshal(ev.Data, &d); err == nil {
+			if err = json.Unmarshal(out.Data, &d); err == nil {
 				t.Session.Name, t.Session.Prompt, t.Session.Tokenizer = d.Name, d.Prompt, d.Tokenizer
 				t.Session.CreatedAt = ev.At
 				files = copyFiles(d.Files)
 			}
 		case delegation.EventSessionFinished:
 			var d delegation.SessionFinished
-			if err = json.Unmarshal(ev.Data, &d); err == nil {
+			if err = json.Unmarshal(out.Data, &d); err == nil {
 				t.Session.Status, t.Session.Error = d.Status, d.Error
 				at := ev.At
 				t.Session.FinishedAt = &at
-				if d.Files != nil {
-					files = copyFiles(d.Files)
+				if sp.Files != nil {
+					files = copyFiles(sp.Files)
 				}
 			}
 		case delegation.EventAgentStarted:
 			var d delegation.AgentStarted
-			if err = json.Unmarshal(ev.Data, &d); err == nil {
+			if err = json.Unmarshal(out.Data, &d); err == nil {
 				agents[d.Agent.ID] = len(t.Agents)
 				t.Agents = append(t.Agents, Agent{ID: d.Agent.ID, Name: d.Agent.Name,
 					ParentID: optional(d.Agent.ParentID), Mode: optional(string(d.Agent.Mode)),
@@ -170,7 +170,7 @@ func Build(meta Meta, events []delegation.Event) (*Trace, error) {
 			}
 		case delegation.EventAgentFinished:
 			var d delegation.AgentFinished
-			if err = json.Unmarshal(ev.Data, &d); err == nil {
+			if err = json.Unmarshal(out.Data, &d); err == nil {
 				i, ok := agents[ev.AgentID]
 				if !ok {
 					return nil, fmt.Errorf("event %d: agent.finished for unknown agent %q", ev.Seq, ev.AgentID)
@@ -196,7 +196,7 @@ func Build(meta Meta, events []delegation.Event) (*Trace, error) {
 		case delegation.EventFilesChanged:
 			if ev.AgentID == "main" && files != nil {
 				var d delegation.FilesChanged
-				if err = json.Unmarshal(ev.Data, &d); err == nil {
+				if err = json.Unmarshal(out.Data, &d); err == nil {
 					applyChanges(files, d.Changes)
 				}
 			}
@@ -224,6 +224,7 @@ type Split struct {
 	Message  *Message                  // message.added
 	Call     *ModelCall                // model.started
 	Finished *delegation.ModelFinished // model.finished: what it adds to its call
+	Files    map[string]string         // session.finished: the main agent's files at the end
 }
 
 // SplitEvent takes out of an event the message or model call it introduced
@@ -233,6 +234,17 @@ type Split struct {
 // are returned as they are.
 func SplitEvent(ev delegation.Event) (Split, error) {
 	sp := Split{Event: ev}
+	// Events that are split are encoded in their slim form below; the rest
+	// as they are. ev.Data stays as given: it is read only when there is
+	// no payload.
+	switch ev.Type {
+	case delegation.EventMessageAdded, delegation.EventModelStarted, delegation.EventModelFinished,
+		delegation.EventToolStarted, delegation.EventSessionFinished:
+	default:
+		if err := sp.Event.Encode(); err != nil {
+			return sp, err
+		}
+	}
 	switch ev.Type {
 	case delegation.EventMessageAdded:
 		d, ok := ev.Payload.(delegation.MessageAdded)
@@ -278,15 +290,18 @@ func SplitEvent(ev delegation.Event) (Split, error) {
 		}
 		sp.Event.Data = mustJSON(toolRef{ToolCallID: d.ToolCallID, Name: d.Name})
 	case delegation.EventSessionFinished:
-		var d delegation.SessionFinished
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return sp, err
+		d, ok := ev.Payload.(delegation.SessionFinished)
+		if !ok {
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return sp, err
+			}
 		}
+		sp.Files = d.Files
 		d.Files = nil
 		sp.Event.Data = mustJSON(d)
 	case delegation.EventSummarization:
 		var d delegation.Summarized
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
+		if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
 			return sp, err
 		}
 		if d.SummaryMessage != nil {

@@ -47,6 +47,7 @@ func runSession(t *testing.T, ts delegation.TeamSpec, m *Model, prompt string) *
 				s.deltas[e.AgentID]++
 				return
 			}
+			_ = e.Encode()
 			s.events = append(s.events, e)
 		})})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
