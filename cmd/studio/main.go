@@ -14,8 +14,10 @@ import (
 const usage = `studio: see, teach and debug how an AI agent delegates work to subagents.
 
 Usage:
-  studio run SCENARIO.json [--json] [--db FILE]   run a scenario headless; --json prints the trace
+  studio run SCENARIO.json|lesson:NAME [--json] [--db FILE]
+                                                  run a scenario headless; --json prints the trace
   studio validate SCENARIO.json                   check a scenario, run nothing
+  studio lessons                                  list the built-in lessons
   studio sessions [--db FILE]                     list stored sessions: id, status, name
   studio export SESSION_ID [--format json|otlp] [--db FILE]
                                                   print a stored session
@@ -54,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRun(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
+	case "lessons":
+		return cmdLessons(args[1:], stdout, stderr)
 	case "sessions":
 		return cmdSessions(ctx, args[1:], stdout, stderr)
 	case "export":

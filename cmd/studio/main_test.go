@@ -191,3 +191,17 @@ func TestStoreCommands(t *testing.T) {
 		}
 	})
 }
+
+func TestLessons(t *testing.T) {
+	code, out, _ := studio(t, "lessons")
+	if code != exitOK || !strings.Contains(out, "order-number") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	code, out, errOut := studio(t, "run", "lesson:one-delegation")
+	if code != exitOK || !strings.Contains(out, "general-purpose [isolated]  done") || !strings.Contains(out, `receipt: "The child's final report: the answer is 42."`) {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := studio(t, "run", "lesson:nope"); code != exitUsage || !strings.Contains(errOut, `no lesson "nope"`) {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

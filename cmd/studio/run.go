@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
@@ -20,7 +22,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the session's trace as JSON instead of the tree")
 	dbPath := fs.String("db", "", "store the session in this database `file`; its id is the trace's session.id (default: keep nothing)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: studio run SCENARIO.json [--json] [--db FILE]\n\nRuns a scenario headless and prints its delegation tree, or its trace with --json.\nExit codes: 0 done, 1 the session failed, 2 bad scenario.\n\nFlags:\n")
+		fmt.Fprint(stderr, "Usage: studio run SCENARIO.json|lesson:NAME [--json] [--db FILE]\n\nRuns a scenario (or a built-in lesson) headless and prints its delegation tree, or its trace with --json.\nExit codes: 0 done, 1 the session failed, 2 bad scenario.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	path, ok := parseOneArg(fs, args, stderr)
@@ -128,7 +130,16 @@ func parseOneArg(fs *flag.FlagSet, args []string, stderr io.Writer) (string, boo
 // loadScenario reads and checks a scenario; on a problem it prints every
 // error, one per line, and returns the exit code.
 func loadScenario(path string, stderr io.Writer) (*scenario.Scenario, int) {
-	doc, err := os.ReadFile(path)
+	var doc []byte
+	var err error
+	if name, ok := strings.CutPrefix(path, "lesson:"); ok {
+		var l lessons.Lesson
+		if l, err = lessons.Get(name); err == nil {
+			doc = l.Scenario
+		}
+	} else {
+		doc, err = os.ReadFile(path)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return nil, exitUsage
@@ -152,4 +163,15 @@ func printWarnings(w io.Writer, warnings delegation.FieldErrors) {
 	for _, e := range warnings {
 		fmt.Fprintf(w, "warning: %s\n", e.Error())
 	}
+}
+
+func cmdLessons(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprint(stderr, "Usage: studio lessons\n\nLists the built-in lessons; run one with 'studio run lesson:NAME'.\n")
+		return exitUsage
+	}
+	for _, l := range lessons.All() {
+		fmt.Fprintf(stdout, "%-24s %s\n", l.Name, l.Title)
+	}
+	return exitOK
 }

@@ -120,6 +120,27 @@ type Meta struct {
 // Build makes the trace of a session from its log. Events of seq 0 (live
 // only) are skipped.
 func Build(meta Meta, events []delegation.Event) (*Trace, error) {
+	b := NewBuilder(meta)
+	for _, ev := range events {
+		if _, err := b.Add(ev); err != nil {
+			return nil, err
+		}
+	}
+	return b.Trace(), nil
+}
+
+// Builder builds a trace one event at a time, for a view that follows a
+// running session.
+type Builder struct {
+	meta   Meta
+	t      *Trace
+	agents map[string]int
+	calls  map[string]int
+	files  map[string]string
+}
+
+// NewBuilder starts an empty trace.
+func NewBuilder(meta Meta) *Builder {
 	t := &Trace{Format: Format, Version: Version, Scenario: meta.Scenario,
 		Session:  Session{ID: meta.ID, Title: meta.Title, Status: delegation.StatusRunning},
 		Agents:   []Agent{},
@@ -127,93 +148,102 @@ func Build(meta Meta, events []delegation.Event) (*Trace, error) {
 	if len(t.Scenario) == 0 {
 		t.Scenario = json.RawMessage("{}")
 	}
-	agents := map[string]int{}
-	calls := map[string]int{}
-	var files map[string]string
-	for _, ev := range events {
-		if ev.Seq == 0 {
-			continue
-		}
-		sp, err := SplitEvent(ev)
-		if err != nil {
-			return nil, fmt.Errorf("event %d (%s): %w", ev.Seq, ev.Type, err)
-		}
-		out := sp.Event
-		out.Payload = nil
-		switch ev.Type {
-		case delegation.EventSessionStarted:
-			var d delegation.SessionStarted
-			if err = json.Unmarshal(out.Data, &d); err == nil {
-				t.Session.Name, t.Session.Prompt, t.Session.Tokenizer = d.Name, d.Prompt, d.Tokenizer
-				t.Session.CreatedAt = ev.At
-				files = copyFiles(d.Files)
-			}
-		case delegation.EventSessionFinished:
-			var d delegation.SessionFinished
-			if err = json.Unmarshal(out.Data, &d); err == nil {
-				t.Session.Status, t.Session.Error = d.Status, d.Error
-				at := ev.At
-				t.Session.FinishedAt = &at
-				if sp.Files != nil {
-					files = copyFiles(sp.Files)
-				}
-			}
-		case delegation.EventAgentStarted:
-			var d delegation.AgentStarted
-			if err = json.Unmarshal(out.Data, &d); err == nil {
-				agents[d.Agent.ID] = len(t.Agents)
-				t.Agents = append(t.Agents, Agent{ID: d.Agent.ID, Name: d.Agent.Name,
-					ParentID: optional(d.Agent.ParentID), Mode: optional(string(d.Agent.Mode)),
-					TaskCallID: optional(d.Agent.TaskCallID), Status: delegation.StatusRunning,
-					Invocation: d.Agent.Invocation, SystemPrompt: d.SystemPrompt,
-					SystemTokens: d.SystemTokens, Tools: d.Tools})
-			}
-		case delegation.EventAgentFinished:
-			var d delegation.AgentFinished
-			if err = json.Unmarshal(out.Data, &d); err == nil {
-				i, ok := agents[ev.AgentID]
-				if !ok {
-					return nil, fmt.Errorf("event %d: agent.finished for unknown agent %q", ev.Seq, ev.AgentID)
-				}
-				t.Agents[i].Status, t.Agents[i].Error, t.Agents[i].Steps = d.Status, d.Error, d.Steps
-			}
-		case delegation.EventMessageAdded, delegation.EventModelStarted, delegation.EventModelFinished:
-			if sp.Message != nil {
-				t.Messages = append(t.Messages, *sp.Message)
-			}
-			if sp.Call != nil {
-				calls[sp.Call.ID] = len(t.ModelCalls)
-				t.ModelCalls = append(t.ModelCalls, *sp.Call)
-			}
-			if f := sp.Finished; f != nil {
-				i, ok := calls[f.ModelCallID]
-				if !ok {
-					return nil, fmt.Errorf("event %d: model.finished for unknown model call %q", ev.Seq, f.ModelCallID)
-				}
-				c := &t.ModelCalls[i]
-				c.OutputMessageID, c.DurationMS, c.Error, c.Usage = optional(f.OutputMessageID), f.DurationMS, f.Error, f.Usage
-			}
-		case delegation.EventFilesChanged:
-			if ev.AgentID == "main" && files != nil {
-				var d delegation.FilesChanged
-				if err = json.Unmarshal(out.Data, &d); err == nil {
-					applyChanges(files, d.Changes)
-				}
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("event %d (%s): %w", ev.Seq, ev.Type, err)
-		}
-		t.Events = append(t.Events, out)
+	return &Builder{meta: meta, t: t, agents: map[string]int{}, calls: map[string]int{}}
+}
+
+// Trace returns the trace so far. It is the builder's own: read it, do not
+// keep it past the next Add.
+func (b *Builder) Trace() *Trace {
+	t := b.t
+	if b.meta.Status != "" && t.Session.Status == delegation.StatusRunning {
+		t.Session.Status = b.meta.Status
 	}
-	if meta.Status != "" && t.Session.Status == delegation.StatusRunning {
-		t.Session.Status = meta.Status
+	t.Files = b.files
+	if t.Files == nil {
+		t.Files = map[string]string{}
 	}
-	if files == nil {
-		files = map[string]string{}
+	return t
+}
+
+// Add takes the next event of the log and returns it split as the trace
+// keeps it. Events of seq 0 are returned split but change nothing.
+func (b *Builder) Add(ev delegation.Event) (Split, error) {
+	t := b.t
+	sp, err := SplitEvent(ev)
+	if err != nil {
+		return sp, fmt.Errorf("event %d (%s): %w", ev.Seq, ev.Type, err)
 	}
-	t.Files = files
-	return t, nil
+	if ev.Seq == 0 {
+		return sp, nil
+	}
+	out := sp.Event
+	out.Payload = nil
+	switch ev.Type {
+	case delegation.EventSessionStarted:
+		var d delegation.SessionStarted
+		if err = json.Unmarshal(out.Data, &d); err == nil {
+			t.Session.Name, t.Session.Prompt, t.Session.Tokenizer = d.Name, d.Prompt, d.Tokenizer
+			t.Session.CreatedAt = ev.At
+			b.files = copyFiles(d.Files)
+		}
+	case delegation.EventSessionFinished:
+		var d delegation.SessionFinished
+		if err = json.Unmarshal(out.Data, &d); err == nil {
+			t.Session.Status, t.Session.Error = d.Status, d.Error
+			at := ev.At
+			t.Session.FinishedAt = &at
+			if sp.Files != nil {
+				b.files = copyFiles(sp.Files)
+			}
+		}
+	case delegation.EventAgentStarted:
+		var d delegation.AgentStarted
+		if err = json.Unmarshal(out.Data, &d); err == nil {
+			b.agents[d.Agent.ID] = len(t.Agents)
+			t.Agents = append(t.Agents, Agent{ID: d.Agent.ID, Name: d.Agent.Name,
+				ParentID: optional(d.Agent.ParentID), Mode: optional(string(d.Agent.Mode)),
+				TaskCallID: optional(d.Agent.TaskCallID), Status: delegation.StatusRunning,
+				Invocation: d.Agent.Invocation, SystemPrompt: d.SystemPrompt,
+				SystemTokens: d.SystemTokens, Tools: d.Tools})
+		}
+	case delegation.EventAgentFinished:
+		var d delegation.AgentFinished
+		if err = json.Unmarshal(out.Data, &d); err == nil {
+			i, ok := b.agents[ev.AgentID]
+			if !ok {
+				return sp, fmt.Errorf("event %d: agent.finished for unknown agent %q", ev.Seq, ev.AgentID)
+			}
+			t.Agents[i].Status, t.Agents[i].Error, t.Agents[i].Steps = d.Status, d.Error, d.Steps
+		}
+	case delegation.EventMessageAdded, delegation.EventModelStarted, delegation.EventModelFinished:
+		if sp.Message != nil {
+			t.Messages = append(t.Messages, *sp.Message)
+		}
+		if sp.Call != nil {
+			b.calls[sp.Call.ID] = len(t.ModelCalls)
+			t.ModelCalls = append(t.ModelCalls, *sp.Call)
+		}
+		if f := sp.Finished; f != nil {
+			i, ok := b.calls[f.ModelCallID]
+			if !ok {
+				return sp, fmt.Errorf("event %d: model.finished for unknown model call %q", ev.Seq, f.ModelCallID)
+			}
+			c := &t.ModelCalls[i]
+			c.OutputMessageID, c.DurationMS, c.Error, c.Usage = optional(f.OutputMessageID), f.DurationMS, f.Error, f.Usage
+		}
+	case delegation.EventFilesChanged:
+		if ev.AgentID == "main" && b.files != nil {
+			var d delegation.FilesChanged
+			if err = json.Unmarshal(out.Data, &d); err == nil {
+				applyChanges(b.files, d.Changes)
+			}
+		}
+	}
+	if err != nil {
+		return sp, fmt.Errorf("event %d (%s): %w", ev.Seq, ev.Type, err)
+	}
+	t.Events = append(t.Events, out)
+	return sp, nil
 }
 
 // Split is an event as a trace (and the store) keeps it: the message or
