@@ -5,17 +5,18 @@ GO      ?= go
 BIN     := bin/studio
 PKGS    := ./...
 
-.PHONY: run build test check-fmt vet unit bench fuzz generate lint clean
+.PHONY: run build test check-fmt check-generated vet unit chromium bench fuzz generate lint clean
 
-## run: build the studio and run the example scenario
+## run: build the studio and serve it on 127.0.0.1:7788, sessions in ./studio.db
 run: build
-	./$(BIN) run examples/order-number.json
+	./$(BIN) serve --addr 127.0.0.1:7788 --db studio.db
 
 build:
 	$(GO) build -o $(BIN) ./cmd/studio
 
-## test: every check CI runs: formatting, vet, and all tests with the race detector
-test: check-fmt vet unit
+## test: every check CI runs: formatting, vet, generated files up to date,
+## and all tests with the race detector, the browser tests in Chromium included
+test: check-fmt vet check-generated chromium unit
 
 check-fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -23,6 +24,19 @@ check-fmt:
 
 vet:
 	$(GO) vet $(PKGS)
+
+# The committed *_templ.go files must be what templ generates from the .templ files.
+check-generated:
+	@$(GO) tool templ generate -path web/templates >/dev/null 2>&1 || { $(GO) tool templ generate -path web/templates; exit 1; }
+	@if ! git diff --quiet -- web/templates || [ -n "$$(git ls-files --others --exclude-standard web/templates)" ]; then \
+		echo "web/templates: the generated templ files are stale; run 'make generate' and commit them:"; \
+		git status --short -- web/templates; exit 1; fi
+
+# The browser tests drive Debian's Chromium; install it when it is missing.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Chromium for the browser tests (apt-get install chromium)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
@@ -37,7 +51,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzMatchesReference -fuzztime=$(FUZZTIME) ./internal/tokens/
 
 generate:
-	$(GO) generate $(PKGS)
+	$(GO) tool templ generate -path web/templates
 
 lint: check-fmt vet
 

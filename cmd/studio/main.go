@@ -14,6 +14,8 @@ import (
 const usage = `studio: see, teach and debug how an AI agent delegates work to subagents.
 
 Usage:
+  studio [serve] [--addr 127.0.0.1:7788] [--db FILE] [--token TOKEN]
+                                                  the web studio (the default command)
   studio run SCENARIO.json|lesson:NAME [--json] [--db FILE]
                                                   run a scenario headless; --json prints the trace
   studio validate SCENARIO.json                   check a scenario, run nothing
@@ -47,11 +49,12 @@ const (
 
 // run dispatches a command line; it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return exitUsage
+	if len(args) == 0 || (len(args[0]) > 1 && args[0][0] == '-' && !isHelp(args[0])) {
+		return cmdServe(ctx, args, stdout, stderr)
 	}
 	switch args[0] {
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr)
 	case "run":
 		return cmdRun(ctx, args[1:], stdout, stderr)
 	case "validate":
@@ -72,3 +75,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 }
+
+func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" }

@@ -447,3 +447,69 @@ func SortedPaths(files map[string]string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Inflate turns a trace back into the log as the engine emitted it: the
+// events that introduced a message or a model call carry it again, and
+// model.finished and session.finished carry what the trace keeps in the
+// call and the files. (tool.started's arguments stay in their assistant
+// message.) Feeding the result to a Builder rebuilds the trace.
+func Inflate(t *Trace) ([]delegation.Event, error) {
+	msgs := make(map[string]*Message, len(t.Messages))
+	for i := range t.Messages {
+		msgs[t.Messages[i].ID] = &t.Messages[i]
+	}
+	calls := make(map[string]*ModelCall, len(t.ModelCalls))
+	for i := range t.ModelCalls {
+		calls[t.ModelCalls[i].ID] = &t.ModelCalls[i]
+	}
+	out := make([]delegation.Event, 0, len(t.Events))
+	for _, ev := range t.Events {
+		var ref struct {
+			Index       int    `json:"index"`
+			MessageID   string `json:"message_id"`
+			ModelCallID string `json:"model_call_id"`
+		}
+		switch ev.Type {
+		case delegation.EventMessageAdded:
+			if err := json.Unmarshal(ev.Data, &ref); err != nil {
+				return nil, fmt.Errorf("event %d: %w", ev.Seq, err)
+			}
+			m, ok := msgs[ref.MessageID]
+			if !ok {
+				return nil, fmt.Errorf("event %d: no message %q", ev.Seq, ref.MessageID)
+			}
+			ev.Payload, ev.Data = delegation.MessageAdded{Index: ref.Index, Message: m.domain()}, nil
+		case delegation.EventModelStarted, delegation.EventModelFinished:
+			if err := json.Unmarshal(ev.Data, &ref); err != nil {
+				return nil, fmt.Errorf("event %d: %w", ev.Seq, err)
+			}
+			c, ok := calls[ref.ModelCallID]
+			if !ok {
+				return nil, fmt.Errorf("event %d: no model call %q", ev.Seq, ref.ModelCallID)
+			}
+			if ev.Type == delegation.EventModelStarted {
+				ev.Payload = delegation.ModelStarted{Call: delegation.ModelCall{ID: c.ID, AgentID: c.AgentID, Index: c.Index,
+					Purpose: delegation.Purpose(c.Purpose), SystemPrompt: c.SystemPrompt, SystemTokens: c.SystemTokens,
+					Context: c.Context, Tools: c.Tools, ToolTokens: c.ToolTokens, MessageTokens: c.MessageTokens,
+					InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens}}
+			} else {
+				fin := delegation.ModelFinished{ModelCallID: c.ID, OutputMessageID: deref(c.OutputMessageID),
+					DurationMS: c.DurationMS, Usage: c.Usage, Error: c.Error}
+				if m := msgs[fin.OutputMessageID]; m != nil {
+					fin.OutputTokens = m.Tokens
+				}
+				ev.Payload = fin
+			}
+			ev.Data = nil
+		case delegation.EventSessionFinished:
+			var d delegation.SessionFinished
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return nil, fmt.Errorf("event %d: %w", ev.Seq, err)
+			}
+			d.Files = t.Files
+			ev.Payload, ev.Data = d, nil
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}

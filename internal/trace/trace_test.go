@@ -103,3 +103,24 @@ func TestBuild(t *testing.T) {
 		}
 	})
 }
+
+func TestInflate(t *testing.T) {
+	sc, events := runExample(t)
+	tr, err := trace.Build(trace.Meta{ID: "s1", Scenario: sc.Raw}, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inflated, err := trace.Inflate(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := trace.Build(trace.Meta{ID: "s1", Scenario: sc.Raw}, inflated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(tr)
+	b, _ := json.Marshal(again)
+	if string(a) != string(b) {
+		t.Fatalf("a trace inflated and built again differs:\n%s\n%s", a, b)
+	}
+}

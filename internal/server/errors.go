@@ -1,0 +1,78 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/web/templates"
+)
+
+// apiError is the JSON of every API error (formats.md §5).
+type apiError struct {
+	Error  string                  `json:"error"`
+	Errors []delegation.FieldError `json:"errors"`
+}
+
+// handleError is the one place an error becomes a response: our codes map
+// to statuses, anything else is logged and shown as "Internal error". API
+// requests (and those that accept only JSON) get JSON, the rest a page.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status, msg := http.StatusInternalServerError, "Internal error"
+	fields := []delegation.FieldError{}
+	var he *echo.HTTPError
+	var de *delegation.Error
+	var fe delegation.FieldErrors
+	switch {
+	case errors.As(err, &he):
+		status = he.Code
+		if m, ok := he.Message.(string); ok {
+			msg = m
+		} else {
+			msg = http.StatusText(status)
+		}
+	case errors.As(err, &de):
+		status, msg = codeStatus(de.Code), de.Message
+		fields = append(fields, de.Fields...)
+	case errors.As(err, &fe):
+		status, msg = http.StatusBadRequest, fe[0].Error()
+		fields = append(fields, fe...)
+	}
+	if status == http.StatusInternalServerError {
+		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		msg = "Internal error"
+	}
+	if wantsJSON(c) {
+		_ = c.JSON(status, apiError{Error: msg, Errors: fields})
+		return
+	}
+	_ = render(c, status, templates.ErrorPage(templates.Page{Title: http.StatusText(status)}, status, msg))
+}
+
+func codeStatus(code string) int {
+	switch code {
+	case delegation.ENOTFOUND:
+		return http.StatusNotFound
+	case delegation.EINVALID:
+		return http.StatusBadRequest
+	case delegation.ECONFLICT:
+		return http.StatusConflict
+	case delegation.ETOOLARGE:
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusInternalServerError
+}
+
+func wantsJSON(c echo.Context) bool {
+	if strings.HasPrefix(c.Request().URL.Path, "/api/") {
+		return true
+	}
+	accept := c.Request().Header.Get("Accept")
+	return strings.Contains(accept, "application/json") && !strings.Contains(accept, "text/html")
+}

@@ -1,0 +1,239 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/lessons"
+	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/schema"
+	"github.com/delegationstudio/studio/web/templates"
+)
+
+func csrfToken(c echo.Context) string {
+	t, _ := c.Get(middleware.DefaultCSRFConfig.ContextKey).(string)
+	return t
+}
+
+func (s *Server) page(c echo.Context, title string) templates.Page {
+	return templates.Page{Title: title, CSRF: csrfToken(c)}
+}
+
+// sessionsPageView builds the sessions page; the form fields carry what the
+// user typed when a form comes back with errors.
+func (s *Server) sessionsPageView(c echo.Context) (templates.SessionsPage, error) {
+	v := templates.SessionsPage{Page: s.page(c, "Sessions"), Endpoints: s.cfg.Endpoints}
+	list, err := s.cfg.DB.Sessions(c.Request().Context(), 200)
+	if err != nil {
+		return v, err
+	}
+	for _, x := range list {
+		v.Sessions = append(v.Sessions, templates.SessionRow{ID: x.ID, Name: x.Name, Title: x.Title, Status: x.Status,
+			Agents: x.Agents, ModelCalls: x.ModelCalls, InputTokens: x.InputTokens, CreatedAt: x.CreatedAt})
+	}
+	for _, l := range lessons.All() {
+		v.Lessons = append(v.Lessons, templates.LessonOption{Name: l.Name, Title: l.Title, Description: l.Description})
+	}
+	return v, nil
+}
+
+func (s *Server) sessionsPage(c echo.Context) error {
+	v, err := s.sessionsPageView(c)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, templates.SessionsPageView(v, s.now()))
+}
+
+// formText reads a textarea, or the file field beside it when one was sent.
+func formText(c echo.Context, text, file string) (string, error) {
+	fh, err := c.FormFile(file)
+	if err == nil && fh.Size > 0 {
+		return readFormFile(fh)
+	}
+	if err != nil && !errors.Is(err, http.ErrMissingFile) && !errors.Is(err, http.ErrNotMultipart) {
+		return "", err
+	}
+	return c.FormValue(text), nil
+}
+
+func readFormFile(fh *multipart.FileHeader) (string, error) {
+	if fh.Size > trace.MaxBytes {
+		return "", delegation.Errorf(delegation.ETOOLARGE, "the file is %d bytes; the most it may have is %d", fh.Size, trace.MaxBytes)
+	}
+	f, err := fh.Open()
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, trace.MaxBytes+1))
+	return string(b), err
+}
+
+func fieldErrors(err error) []templates.FieldError {
+	var out []templates.FieldError
+	var fe delegation.FieldErrors
+	var de *delegation.Error
+	switch {
+	case errors.As(err, &fe):
+		for _, e := range fe {
+			out = append(out, templates.FieldError{Field: e.Field, Message: e.Message})
+		}
+	case errors.As(err, &de) && len(de.Fields) > 0:
+		for _, e := range de.Fields {
+			out = append(out, templates.FieldError{Field: e.Field, Message: e.Message})
+		}
+	default:
+		out = append(out, templates.FieldError{Message: err.Error()})
+	}
+	return out
+}
+
+// startSession starts a session from a lesson or a pasted or uploaded
+// scenario, and redirects to it; a bad scenario comes back with its errors
+// at their fields and the text as typed.
+func (s *Server) startSession(c echo.Context) error {
+	var doc string
+	if name := c.FormValue("lesson"); name != "" {
+		l, err := lessons.Get(name)
+		if err != nil {
+			return delegation.Errorf(delegation.ENOTFOUND, "%v", err)
+		}
+		doc = string(l.Scenario)
+	} else {
+		var err error
+		if doc, err = formText(c, "scenario", "scenario_file"); err != nil {
+			return err
+		}
+	}
+	id, err := s.start(c, []byte(doc))
+	if err != nil {
+		if code := delegation.ErrorCode(err); code != delegation.EINVALID && code != delegation.ETOOLARGE {
+			return err
+		}
+		v, verr := s.sessionsPageView(c)
+		if verr != nil {
+			return verr
+		}
+		v.Scenario, v.ScenarioErrs = doc, fieldErrors(err)
+		return render(c, http.StatusBadRequest, templates.SessionsPageView(v, s.now()))
+	}
+	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
+}
+
+// start checks a scenario and starts it.
+func (s *Server) start(c echo.Context, doc []byte) (string, error) {
+	if strings.TrimSpace(string(doc)) == "" {
+		return "", delegation.FieldErrors{{Field: "", Message: "the scenario is empty: paste a scenario, choose a file, or run a lesson"}}
+	}
+	sc, err := scenario.Parse(doc)
+	if err != nil {
+		return "", err
+	}
+	return s.runner.Start(c.Request().Context(), sc)
+}
+
+func (s *Server) importTrace(c echo.Context) error {
+	doc, err := formText(c, "trace", "trace_file")
+	if err != nil {
+		return err
+	}
+	id, err := s.runner.Import(c.Request().Context(), []byte(doc))
+	if err != nil {
+		if code := delegation.ErrorCode(err); code != delegation.EINVALID && code != delegation.ETOOLARGE {
+			return err
+		}
+		v, verr := s.sessionsPageView(c)
+		if verr != nil {
+			return verr
+		}
+		if len(doc) <= 1<<20 { // keep what was typed, unless it is too big to send back
+			v.TraceText = doc
+		}
+		v.TraceErrs = fieldErrors(err)
+		return render(c, http.StatusBadRequest, templates.SessionsPageView(v, s.now()))
+	}
+	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
+}
+
+func (s *Server) loadModel(c echo.Context) (*pageModel, error) {
+	t, err := s.cfg.DB.Trace(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return nil, err
+	}
+	return newPageModel(t), nil
+}
+
+func (s *Server) sessionPage(c echo.Context) error {
+	m, err := s.loadModel(c)
+	if err != nil {
+		return err
+	}
+	running := m.t.Session.Status == delegation.StatusRunning && s.runner.Running(m.t.Session.ID)
+	v := m.sessionPage(s.page(c, m.t.Session.Name), c.QueryParam("agent"), atoiDefault(c.QueryParam("step"), 0), running)
+	return render(c, http.StatusOK, templates.SessionPageView(v))
+}
+
+func (s *Server) scrubFragment(c echo.Context) error {
+	m, err := s.loadModel(c)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, templates.Scrubber(m.t.Session.ID, m.scrubView(atoiDefault(c.QueryParam("step"), 0))))
+}
+
+func (s *Server) messagePage(c echo.Context) error {
+	m, err := s.loadModel(c)
+	if err != nil {
+		return err
+	}
+	msg := m.byID[c.Param("mid")]
+	if msg == nil {
+		return delegation.Errorf(delegation.ENOTFOUND, "no message %q in this session", c.Param("mid"))
+	}
+	if c.QueryParam("fragment") != "" {
+		return render(c, http.StatusOK, templates.MessageBody(msg.Content))
+	}
+	return render(c, http.StatusOK, templates.MessagePage(s.page(c, "Message "+msg.ID), m.t.Session.ID, messageView(m.t.Session.ID, *msg), msg.Content))
+}
+
+func (s *Server) stopSession(c echo.Context) error {
+	id := c.Param("id")
+	if _, err := s.cfg.DB.Session(c.Request().Context(), id); err != nil {
+		return err
+	}
+	s.runner.Cancel(id)
+	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
+}
+
+func (s *Server) signInPage(c echo.Context) error {
+	return render(c, http.StatusOK, templates.SignInPage(s.page(c, "Sign in"), false))
+}
+
+func (s *Server) signIn(c echo.Context) error {
+	if s.cfg.Token == "" || !s.tokenMatches(c.FormValue("token")) {
+		return render(c, http.StatusUnauthorized, templates.SignInPage(s.page(c, "Sign in"), true))
+	}
+	c.SetCookie(&http.Cookie{Name: tokenCookie, Value: s.cfg.Token, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https", Expires: time.Now().Add(30 * 24 * time.Hour)})
+	return c.Redirect(http.StatusSeeOther, "/")
+}
+
+func (s *Server) schemaFile(c echo.Context) error {
+	switch c.Param("name") {
+	case "scenario.schema.json":
+		return c.Blob(http.StatusOK, "application/schema+json", schema.Scenario())
+	case "trace.schema.json":
+		return c.Blob(http.StatusOK, "application/schema+json", schema.Trace())
+	}
+	return delegation.Errorf(delegation.ENOTFOUND, "no schema %q; there are scenario.schema.json and trace.schema.json", c.Param("name"))
+}

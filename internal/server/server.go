@@ -1,0 +1,201 @@
+// Package server is the studio's web face: an Echo v4 server with the pages
+// of design.md, the HTTP API of formats.md §5, and the live websocket.
+// Handlers are thin: parse, call the session runner or the store, render a
+// templ component or JSON.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/delegationstudio/studio/internal/db"
+	"github.com/delegationstudio/studio/internal/live"
+	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/web/static"
+)
+
+// Config is what the server is built from.
+type Config struct {
+	DB     *db.DB
+	Logger *slog.Logger
+	// Token, when set, is required on every request: a cookie after the
+	// sign-in page, or an Authorization: Bearer header for the API.
+	Token string
+	// Endpoints lists the configured model endpoints, for the pages.
+	Endpoints []string
+	Now       func() time.Time
+}
+
+// Server is the studio's HTTP server and what it runs.
+type Server struct {
+	cfg    Config
+	echo   *echo.Echo
+	runner *session.Runner
+	hub    *live.Hub
+	views  *liveViews
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// New builds the server.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now}
+	s.hub = live.NewHub(live.Options{Logger: cfg.Logger})
+	s.views = newLiveViews(s.hub, cfg.Logger)
+	s.runner = &session.Runner{DB: cfg.DB, Pub: s.views, Logger: cfg.Logger}
+	s.echo = s.routes()
+	return s
+}
+
+// Runner is the server's session runner.
+func (s *Server) Runner() *session.Runner { return s.runner }
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Recover marks the sessions a crash left running as interrupted.
+func (s *Server) Recover(ctx context.Context) (int64, error) { return s.runner.Recover(ctx) }
+
+// Shutdown stops the running sessions, waits for them to be recorded, and
+// closes the live connections.
+func (s *Server) Shutdown() {
+	s.runner.Shutdown()
+	s.hub.Close()
+}
+
+// maxBody is the largest request body: a trace at its limit, and a little.
+const maxBody = trace.MaxBytes + 1<<20
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+		s.log.Error("handler panicked", "path", c.Path(), "err", err, "stack", string(stack))
+		return err
+	}}))
+	e.Use(securityHeaders)
+	e.Use(middleware.BodyLimit(fmt.Sprint(maxBody)))
+	e.Use(s.requireToken)
+	e.Use(middleware.CSRFWithConfig(middleware.CSRFConfig{
+		TokenLookup:    "form:_csrf",
+		CookieName:     "studio_csrf",
+		CookiePath:     "/",
+		CookieHTTPOnly: true,
+		CookieSameSite: http.SameSiteStrictMode,
+		// The API is for scripts: it takes JSON bodies only, which a page
+		// on another site cannot send without the browser asking first.
+		Skipper: func(c echo.Context) bool { return strings.HasPrefix(c.Path(), "/api/") },
+		ErrorHandler: func(err error, c echo.Context) error {
+			return echo.NewHTTPError(http.StatusForbidden, "This form has expired or did not come from this studio: reload the page and send it again.")
+		},
+	}))
+
+	// Pages.
+	e.GET("/", s.sessionsPage)                          // the sessions, the lessons, the start and import forms
+	e.POST("/sessions", s.startSession)                 // start from a lesson or a scenario
+	e.POST("/traces", s.importTrace)                    // import a trace
+	e.GET("/sessions/:id", s.sessionPage)               // tree, timeline, context panes, scrubber
+	e.GET("/sessions/:id/scrub", s.scrubFragment)       // the scrubber at ?step=N
+	e.GET("/sessions/:id/messages/:mid", s.messagePage) // one whole message (?fragment=1: just its body)
+	e.POST("/sessions/:id/stop", s.stopSession)         // stop a running session
+	e.GET("/sign-in", s.signInPage)                     // asks for the access token
+	e.POST("/sign-in", s.signIn)                        // checks it, sets the cookie
+	e.GET("/schema/:name", s.schemaFile)                // the published JSON Schemas
+	e.StaticFS("/static", echo.MustSubFS(fs.FS(static.Files), "."))
+
+	// API (formats.md §5).
+	e.GET("/api/sessions", s.apiSessions)
+	e.POST("/api/sessions", s.apiStartSession)
+	e.GET("/api/sessions/:id/trace", s.apiTrace)
+	e.GET("/api/sessions/:id/otlp", s.apiOTLP)
+	e.POST("/api/traces", s.apiImport)
+	e.GET("/api/sessions/:id/live", s.apiLive)
+	return e
+}
+
+// securityHeaders keeps the pages to their own scripts and styles, so a
+// payload that ever escaped escaping still could not run.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+			"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("X-Frame-Options", "DENY")
+		return next(c)
+	}
+}
+
+const tokenCookie = "studio_token"
+
+// requireToken lets a request through when no token is set, or when it
+// carries the token: a bearer header or the sign-in cookie.
+func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.cfg.Token == "" {
+			return next(c)
+		}
+		p := c.Request().URL.Path
+		if p == "/sign-in" || strings.HasPrefix(p, "/static/") {
+			return next(c)
+		}
+		if s.validToken(c) {
+			return next(c)
+		}
+		if strings.HasPrefix(p, "/api/") {
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
+			return echo.NewHTTPError(http.StatusUnauthorized, "This studio needs its access token: send Authorization: Bearer <token>.")
+		}
+		return c.Redirect(http.StatusSeeOther, "/sign-in")
+	}
+}
+
+func (s *Server) validToken(c echo.Context) bool {
+	if h := c.Request().Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") && s.tokenMatches(strings.TrimPrefix(h, "Bearer ")) {
+		return true
+	}
+	ck, err := c.Cookie(tokenCookie)
+	return err == nil && s.tokenMatches(ck.Value)
+}
+
+func (s *Server) tokenMatches(got string) bool {
+	return subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1
+}
+
+// CheckAddr refuses to listen beyond this machine without a token.
+func CheckAddr(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: %w (use host:port, e.g. 127.0.0.1:7788)", addr, err)
+	}
+	if token != "" {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return errors.New("listening on " + addr + " would let other machines reach the studio: set an access token with --token or STUDIO_TOKEN, or listen on 127.0.0.1")
+}

@@ -1,0 +1,443 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/coder/websocket"
+
+	"github.com/delegationstudio/studio/internal/db"
+	"github.com/delegationstudio/studio/internal/delegation"
+)
+
+type studio struct {
+	t   *testing.T
+	srv *Server
+	ts  *httptest.Server
+	c   *http.Client
+	db  *db.DB
+}
+
+func newStudio(t *testing.T, token string) *studio {
+	t.Helper()
+	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{DB: d, Token: token})
+	ts := httptest.NewServer(srv.Handler())
+	jar, _ := cookiejar.New(nil)
+	st := &studio{t: t, srv: srv, ts: ts, db: d,
+		c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	t.Cleanup(func() {
+		srv.Shutdown()
+		ts.Close()
+		d.Close()
+	})
+	return st
+}
+
+func (s *studio) get(path string) (*http.Response, *goquery.Document) {
+	s.t.Helper()
+	res, err := s.c.Get(s.ts.URL + path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	doc, err := goquery.NewDocumentFromReader(res.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return res, doc
+}
+
+// form posts a form with the CSRF token of the page it came from.
+func (s *studio) form(page, action string, values url.Values) (*http.Response, *goquery.Document) {
+	s.t.Helper()
+	_, doc := s.get(page)
+	token, _ := doc.Find(`input[name="_csrf"]`).First().Attr("value")
+	if token == "" {
+		s.t.Fatalf("no CSRF token on %s", page)
+	}
+	values.Set("_csrf", token)
+	res, err := s.c.PostForm(s.ts.URL+action, values)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out, _ := goquery.NewDocumentFromReader(res.Body)
+	return res, out
+}
+
+func (s *studio) api(method, path, contentType string, body []byte) (*http.Response, []byte) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.ts.URL+path, bytes.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	res, err := s.c.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, b
+}
+
+// waitDone waits until a session is no longer running.
+func (s *studio) waitDone(id string) {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		sess, err := s.db.Session(context.Background(), id)
+		if err == nil && sess.Status != delegation.StatusRunning && !s.srv.Runner().Running(id) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatalf("session %s did not finish", id)
+}
+
+func sessionID(t *testing.T, res *http.Response) string {
+	t.Helper()
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("status %d, want 303", res.StatusCode)
+	}
+	loc := res.Header.Get("Location")
+	id, ok := strings.CutPrefix(loc, "/sessions/")
+	if !ok {
+		t.Fatalf("redirect to %q", loc)
+	}
+	return id
+}
+
+func TestSessionsPage(t *testing.T) {
+	s := newStudio(t, "")
+	res, doc := s.get("/")
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	if n := doc.Find(`[data-testid="lessons"] li`).Length(); n < 3 {
+		t.Fatalf("%d lessons listed", n)
+	}
+	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+		t.Fatalf("CSP = %q", csp)
+	}
+}
+
+func TestStartALessonAndSeeIt(t *testing.T) {
+	s := newStudio(t, "")
+	res, _ := s.form("/", "/sessions", url.Values{"lesson": {"order-number"}})
+	id := sessionID(t, res)
+	s.waitDone(id)
+
+	res, doc := s.get("/sessions/" + id)
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	t.Run("the tree has the main agent and both children", func(t *testing.T) {
+		for _, node := range []string{"node-main", "node-a1", "node-a2"} {
+			if doc.Find(`[data-testid="`+node+`"]`).Length() != 1 {
+				t.Errorf("no %s", node)
+			}
+		}
+	})
+	t.Run("the first delegation is shown side by side", func(t *testing.T) {
+		parent := doc.Find(`[data-testid="parent-pane"]`)
+		if parent.Find(".mark-call").Length() != 1 || parent.Find(".mark-receipt").Length() != 1 {
+			t.Fatalf("parent pane marks: %d calls, %d receipts", parent.Find(".mark-call").Length(), parent.Find(".mark-receipt").Length())
+		}
+		child := doc.Find(`[data-testid="child-pane"]`)
+		if child.Find(`[data-testid="isolated-note"]`).Length() != 1 || !strings.Contains(child.Text(), "Report the order number above.") {
+			t.Fatalf("child pane: %s", child.Text())
+		}
+		if got := strings.TrimSpace(doc.Find(`[data-testid="receipt"]`).Text()); got != "I cannot see any order number." {
+			t.Fatalf("receipt = %q", got)
+		}
+	})
+	t.Run("the fork's pane marks what it inherited", func(t *testing.T) {
+		_, doc := s.get("/sessions/" + id + "?agent=a2")
+		child := doc.Find(`[data-testid="child-pane"]`)
+		if child.Find(`[data-testid="fork-note"]`).Length() != 1 || child.Find(`[data-testid="inherited"] li`).Length() == 0 {
+			t.Fatal("no inherited prefix in the fork's pane")
+		}
+		if got := strings.TrimSpace(doc.Find(`[data-testid="receipt"]`).Text()); got != "A-7731" {
+			t.Fatalf("receipt = %q", got)
+		}
+	})
+	t.Run("the scrubber shows every agent at a step", func(t *testing.T) {
+		_, doc := s.get("/sessions/" + id + "?step=1")
+		rows := doc.Find(`[data-testid="scrub-table"] tbody tr`)
+		if rows.Length() != 3 || !strings.Contains(rows.Eq(1).Text(), "not started yet") {
+			t.Fatalf("scrub rows: %s", rows.Text())
+		}
+		res, _ := s.get("/sessions/" + id + "/scrub?step=3")
+		if res.StatusCode != 200 {
+			t.Fatalf("scrub fragment: %d", res.StatusCode)
+		}
+	})
+	t.Run("a message page shows the whole message", func(t *testing.T) {
+		res, doc := s.get("/sessions/" + id + "/messages/main.0")
+		if res.StatusCode != 200 || !strings.Contains(doc.Find(`[data-testid="full"]`).Text(), "A-7731") {
+			t.Fatalf("status %d: %s", res.StatusCode, doc.Text())
+		}
+	})
+	t.Run("the timeline lists every model call", func(t *testing.T) {
+		if n := doc.Find(`[data-testid="turn"]`).Length(); n != 5 {
+			t.Fatalf("%d turns, want 5", n)
+		}
+	})
+}
+
+func TestBadScenarioKeepsWhatWasTyped(t *testing.T) {
+	s := newStudio(t, "")
+	typed := `{"name": "x", "prompt": "y", "subagents": [{"name": "a", "description": "d", "mode": "shared"}], "script": {"main": [{"content": "ok"}]}}`
+	res, doc := s.form("/", "/sessions", url.Values{"scenario": {typed}})
+	if res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	if got := doc.Find(`textarea[name="scenario"]`).Text(); got != typed {
+		t.Fatalf("textarea = %q", got)
+	}
+	errs := doc.Find(`[data-testid="errors"]`).Text()
+	if !strings.Contains(errs, "subagents[0].mode") || !strings.Contains(errs, "SubAgent 'a' has invalid mode 'shared'; expected 'isolated' or 'fork'") {
+		t.Fatalf("errors = %q", errs)
+	}
+	if list, _ := s.db.Sessions(context.Background(), 0); len(list) != 0 {
+		t.Fatal("a bad scenario started a session")
+	}
+}
+
+func TestCSRF(t *testing.T) {
+	s := newStudio(t, "")
+	res, err := s.c.PostForm(s.ts.URL+"/sessions", url.Values{"lesson": {"order-number"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("a form without its CSRF token got %d, want 403", res.StatusCode)
+	}
+}
+
+func TestAPI(t *testing.T) {
+	s := newStudio(t, "")
+	doc := []byte(`{"name": "api", "prompt": "p", "script": {"main": [{"content": "done"}]}}`)
+	res, body := s.api("POST", "/api/sessions", "application/json", doc)
+	var created struct{ ID, URL string }
+	if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil || created.URL != "/sessions/"+created.ID {
+		t.Fatalf("status %d: %s", res.StatusCode, body)
+	}
+	s.waitDone(created.ID)
+
+	t.Run("a bad scenario gets every error", func(t *testing.T) {
+		res, body := s.api("POST", "/api/sessions", "application/json", []byte(`{"name": "x"}`))
+		var e apiError
+		if res.StatusCode != 400 || json.Unmarshal(body, &e) != nil || len(e.Errors) == 0 || e.Errors[0].Field == "" {
+			t.Fatalf("status %d: %s", res.StatusCode, body)
+		}
+	})
+	t.Run("a body that is not JSON is refused", func(t *testing.T) {
+		if res, _ := s.api("POST", "/api/sessions", "text/plain", doc); res.StatusCode != http.StatusUnsupportedMediaType {
+			t.Fatalf("status %d", res.StatusCode)
+		}
+	})
+	t.Run("sessions, trace and OTLP", func(t *testing.T) {
+		res, body := s.api("GET", "/api/sessions", "", nil)
+		if res.StatusCode != 200 || !strings.Contains(string(body), created.ID) {
+			t.Fatalf("status %d: %s", res.StatusCode, body)
+		}
+		res, trace := s.api("GET", "/api/sessions/"+created.ID+"/trace", "", nil)
+		if res.StatusCode != 200 || !strings.Contains(string(trace), `"format": "delegation-studio.trace"`) {
+			t.Fatalf("trace %d", res.StatusCode)
+		}
+		res, body = s.api("GET", "/api/sessions/"+created.ID+"/otlp", "", nil)
+		if res.StatusCode != 200 || !strings.Contains(string(body), `"resourceSpans"`) {
+			t.Fatalf("otlp %d", res.StatusCode)
+		}
+		res, body = s.api("POST", "/api/traces", "application/json", trace)
+		if res.StatusCode != 201 || !strings.Contains(string(body), `"id"`) {
+			t.Fatalf("import %d: %s", res.StatusCode, body)
+		}
+	})
+	t.Run("a bad import writes nothing", func(t *testing.T) {
+		before, _ := s.db.Sessions(context.Background(), 0)
+		res, body := s.api("POST", "/api/traces", "application/json", []byte(`{"format": "delegation-studio.trace", "version": 1`))
+		after, _ := s.db.Sessions(context.Background(), 0)
+		if res.StatusCode != 400 || len(after) != len(before) || !strings.Contains(string(body), "not valid JSON") {
+			t.Fatalf("status %d, %d → %d sessions: %s", res.StatusCode, len(before), len(after), body)
+		}
+	})
+	t.Run("an unknown session is a JSON 404 for the API and a page for a person", func(t *testing.T) {
+		res, body := s.api("GET", "/api/sessions/nope/trace", "", nil)
+		if res.StatusCode != 404 || !strings.Contains(string(body), `"error"`) {
+			t.Fatalf("api %d: %s", res.StatusCode, body)
+		}
+		res, doc := s.get("/sessions/nope")
+		if res.StatusCode != 404 || !strings.Contains(doc.Find(`[data-testid="error"]`).Text(), `no session "nope"`) {
+			t.Fatalf("page %d", res.StatusCode)
+		}
+	})
+	t.Run("the schemas are published", func(t *testing.T) {
+		if res, _ := s.api("GET", "/schema/trace.schema.json", "", nil); res.StatusCode != 200 {
+			t.Fatalf("status %d", res.StatusCode)
+		}
+	})
+}
+
+func TestToken(t *testing.T) {
+	s := newStudio(t, "sesame")
+	t.Run("pages send a person to sign in", func(t *testing.T) {
+		res, _ := s.get("/")
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/sign-in" {
+			t.Fatalf("status %d to %s", res.StatusCode, res.Header.Get("Location"))
+		}
+	})
+	t.Run("the API needs the bearer token", func(t *testing.T) {
+		if res, _ := s.api("GET", "/api/sessions", "", nil); res.StatusCode != 401 {
+			t.Fatalf("status %d", res.StatusCode)
+		}
+		req, _ := http.NewRequest("GET", s.ts.URL+"/api/sessions", nil)
+		req.Header.Set("Authorization", "Bearer sesame")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("with the token: %v %v", err, res.StatusCode)
+		}
+		res.Body.Close()
+	})
+	t.Run("a wrong token does not sign in, the right one does", func(t *testing.T) {
+		res, _ := s.form("/sign-in", "/sign-in", url.Values{"token": {"open"}})
+		if res.StatusCode != 401 {
+			t.Fatalf("wrong token: %d", res.StatusCode)
+		}
+		res, _ = s.form("/sign-in", "/sign-in", url.Values{"token": {"sesame"}})
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("right token: %d", res.StatusCode)
+		}
+		if res, _ := s.get("/"); res.StatusCode != 200 {
+			t.Fatalf("after signing in: %d", res.StatusCode)
+		}
+	})
+}
+
+func TestCheckAddr(t *testing.T) {
+	for _, c := range []struct {
+		addr, token string
+		ok          bool
+	}{
+		{"127.0.0.1:7788", "", true}, {"localhost:7788", "", true}, {"[::1]:7788", "", true},
+		{"0.0.0.0:7788", "", false}, {":7788", "", false}, {"192.168.1.5:7788", "", false},
+		{"0.0.0.0:7788", "t", true}, {"nonsense", "", false},
+	} {
+		if err := CheckAddr(c.addr, c.token); (err == nil) != c.ok {
+			t.Errorf("CheckAddr(%q, %q) = %v", c.addr, c.token, err)
+		}
+	}
+}
+
+func TestModelTextIsEscaped(t *testing.T) {
+	s := newStudio(t, "")
+	payload := `<script>window.pwned=1</script><img src=x onerror="window.pwned=2">`
+	doc, _ := json.Marshal(map[string]any{"name": "xss", "prompt": payload,
+		"script": map[string]any{"main": []any{map[string]any{"content": payload}}}})
+	res, body := s.api("POST", "/api/sessions", "application/json", doc)
+	var created struct{ ID string }
+	if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
+		t.Fatalf("status %d: %s", res.StatusCode, body)
+	}
+	s.waitDone(created.ID)
+	r, err := s.c.Get(s.ts.URL + "/sessions/" + created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if bytes.Contains(page, []byte("<script>window.pwned")) || bytes.Contains(page, []byte("<img src=x")) {
+		t.Fatal("the payload is in the page unescaped")
+	}
+	if !bytes.Contains(page, []byte("&lt;script&gt;window.pwned=1&lt;/script&gt;")) {
+		t.Fatal("the payload is not shown as text")
+	}
+}
+
+func TestLive(t *testing.T) {
+	s := newStudio(t, "")
+	var turns []string
+	for i := 0; i < 6; i++ {
+		turns = append(turns, `{"content": "step", "delay_ms": 60, "tool_calls": [{"name": "ls", "args": {"path": "/"}}]}`)
+	}
+	doc := `{"name": "slow", "prompt": "go", "script": {"main": [` + strings.Join(turns, ",") + `, {"content": "done"}]}}`
+	res, body := s.api("POST", "/api/sessions", "application/json", []byte(doc))
+	var created struct{ ID string }
+	if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
+		t.Fatalf("status %d: %s", res.StatusCode, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	wsURL := "ws" + strings.TrimPrefix(s.ts.URL, "http") + "/api/sessions/" + created.ID + "/live?after=0"
+	conn, _, err := websocket.Dial(ctx, wsURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	var seqs []int64
+	sawPatch := false
+	for {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatalf("read after %v: %v", seqs, err)
+		}
+		var ev wireEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Seq == 0 {
+			continue
+		}
+		seqs = append(seqs, ev.Seq)
+		if len(ev.Patches) > 0 {
+			sawPatch = true
+		}
+		if ev.Type == string(delegation.EventMessageAdded) && ev.Message == nil {
+			t.Fatalf("message.added without its message: %s", data)
+		}
+		if ev.Type == string(delegation.EventSessionFinished) {
+			break
+		}
+	}
+	for i, seq := range seqs {
+		if seq != int64(i+1) {
+			t.Fatalf("seqs = %v: a gap or a duplicate", seqs)
+		}
+	}
+	if !sawPatch {
+		t.Fatal("no event carried patches for the page")
+	}
+	t.Run("a reconnect resumes after its last seq", func(t *testing.T) {
+		c2, _, err := websocket.Dial(ctx, strings.Replace(wsURL, "after=0", "after=5", 1), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c2.CloseNow()
+		_, data, err := c2.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev wireEvent
+		_ = json.Unmarshal(data, &ev)
+		if ev.Seq != 6 {
+			t.Fatalf("first event after 5 is %d", ev.Seq)
+		}
+	})
+}

@@ -1,0 +1,370 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/web/templates"
+)
+
+// render writes a templ component as the response.
+func render(c echo.Context, status int, comp templ.Component) error {
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().WriteHeader(status)
+	return comp.Render(c.Request().Context(), c.Response().Writer)
+}
+
+// previewLen is how much of a message body a page shows before "show all":
+// long bodies load when opened, so a 10,000-message page stays light.
+const previewLen = 600
+
+// pageModel holds what every view of one session needs, computed once from
+// its trace.
+type pageModel struct {
+	t      *trace.Trace
+	tree   *session.Node
+	nodes  map[string]*session.Node
+	lists  map[string][]trace.Message
+	byID   map[string]*trace.Message
+	agents map[string]*trace.Agent
+}
+
+func newPageModel(t *trace.Trace) *pageModel {
+	m := &pageModel{t: t, tree: session.Tree(t), nodes: map[string]*session.Node{}, lists: session.Lists(t),
+		byID: map[string]*trace.Message{}, agents: map[string]*trace.Agent{}}
+	for i := range t.Messages {
+		m.byID[t.Messages[i].ID] = &t.Messages[i]
+	}
+	for i := range t.Agents {
+		m.agents[t.Agents[i].ID] = &t.Agents[i]
+	}
+	var walk func(n *session.Node)
+	walk = func(n *session.Node) {
+		if n == nil {
+			return
+		}
+		m.nodes[n.Agent.ID] = n
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(m.tree)
+	return m
+}
+
+func (m *pageModel) agentName(id string) string {
+	if a := m.agents[id]; a != nil {
+		return a.Name
+	}
+	return id
+}
+
+func (m *pageModel) depth(id string) int {
+	d := 0
+	for a := m.agents[id]; a != nil && a.ParentID != nil; a = m.agents[*a.ParentID] {
+		d++
+	}
+	return d
+}
+
+func messageView(sessionID string, msg trace.Message) templates.MessageView {
+	v := templates.MessageView{ID: msg.ID, AgentID: msg.AgentID, Role: msg.Role, Kind: msg.Kind,
+		IsError: msg.IsError, Tokens: msg.Tokens, URL: "/sessions/" + sessionID + "/messages/" + msg.ID}
+	if msg.ToolCallID != nil {
+		v.ToolCallID = *msg.ToolCallID
+	}
+	v.Preview, v.More = preview(msg.Content, previewLen)
+	for _, tc := range msg.ToolCalls {
+		args, _ := preview(string(tc.Args), 300)
+		v.ToolCalls = append(v.ToolCalls, templates.ToolCallView{ID: tc.ID, Name: tc.Name, Args: args})
+	}
+	return v
+}
+
+func preview(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	cut := n
+	for cut > 0 && cut < len(s) && s[cut]&0xC0 == 0x80 { // not in the middle of a UTF-8 rune
+		cut--
+	}
+	return s[:cut] + "…", true
+}
+
+func oneLine(s string, n int) string {
+	p, _ := preview(strings.Join(strings.Fields(s), " "), n)
+	return p
+}
+
+// timelineRow is a model call as a row of the timeline.
+func (m *pageModel) timelineRow(c trace.ModelCall) templates.TimelineRow {
+	r := templates.TimelineRow{CallID: c.ID, AgentID: c.AgentID, AgentName: m.agentName(c.AgentID), Purpose: c.Purpose,
+		Index: c.Index, Depth: min(m.depth(c.AgentID), 1), InputTokens: c.InputTokens, DurationMS: c.DurationMS, Error: c.Error}
+	if c.OutputMessageID != nil {
+		if out := m.byID[*c.OutputMessageID]; out != nil {
+			r.OutputTokens = out.Tokens
+			r.Output = oneLine(out.Content, 160)
+			for _, tc := range out.ToolCalls {
+				r.ToolCalls = append(r.ToolCalls, tc.Name+" "+oneLine(string(tc.Args), 80))
+			}
+		}
+	} else if c.Error == "" && c.Purpose != string(delegation.PurposeSummary) {
+		r.Running = m.t.Session.Status == delegation.StatusRunning
+	}
+	return r
+}
+
+// contextView is what an agent's model call received, message by message;
+// out, when set, is the call's answer, shown after it.
+func (m *pageModel) contextView(agentID string, call *trace.ModelCall, msgs []trace.Message) templates.ContextView {
+	a := m.agents[agentID]
+	v := templates.ContextView{AgentID: agentID, AgentName: m.agentName(agentID)}
+	if a != nil {
+		v.System, v.SystemTokens = a.SystemPrompt, a.SystemTokens
+		if a.Mode != nil {
+			v.Mode = *a.Mode
+		}
+		v.Live = a.Status == delegation.StatusRunning
+		for _, t := range a.Tools {
+			v.Tools = append(v.Tools, templates.ToolView{Name: t.Name, Tokens: t.Tokens})
+			v.ToolTokens += t.Tokens
+		}
+	}
+	if call != nil {
+		v.CallIndex, v.InputTokens = call.Index, call.InputTokens
+	}
+	for _, msg := range msgs {
+		mv := messageView(m.t.Session.ID, msg)
+		if msg.AgentID != agentID {
+			mv.Inherited = true
+			v.InheritedCount++
+			v.InheritedTokens += msg.Tokens
+		}
+		v.Messages = append(v.Messages, mv)
+	}
+	return v
+}
+
+// lastCall is an agent's newest turn call, or nil.
+func (m *pageModel) lastCall(agentID string) *trace.ModelCall {
+	var last *trace.ModelCall
+	for i := range m.t.ModelCalls {
+		if c := &m.t.ModelCalls[i]; c.AgentID == agentID && c.Purpose != string(delegation.PurposeSummary) {
+			last = c
+		}
+	}
+	return last
+}
+
+// delegationView puts a delegation side by side: the parent's context as
+// it held the receipt (its call and the receipt marked) and the child's
+// context at its last call, with its answer.
+func (m *pageModel) delegationView(childID string) *templates.DelegationView {
+	node := m.nodes[childID]
+	a := m.agents[childID]
+	if node == nil || a == nil || a.ParentID == nil || a.TaskCallID == nil {
+		return nil
+	}
+	parentID, callID := *a.ParentID, *a.TaskCallID
+	d := &templates.DelegationView{ChildID: childID, ChildName: a.Name, Status: a.Status, Task: node.Task}
+	if a.Mode != nil {
+		d.Mode = *a.Mode
+	}
+
+	// The parent: the first call of its that saw the receipt; before the
+	// receipt exists, its messages so far.
+	var receipt *trace.Message
+	for _, msg := range m.lists[parentID] {
+		if msg.ToolCallID != nil && *msg.ToolCallID == callID {
+			msg := msg
+			receipt = &msg
+		}
+	}
+	var parentCall *trace.ModelCall
+	parentMsgs := m.lists[parentID]
+	if receipt != nil {
+		for i := range m.t.ModelCalls {
+			c := &m.t.ModelCalls[i]
+			if c.AgentID != parentID {
+				continue
+			}
+			ctx := session.CallContext(m.t, *c)
+			if containsID(ctx, receipt.ID) {
+				parentCall, parentMsgs = c, append(ctx, outputOf(m, c)...)
+				break
+			}
+		}
+	}
+	d.Parent = m.contextView(parentID, parentCall, parentMsgs)
+	for i := range d.Parent.Messages {
+		mv := &d.Parent.Messages[i]
+		for _, tc := range mv.ToolCalls {
+			if tc.ID == callID {
+				mv.Mark = "call"
+			}
+		}
+		if mv.ToolCallID == callID && mv.Role == string(delegation.RoleTool) {
+			mv.Mark = "receipt"
+		}
+	}
+
+	// The child: its last call's context, then that call's answer.
+	var childMsgs []trace.Message
+	childCall := m.lastCall(childID)
+	if childCall != nil {
+		childMsgs = append(session.CallContext(m.t, *childCall), outputOf(m, childCall)...)
+	} else {
+		childMsgs = m.lists[childID]
+	}
+	d.Child = m.contextView(childID, childCall, childMsgs)
+
+	if receipt != nil {
+		rv := messageView(m.t.Session.ID, *receipt)
+		d.Receipt = &rv
+		d.ReceiptEmpty = receipt.Content == "" && !receipt.IsError
+	}
+	for _, ev := range m.t.Events {
+		switch ev.Type {
+		case delegation.EventDelegationFinished:
+			var f delegation.DelegationFinished
+			if json.Unmarshal(ev.Data, &f) == nil && f.ChildID == childID {
+				d.Returned, d.HeldBack = f.Returned, f.HeldBack
+			}
+		case delegation.EventFilesChanged:
+			var f delegation.FilesChanged
+			if json.Unmarshal(ev.Data, &f) == nil && f.From == childID {
+				for _, ch := range f.Changes {
+					if ch.Deleted {
+						d.FilesBack = append(d.FilesBack, ch.Path+" (deleted)")
+					} else {
+						d.FilesBack = append(d.FilesBack, ch.Path)
+					}
+				}
+			}
+		}
+	}
+	return d
+}
+
+func outputOf(m *pageModel, c *trace.ModelCall) []trace.Message {
+	if c.OutputMessageID == nil {
+		return nil
+	}
+	if out := m.byID[*c.OutputMessageID]; out != nil {
+		return []trace.Message{*out}
+	}
+	return nil
+}
+
+func containsID(msgs []trace.Message, id string) bool {
+	for _, m := range msgs {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// scrubView is every agent's context at model call number step (from 1).
+func (m *pageModel) scrubView(step int) templates.ScrubView {
+	calls := m.t.ModelCalls
+	v := templates.ScrubView{Steps: len(calls)}
+	if len(calls) == 0 {
+		return v
+	}
+	if step < 1 || step > len(calls) {
+		step = len(calls)
+	}
+	v.Step = step
+	cur := calls[step-1]
+	v.CallLabel = fmt.Sprintf("call %d of %d (%s #%d)", step, len(calls), m.agentName(cur.AgentID), cur.Index)
+	for _, a := range m.t.Agents {
+		sa := templates.ScrubAgent{AgentID: a.ID, Name: a.Name, Current: a.ID == cur.AgentID, NotStarted: true}
+		for _, c := range calls[:step] {
+			if c.AgentID != a.ID {
+				continue
+			}
+			sa.NotStarted = false
+			sa.Calls++
+			sa.Messages, sa.Tokens = 0, c.InputTokens
+			for _, r := range c.Context {
+				sa.Messages += r.Len()
+			}
+		}
+		v.Agents = append(v.Agents, sa)
+	}
+	return v
+}
+
+func (m *pageModel) files() []templates.FileView {
+	var out []templates.FileView
+	for _, p := range trace.SortedPaths(m.t.Files) {
+		c := m.t.Files[p]
+		pv, _ := preview(c, 400)
+		out = append(out, templates.FileView{Path: p, Preview: pv, Size: len(c)})
+	}
+	return out
+}
+
+// answer is the main agent's final text, by the receipt rule.
+func (m *pageModel) answer() string {
+	list := m.lists["main"]
+	for i := len(list) - 1; i >= 0; i-- {
+		if msg := list[i]; msg.Role == string(delegation.RoleAssistant) && strings.TrimSpace(msg.Content) != "" {
+			return strings.TrimRight(msg.Content, " \t\r\n")
+		}
+	}
+	return ""
+}
+
+func (m *pageModel) totals() (agents, calls, tokens int) {
+	for _, c := range m.t.ModelCalls {
+		tokens += c.InputTokens
+	}
+	return len(m.t.Agents), len(m.t.ModelCalls), tokens
+}
+
+// sessionPage is the whole session page.
+func (m *pageModel) sessionPage(page templates.Page, selected string, step int, running bool) templates.SessionPage {
+	t := m.t
+	v := templates.SessionPage{Page: page, ID: t.Session.ID, Name: t.Session.Name, Title: t.Session.Title,
+		Prompt: t.Session.Prompt, Status: t.Session.Status, Error: t.Session.Error, Tokenizer: t.Session.Tokenizer,
+		CreatedAt: t.Session.CreatedAt, Running: running, Files: m.files(), Answer: m.answer()}
+	if n := len(t.Events); n > 0 {
+		v.LastSeq = t.Events[n-1].Seq
+	}
+	v.Agents, v.Calls, v.Tokens = m.totals()
+	for _, a := range t.Agents {
+		if a.ParentID != nil {
+			v.Children = append(v.Children, templates.LessonOption{Name: a.ID, Title: a.Name + " (" + a.ID + ")"})
+			if selected == "" {
+				selected = a.ID // the first delegation, until the user picks another
+			}
+		}
+	}
+	v.Tree = session.Layout(m.tree, selected)
+	if selected != "" {
+		v.Selected = m.delegationView(selected)
+	}
+	for _, c := range t.ModelCalls {
+		v.Timeline = append(v.Timeline, m.timelineRow(c))
+	}
+	v.Scrub = m.scrubView(step)
+	return v
+}
+
+func atoiDefault(s string, def int) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	return def
+}

@@ -1,0 +1,193 @@
+// Package templates holds the studio's templ components: one per page and
+// one per fragment the live view pushes. Components take the view structs
+// below, never database rows.
+package templates
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/delegationstudio/studio/internal/session"
+)
+
+// Page is what every page's frame needs.
+type Page struct {
+	Title string
+	CSRF  string // the form token; "" on pages with no form
+	Flash string
+}
+
+// SessionRow is a line of the sessions page.
+type SessionRow struct {
+	ID, Name, Title, Status string
+	Agents, ModelCalls      int
+	InputTokens             int
+	CreatedAt               time.Time
+}
+
+// LessonOption is a lesson to start from.
+type LessonOption struct {
+	Name, Title, Description string
+}
+
+// FieldError is a problem shown at a form field.
+type FieldError struct {
+	Field, Message string
+}
+
+// SessionsPage is the list of sessions and the forms to start or import one.
+type SessionsPage struct {
+	Page
+	Sessions []SessionRow
+	Lessons  []LessonOption
+	// What the user typed, kept when a form comes back with errors.
+	Scenario     string
+	ScenarioErrs []FieldError
+	TraceText    string
+	TraceErrs    []FieldError
+	Endpoints    []string // configured model endpoints, for information
+}
+
+// MessageView is one message in a context pane.
+type MessageView struct {
+	ID, AgentID, Role, Kind string
+	Index                   int
+	Preview                 string // the first part of the text
+	More                    bool   // the text is longer than the preview
+	ToolCalls               []ToolCallView
+	ToolCallID              string
+	IsError                 bool
+	Tokens                  int
+	Inherited               bool   // a fork child's message that is its parent's
+	Mark                    string // "call" or "receipt": the delegation's two messages in the parent
+	URL                     string // the whole message
+}
+
+// ToolCallView is a tool call of an assistant message.
+type ToolCallView struct {
+	ID, Name, Args string
+}
+
+// ToolView is a tool definition's cost.
+type ToolView struct {
+	Name   string
+	Tokens int
+}
+
+// ContextView is one agent's context at a model call: what that call
+// received, message by message.
+type ContextView struct {
+	AgentID, AgentName, Mode string
+	CallIndex                int
+	System                   string
+	SystemTokens             int
+	Tools                    []ToolView
+	ToolTokens               int
+	Messages                 []MessageView
+	InputTokens              int
+	InheritedCount           int
+	InheritedTokens          int
+	Live                     bool // the agent still runs: new messages are appended
+}
+
+// DelegationView is a delegation side by side: what the parent holds (its
+// call and the receipt) and what the child held.
+type DelegationView struct {
+	ChildID, ChildName, Mode, Status, Task string
+	Parent                                 ContextView
+	Child                                  ContextView
+	Receipt                                *MessageView
+	ReceiptEmpty                           bool
+	Returned, HeldBack                     []string
+	FilesBack                              []string
+}
+
+// TimelineRow is a model call in the timeline of turns.
+type TimelineRow struct {
+	CallID, AgentID, AgentName, Purpose string
+	Index                               int
+	Depth                               int
+	InputTokens, OutputTokens           int
+	DurationMS                          int64
+	Running                             bool
+	StartedAt                           time.Time
+	Output                              string
+	ToolCalls                           []string
+	Error                               string
+}
+
+// ScrubAgent is what one agent's context held at a step.
+type ScrubAgent struct {
+	AgentID, Name string
+	Calls         int // model calls so far
+	Messages      int // messages its latest call received
+	Tokens        int // input tokens of its latest call
+	Current       bool
+	NotStarted    bool
+}
+
+// ScrubView is the step scrubber: every agent's context at one model call.
+type ScrubView struct {
+	Step, Steps int
+	CallLabel   string
+	Agents      []ScrubAgent
+}
+
+// FileView is a file of the main agent's filesystem.
+type FileView struct {
+	Path, Preview string
+	Size          int
+}
+
+// SessionPage is a session: its tree, timeline, context panes and scrubber.
+type SessionPage struct {
+	Page
+	ID, Name, Title, Prompt, Status, Error, Tokenizer string
+	CreatedAt                                         time.Time
+	LastSeq                                           int64
+	Running                                           bool
+	Tree                                              session.TreeLayout
+	Agents, Calls, Tokens                             int
+	Timeline                                          []TimelineRow
+	Selected                                          *DelegationView
+	Children                                          []LessonOption // name = agent id, title = label
+	Scrub                                             ScrubView
+	Files                                             []FileView
+	Answer                                            string
+	Notes                                             []string
+}
+
+func itoa(n int) string           { return strconv.Itoa(n) }
+func i64(n int64) string          { return strconv.FormatInt(n, 10) }
+func sessionURL(id string) string { return "/sessions/" + id }
+
+// Thousands writes 12345 as 12,345.
+func Thousands(n int) string {
+	s := strconv.Itoa(n)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// Age says how long ago t was, briefly.
+func Age(t time.Time, now time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Format("2006-01-02")
+}
