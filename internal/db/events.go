@@ -323,3 +323,27 @@ func readLog(ctx context.Context, tx *sql.Tx, sid, after int64, limit int) ([]de
 	}
 	return out, nil
 }
+
+// readViewEvents reads the stored events a page uses: all but tool.started
+// and tool.finished, and none of those read back from rows.
+func readViewEvents(ctx context.Context, tx *sql.Tx, sid int64) ([]delegation.Event, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT seq, type, agent_id, at, data FROM events
+		WHERE sid = ? AND type NOT IN ('tool.started', 'tool.finished') ORDER BY seq`, sid)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []delegation.Event
+	for rows.Next() {
+		var ev delegation.Event
+		var typ, data string
+		var agent sql.NullString
+		var at int64
+		if err := rows.Scan(&ev.Seq, &typ, &agent, &at, &data); err != nil {
+			return nil, err
+		}
+		ev.Type, ev.AgentID, ev.At, ev.Data = delegation.EventType(typ), agent.String, fromNanos(at), json.RawMessage(data)
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}

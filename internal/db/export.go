@@ -13,12 +13,24 @@ import (
 // Trace exports a stored session as the trace of formats.md §2, read in one
 // transaction so it is consistent while the session runs.
 func (db *DB) Trace(ctx context.Context, id string) (*trace.Trace, error) {
+	return db.readTraceTx(ctx, id, true)
+}
+
+// ViewTrace reads a session for its pages: the whole trace but for the
+// events no view reads — those a message or model call row already says
+// (message.added, model.started, model.finished) and tool.started and
+// tool.finished — so a long session's page does not re-read its whole log.
+func (db *DB) ViewTrace(ctx context.Context, id string) (*trace.Trace, error) {
+	return db.readTraceTx(ctx, id, false)
+}
+
+func (db *DB) readTraceTx(ctx context.Context, id string, fullLog bool) (*trace.Trace, error) {
 	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("export session %s: %w", id, err)
 	}
 	defer tx.Rollback()
-	t, err := readTrace(ctx, tx, id)
+	t, err := readTrace(ctx, tx, id, fullLog)
 	if err != nil {
 		if delegation.ErrorCode(err) == delegation.ENOTFOUND {
 			return nil, err
@@ -28,7 +40,7 @@ func (db *DB) Trace(ctx context.Context, id string) (*trace.Trace, error) {
 	return t, nil
 }
 
-func readTrace(ctx context.Context, tx *sql.Tx, id string) (*trace.Trace, error) {
+func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace.Trace, error) {
 	s, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
 	if err == sql.ErrNoRows {
 		return nil, delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)
@@ -139,7 +151,11 @@ func readTrace(ctx context.Context, tx *sql.Tx, id string) (*trace.Trace, error)
 		return nil, err
 	}
 
-	t.Events, err = readLog(ctx, tx, key, 0, 0)
+	if fullLog {
+		t.Events, err = readLog(ctx, tx, key, 0, 0)
+	} else {
+		t.Events, err = readViewEvents(ctx, tx, key)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -166,7 +166,7 @@ func (s *Server) importTrace(c echo.Context) error {
 }
 
 func (s *Server) loadModel(c echo.Context) (*pageModel, error) {
-	t, err := s.cfg.DB.Trace(c.Request().Context(), c.Param("id"))
+	t, err := s.cfg.DB.ViewTrace(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,8 @@ func (s *Server) sessionPage(c echo.Context) error {
 		return err
 	}
 	running := m.t.Session.Status == delegation.StatusRunning && s.runner.Running(m.t.Session.ID)
-	v := m.sessionPage(s.page(c, m.t.Session.Name), c.QueryParam("agent"), atoiDefault(c.QueryParam("step"), 0), running)
+	v := m.sessionPage(s.page(c, m.t.Session.Name), c.QueryParam("agent"), atoiDefault(c.QueryParam("step"), 0),
+		running, c.QueryParam("timeline") == "all")
 	return render(c, http.StatusOK, templates.SessionPageView(v))
 }
 
@@ -204,6 +205,18 @@ func (s *Server) messagePage(c echo.Context) error {
 		return render(c, http.StatusOK, templates.MessageBody(msg.Content))
 	}
 	return render(c, http.StatusOK, templates.MessagePage(s.page(c, "Message "+msg.ID), m.t.Session.ID, messageView(m.t.Session.ID, *msg), msg.Content))
+}
+
+func (s *Server) callPage(c echo.Context) error {
+	m, err := s.loadModel(c)
+	if err != nil {
+		return err
+	}
+	v, ok := m.callPage(c.Param("cid"))
+	if !ok {
+		return delegation.Errorf(delegation.ENOTFOUND, "no model call %q in this session", c.Param("cid"))
+	}
+	return render(c, http.StatusOK, templates.CallPage(s.page(c, "Call "+c.Param("cid")), m.t.Session.ID, v))
 }
 
 func (s *Server) stopSession(c echo.Context) error {

@@ -58,7 +58,9 @@ func New(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now}
-	s.hub = live.NewHub(live.Options{Logger: cfg.Logger})
+	// A viewer's queue holds more than the recorder's largest batch, which
+	// it publishes at once.
+	s.hub = live.NewHub(live.Options{Buffer: 1024, Logger: cfg.Logger})
 	s.views = newLiveViews(s.hub, cfg.Logger)
 	s.runner = &session.Runner{DB: cfg.DB, Pub: s.views, Logger: cfg.Logger}
 	s.echo = s.routes()
@@ -116,6 +118,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/sessions/:id", s.sessionPage)               // tree, timeline, context panes, scrubber
 	e.GET("/sessions/:id/scrub", s.scrubFragment)       // the scrubber at ?step=N
 	e.GET("/sessions/:id/messages/:mid", s.messagePage) // one whole message (?fragment=1: just its body)
+	e.GET("/sessions/:id/calls/:cid", s.callPage)       // one model call's whole context
 	e.POST("/sessions/:id/stop", s.stopSession)         // stop a running session
 	e.GET("/sign-in", s.signInPage)                     // asks for the access token
 	e.POST("/sign-in", s.signIn)                        // checks it, sets the cookie

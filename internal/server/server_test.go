@@ -441,3 +441,34 @@ func TestLive(t *testing.T) {
 		}
 	})
 }
+
+func TestLongSessionsAreWindowed(t *testing.T) {
+	s := newStudio(t, "")
+	var turns []string
+	for i := 0; i < 420; i++ {
+		turns = append(turns, `{"content": "t", "tool_calls": [{"name": "ls", "args": {"path": "/"}}]}`)
+	}
+	doc := `{"name": "long", "prompt": "go", "agent": {"max_steps": 500}, "script": {"main": [` + strings.Join(turns, ",") + `, {"content": "done"}]}}`
+	res, body := s.api("POST", "/api/sessions", "application/json", []byte(doc))
+	var created struct{ ID string }
+	if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
+		t.Fatalf("status %d: %s", res.StatusCode, body)
+	}
+	s.waitDone(created.ID)
+	_, page := s.get("/sessions/" + created.ID)
+	gap := page.Find(`[data-testid="timeline-gap"] a`)
+	if gap.Length() != 1 || !strings.Contains(gap.Text(), "21 more model calls") {
+		t.Fatalf("timeline gap: %q", gap.Text())
+	}
+	if n := page.Find(`[data-testid="turn"]`).Length(); n != 400 {
+		t.Fatalf("%d timeline rows shown, want 400", n)
+	}
+	_, all := s.get("/sessions/" + created.ID + "?timeline=all")
+	if n := all.Find(`[data-testid="turn"]`).Length(); n != 421 {
+		t.Fatalf("%d rows with timeline=all, want 421", n)
+	}
+	res, call := s.get("/sessions/" + created.ID + "/calls/main.c420")
+	if res.StatusCode != 200 || call.Find(`li.msg`).Length() != 842 {
+		t.Fatalf("call page: %d, %d messages", res.StatusCode, call.Find(`li.msg`).Length())
+	}
+}

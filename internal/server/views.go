@@ -22,6 +22,25 @@ func render(c echo.Context, status int, comp templ.Component) error {
 	return comp.Render(c.Request().Context(), c.Response().Writer)
 }
 
+// A pane shows at most paneHead + paneTail messages of a context, and the
+// timeline timelineHead + timelineTail calls; a link stands for the middle.
+// The marked call and receipt are always recent, in the tail.
+const (
+	paneHead, paneTail         = 40, 260
+	timelineHead, timelineTail = 100, 300
+)
+
+// windowMessages keeps a long list's head and tail around a gap that links
+// to the whole of it.
+func windowMessages(msgs []templates.MessageView, url string) []templates.MessageView {
+	if len(msgs) <= paneHead+paneTail+1 {
+		return msgs
+	}
+	out := append([]templates.MessageView(nil), msgs[:paneHead]...)
+	out = append(out, templates.MessageView{Gap: len(msgs) - paneHead - paneTail, URL: url, Inherited: msgs[paneHead].Inherited})
+	return append(out, msgs[len(msgs)-paneTail:]...)
+}
+
 // previewLen is how much of a message body a page shows before "show all":
 // long bodies load when opened, so a 10,000-message page stays light.
 const previewLen = 600
@@ -35,6 +54,8 @@ type pageModel struct {
 	lists  map[string][]trace.Message
 	byID   map[string]*trace.Message
 	agents map[string]*trace.Agent
+	// wholeContexts shows every message of a context, for a call's own page.
+	wholeContexts bool
 }
 
 func newPageModel(t *trace.Trace) *pageModel {
@@ -142,15 +163,23 @@ func (m *pageModel) contextView(agentID string, call *trace.ModelCall, msgs []tr
 	if call != nil {
 		v.CallIndex, v.InputTokens = call.Index, call.InputTokens
 	}
+	var inherited, own []templates.MessageView
 	for _, msg := range msgs {
 		mv := messageView(m.t.Session.ID, msg)
 		if msg.AgentID != agentID {
 			mv.Inherited = true
 			v.InheritedCount++
 			v.InheritedTokens += msg.Tokens
+			inherited = append(inherited, mv)
+		} else {
+			own = append(own, mv)
 		}
-		v.Messages = append(v.Messages, mv)
 	}
+	if call != nil && !m.wholeContexts {
+		url := "/sessions/" + m.t.Session.ID + "/calls/" + call.ID
+		inherited, own = windowMessages(inherited, url), windowMessages(own, url)
+	}
+	v.Messages = append(inherited, own...)
 	return v
 }
 
@@ -183,23 +212,18 @@ func (m *pageModel) delegationView(childID string) *templates.DelegationView {
 	// The parent: the first call of its that saw the receipt; before the
 	// receipt exists, its messages so far.
 	var receipt *trace.Message
-	for _, msg := range m.lists[parentID] {
+	receiptIdx := -1
+	for i, msg := range m.lists[parentID] {
 		if msg.ToolCallID != nil && *msg.ToolCallID == callID {
-			msg := msg
-			receipt = &msg
+			receipt, receiptIdx = &m.lists[parentID][i], i
 		}
 	}
 	var parentCall *trace.ModelCall
 	parentMsgs := m.lists[parentID]
 	if receipt != nil {
 		for i := range m.t.ModelCalls {
-			c := &m.t.ModelCalls[i]
-			if c.AgentID != parentID {
-				continue
-			}
-			ctx := session.CallContext(m.t, *c)
-			if containsID(ctx, receipt.ID) {
-				parentCall, parentMsgs = c, append(ctx, outputOf(m, c)...)
+			if c := &m.t.ModelCalls[i]; c.AgentID == parentID && session.Covers(*c, parentID, receiptIdx) {
+				parentCall, parentMsgs = c, append(session.ContextOf(m.lists, *c), outputOf(m, c)...)
 				break
 			}
 		}
@@ -221,7 +245,7 @@ func (m *pageModel) delegationView(childID string) *templates.DelegationView {
 	var childMsgs []trace.Message
 	childCall := m.lastCall(childID)
 	if childCall != nil {
-		childMsgs = append(session.CallContext(m.t, *childCall), outputOf(m, childCall)...)
+		childMsgs = append(session.ContextOf(m.lists, *childCall), outputOf(m, childCall)...)
 	} else {
 		childMsgs = m.lists[childID]
 	}
@@ -334,7 +358,7 @@ func (m *pageModel) totals() (agents, calls, tokens int) {
 }
 
 // sessionPage is the whole session page.
-func (m *pageModel) sessionPage(page templates.Page, selected string, step int, running bool) templates.SessionPage {
+func (m *pageModel) sessionPage(page templates.Page, selected string, step int, running, allTimeline bool) templates.SessionPage {
 	t := m.t
 	v := templates.SessionPage{Page: page, ID: t.Session.ID, Name: t.Session.Name, Title: t.Session.Title,
 		Prompt: t.Session.Prompt, Status: t.Session.Status, Error: t.Session.Error, Tokenizer: t.Session.Tokenizer,
@@ -355,11 +379,31 @@ func (m *pageModel) sessionPage(page templates.Page, selected string, step int, 
 	if selected != "" {
 		v.Selected = m.delegationView(selected)
 	}
-	for _, c := range t.ModelCalls {
+	calls := t.ModelCalls
+	if !allTimeline && len(calls) > timelineHead+timelineTail+1 {
+		for _, c := range calls[:timelineHead] {
+			v.Timeline = append(v.Timeline, m.timelineRow(c))
+		}
+		v.Timeline = append(v.Timeline, templates.TimelineRow{Gap: len(calls) - timelineHead - timelineTail,
+			GapURL: "/sessions/" + t.Session.ID + "?timeline=all#timeline"})
+		calls = calls[len(calls)-timelineTail:]
+	}
+	for _, c := range calls {
 		v.Timeline = append(v.Timeline, m.timelineRow(c))
 	}
 	v.Scrub = m.scrubView(step)
 	return v
+}
+
+// callPage is one model call's whole context.
+func (m *pageModel) callPage(callID string) (templates.ContextView, bool) {
+	for i := range m.t.ModelCalls {
+		if c := &m.t.ModelCalls[i]; c.ID == callID {
+			m.wholeContexts = true
+			return m.contextView(c.AgentID, c, append(session.ContextOf(m.lists, *c), outputOf(m, c)...)), true
+		}
+	}
+	return templates.ContextView{}, false
 }
 
 func atoiDefault(s string, def int) int {

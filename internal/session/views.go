@@ -100,7 +100,12 @@ func subtree(n *Node) int {
 // CallContext returns what a model call received after its system prompt:
 // the messages its context ranges name, in order, resolved from the trace.
 func CallContext(t *trace.Trace, call trace.ModelCall) []trace.Message {
-	lists := Lists(t)
+	return ContextOf(Lists(t), call)
+}
+
+// ContextOf resolves a call's context against lists made once by Lists, for
+// a view that resolves many calls.
+func ContextOf(lists map[string][]trace.Message, call trace.ModelCall) []trace.Message {
 	var out []trace.Message
 	for _, r := range call.Context {
 		list := lists[r.AgentID]
@@ -110,6 +115,16 @@ func CallContext(t *trace.Trace, call trace.ModelCall) []trace.Message {
 		out = append(out, list[r.From:r.To]...)
 	}
 	return out
+}
+
+// Covers reports whether a call's context holds message idx of agent's list.
+func Covers(call trace.ModelCall, agentID string, idx int) bool {
+	for _, r := range call.Context {
+		if r.AgentID == agentID && r.From <= idx && idx < r.To {
+			return true
+		}
+	}
+	return false
 }
 
 // Lists returns each agent's message list: its messages in the order they

@@ -62,6 +62,7 @@ type MessageView struct {
 	Inherited               bool   // a fork child's message that is its parent's
 	Mark                    string // "call" or "receipt": the delegation's two messages in the parent
 	URL                     string // the whole message
+	Gap                     int    // for a gap: how many messages it stands for (the list is too long to show whole)
 }
 
 // ToolCallView is a tool call of an assistant message.
@@ -115,6 +116,8 @@ type TimelineRow struct {
 	Output                              string
 	ToolCalls                           []string
 	Error                               string
+	Gap                                 int    // for a gap: how many calls it stands for
+	GapURL                              string // where they all are
 }
 
 // ScrubAgent is what one agent's context held at a step.

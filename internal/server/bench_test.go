@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"github.com/delegationstudio/studio/internal/db"
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/scenario"
+)
+
+// bigSession stores a session of about `messages` messages: a main agent's
+// tool-call turns, then a fork child, so the page has a delegation to show.
+func bigSession(b *testing.B, d *db.DB, srv *Server, messages int) string {
+	b.Helper()
+	turns := messages / 2
+	var main []any
+	for i := 0; i < turns; i++ {
+		main = append(main, map[string]any{"content": fmt.Sprintf("Turn %d: reading the next file.", i),
+			"tool_calls": []any{map[string]any{"name": "write_file", "args": map[string]any{
+				"file_path": fmt.Sprintf("/n/%05d.md", i), "content": fmt.Sprintf("Finding %d: the handler skips the expiry check.", i)}}}})
+	}
+	main = append(main, map[string]any{"tool_calls": []any{map[string]any{"name": "task",
+		"args": map[string]any{"description": "Summarize the findings above.", "subagent_type": "fk"}}}},
+		map[string]any{"content": "Done."})
+	doc, _ := json.Marshal(map[string]any{"name": "big", "prompt": "Audit everything.",
+		"agent":     map[string]any{"max_steps": turns + 10},
+		"subagents": []any{map[string]any{"name": "fk", "description": "Summarizes.", "mode": "fork"}},
+		"script":    map[string]any{"main": main, "fk": []any{[]any{map[string]any{"content": "Every handler skips it."}}}}})
+	sc, err := scenario.Parse(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	id, res, err := srv.Runner().Run(context.Background(), sc)
+	if err != nil || res.Status != delegation.StatusDone {
+		b.Fatalf("run: %v %+v", err, res)
+	}
+	return id
+}
+
+func benchmarkSessionPage(b *testing.B, messages int) {
+	d, err := db.Open(context.Background(), filepath.Join(b.TempDir(), "studio.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	srv := New(Config{DB: d})
+	defer srv.Shutdown()
+	id := bigSession(b, d, srv, messages)
+	h := srv.Handler()
+	var size int
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/sessions/"+id, nil))
+		if rec.Code != 200 {
+			b.Fatalf("status %d", rec.Code)
+		}
+		size = rec.Body.Len()
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/page")
+	b.ReportMetric(float64(size), "page-bytes")
+}
+
+// BenchmarkSessionPage10k: the server renders a 10,000-message session's
+// page. Target: ≤ 300 ms.
+func BenchmarkSessionPage10k(b *testing.B) { benchmarkSessionPage(b, 10_000) }
