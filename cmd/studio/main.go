@@ -16,7 +16,7 @@ const usage = `studio: see, teach and debug how an AI agent delegates work to su
 Usage:
   studio [serve] [--addr 127.0.0.1:7788] [--db FILE] [--token TOKEN]
                                                   the web studio (the default command)
-  studio run SCENARIO.json|lesson:NAME [--json] [--db FILE]
+  studio run SCENARIO.json|lesson:NAME [--json] [--db FILE] [--model-url URL --model NAME]
                                                   run a scenario headless; --json prints the trace
   studio validate SCENARIO.json                   check a scenario, run nothing
   studio lessons                                  list the built-in lessons

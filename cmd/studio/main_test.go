@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,6 +205,75 @@ func TestLessons(t *testing.T) {
 		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
 	}
 	if code, _, errOut := studio(t, "run", "lesson:nope"); code != exitUsage || !strings.Contains(errOut, `no lesson "nope"`) {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+// fakeOpenAI answers chat completions like a model that delegates once: the
+// parent calls task, the child answers, the parent relays the answer.
+func fakeOpenAI(t *testing.T) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Stream   bool `json:"stream"`
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+			Tools []struct {
+				Function struct{ Name string } `json:"function"`
+			} `json:"tools"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		hasTask := false
+		for _, tl := range req.Tools {
+			hasTask = hasTask || tl.Function.Name == "task"
+		}
+		last := req.Messages[len(req.Messages)-1]
+		msg := map[string]any{"role": "assistant", "content": "the child's answer is 42"}
+		switch {
+		case hasTask && last.Role == "user":
+			msg = map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{
+				"id": "call_1", "type": "function", "function": map[string]any{"name": "task",
+					"arguments": `{"description": "compute 6*7", "subagent_type": "general-purpose"}`}}}}
+		case hasTask:
+			msg = map[string]any{"role": "assistant", "content": "The helper says: " + last.Content}
+		}
+		if req.Stream {
+			// One chunk with the whole answer, as the SSE wire format has it.
+			delta := map[string]any{"role": "assistant", "content": msg["content"]}
+			if tc, ok := msg["tool_calls"].([]any); ok {
+				call := tc[0].(map[string]any)
+				call["index"] = 0
+				delta["tool_calls"] = []any{call}
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			chunk, _ := json.Marshal(map[string]any{"id": "x", "object": "chat.completion.chunk", "model": "m",
+				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": "stop"}}})
+			fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", chunk)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "x", "object": "chat.completion", "model": "m",
+			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": "stop"}},
+			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+	}))
+}
+
+func TestRunAgainstAnEndpoint(t *testing.T) {
+	srv := fakeOpenAI(t)
+	defer srv.Close()
+	t.Setenv("OPENAI_API_KEY", "sk-test-never-printed")
+	code, out, errOut := studio(t, "run", "lesson:one-delegation", "--model-url", srv.URL+"/v1", "--model", "test-model")
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, `receipt: "the child's answer is 42"`) || !strings.Contains(out, "answer: The helper says: the child's answer is 42") {
+		t.Fatalf("output:\n%s", out)
+	}
+	if strings.Contains(out+errOut, "sk-test-never-printed") {
+		t.Fatal("the API key was printed")
+	}
+	if code, _, errOut := studio(t, "run", "lesson:one-delegation", "--model-url", srv.URL); code != exitUsage || !strings.Contains(errOut, "--model NAME") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }

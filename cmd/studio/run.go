@@ -21,8 +21,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the session's trace as JSON instead of the tree")
 	dbPath := fs.String("db", "", "store the session in this database `file`; its id is the trace's session.id (default: keep nothing)")
+	modelURL := fs.String("model-url", "", "run against this OpenAI-compatible endpoint (`URL`, e.g. http://127.0.0.1:8080/v1) instead of the script")
+	modelName := fs.String("model", "", "the `name` of the model to call at --model-url (or at OpenAI with OPENAI_API_KEY)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: studio run SCENARIO.json|lesson:NAME [--json] [--db FILE]\n\nRuns a scenario (or a built-in lesson) headless and prints its delegation tree, or its trace with --json.\nExit codes: 0 done, 1 the session failed, 2 bad scenario.\n\nFlags:\n")
+		fmt.Fprint(stderr, "Usage: studio run SCENARIO.json|lesson:NAME [--json] [--db FILE] [--model-url URL --model NAME]\n\nRuns a scenario (or a built-in lesson) headless and prints its delegation tree, or its trace with --json.\nExit codes: 0 done, 1 the session failed, 2 bad scenario.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	path, ok := parseOneArg(fs, args, stderr)
@@ -32,6 +34,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sc, code := loadScenario(path, stderr)
 	if sc == nil {
 		return code
+	}
+	if *modelURL != "" || *modelName != "" {
+		if sc, code = withModel(sc, *modelURL, *modelName, stderr); sc == nil {
+			return code
+		}
 	}
 	printWarnings(stderr, sc.Warnings)
 
@@ -174,4 +181,25 @@ func cmdLessons(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%-24s %s\n", l.Name, l.Title)
 	}
 	return exitOK
+}
+
+// withModel points a scenario at an OpenAI-compatible endpoint: its team
+// and prompt stay, its script is set aside.
+func withModel(sc *scenario.Scenario, url, name string, stderr io.Writer) (*scenario.Scenario, int) {
+	if name == "" {
+		fmt.Fprintln(stderr, "studio run: --model-url needs --model NAME too")
+		return nil, exitUsage
+	}
+	f := sc.File
+	m := scenario.Model{Provider: scenario.ProviderOpenAI, Model: name, BaseURL: url}
+	if f.Model != nil {
+		m.APIKeyEnv, m.NativeJSONSchema = f.Model.APIKeyEnv, f.Model.NativeJSONSchema
+	}
+	f.Model, f.Script = &m, nil
+	out, err := scenario.Build(f, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio run: %v\n", err)
+		return nil, exitUsage
+	}
+	return out, exitOK
 }
