@@ -1,7 +1,6 @@
 package tokens
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"sync"
@@ -214,49 +213,6 @@ func mergeBounds(piece string, voc *vocab) [][2]int {
 	return heapMerge(piece, voc)
 }
 
-// mergeBoundsSimple is the direct quadratic algorithm for any length; tests
-// use it to check heapMerge.
-func mergeBoundsSimple(piece string, voc *vocab) [][2]int {
-	parts := make([]int, len(piece)+1)
-	for k := range parts {
-		parts[k] = k
-	}
-	pairRank := func(k int) int {
-		if k+2 < len(parts) {
-			if r, ok := voc.rank(piece[parts[k]:parts[k+2]]); ok {
-				return r
-			}
-		}
-		return math.MaxInt
-	}
-	rank := make([]int, len(parts))
-	for k := range rank {
-		rank[k] = pairRank(k)
-	}
-	for {
-		best, at := math.MaxInt, -1
-		for k := 0; k < len(parts)-2; k++ {
-			if rank[k] < best {
-				best, at = rank[k], k
-			}
-		}
-		if at < 0 {
-			break
-		}
-		parts = append(parts[:at+1], parts[at+2:]...)
-		rank = append(rank[:at+1], rank[at+2:]...)
-		rank[at] = pairRank(at)
-		if at > 0 {
-			rank[at-1] = pairRank(at - 1)
-		}
-	}
-	out := make([][2]int, len(parts)-1)
-	for k := range out {
-		out[k] = [2]int{parts[k], parts[k+1]}
-	}
-	return out
-}
-
 // heapMerge is the merge for long pieces. Parts form a linked list indexed by
 // their start offset; the heap holds (rank, start) candidates and entries
 // made stale by a merge are skipped when popped. A part's pair rank names
@@ -274,25 +230,24 @@ func heapMerge(piece string, voc *vocab) [][2]int {
 	}
 	pairRank := func(k int) int {
 		if k >= n || next[k] >= n {
-			return math.MaxInt
+			return noPair
 		}
 		if r, ok := voc.rank(piece[k:next[next[k]]]); ok {
 			return r
 		}
-		return math.MaxInt
+		return noPair
 	}
-	h := &mergeHeap{}
+	h := make(mergeHeap, 0, n)
 	for k := 0; k < n; k++ {
 		rank[k] = pairRank(k)
-		if rank[k] != math.MaxInt {
-			h.items = append(h.items, mergeItem{rank[k], k})
+		if rank[k] != noPair {
+			h = append(h, mergeKey(rank[k], k))
 		}
 	}
-	heap.Init(h)
-	for h.Len() > 0 {
-		it := heap.Pop(h).(mergeItem)
-		k := it.start
-		if !alive[k] || rank[k] != it.rank {
+	h.init()
+	for len(h) > 0 {
+		r, k := h.pop()
+		if !alive[k] || rank[k] != r {
 			continue
 		}
 		// Merge the part at k with its successor.
@@ -302,14 +257,12 @@ func heapMerge(piece string, voc *vocab) [][2]int {
 		if next[k] <= n {
 			prev[next[k]] = k
 		}
-		rank[k] = pairRank(k)
-		if rank[k] != math.MaxInt {
-			heap.Push(h, mergeItem{rank[k], k})
+		if rank[k] = pairRank(k); rank[k] != noPair {
+			h.push(mergeKey(rank[k], k))
 		}
 		if p := prev[k]; p >= 0 {
-			rank[p] = pairRank(p)
-			if rank[p] != math.MaxInt {
-				heap.Push(h, mergeItem{rank[p], p})
+			if rank[p] = pairRank(p); rank[p] != noPair {
+				h.push(mergeKey(rank[p], p))
 			}
 		}
 	}
@@ -320,21 +273,61 @@ func heapMerge(piece string, voc *vocab) [][2]int {
 	return out
 }
 
-type mergeItem struct{ rank, start int }
+// noPair is the rank of a pair that is not in the table.
+const noPair = math.MaxInt
 
-// mergeHeap orders candidates by rank, then by position, as the direct
-// algorithm's leftmost-minimum scan does.
-type mergeHeap struct{ items []mergeItem }
+// mergeHeap is a binary min-heap of merge candidates, each packed as
+// rank<<32 | start so that comparing keys orders by rank and then by
+// position, as the direct algorithm's leftmost-minimum scan does. Ranks are
+// below 2^18 and a piece longer than 4 GiB is not a concern.
+type mergeHeap []uint64
 
-func (h *mergeHeap) Len() int { return len(h.items) }
-func (h *mergeHeap) Less(a, b int) bool {
-	x, y := h.items[a], h.items[b]
-	return x.rank < y.rank || (x.rank == y.rank && x.start < y.start)
+func mergeKey(rank, start int) uint64 { return uint64(rank)<<32 | uint64(start) }
+
+func (h mergeHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
 }
-func (h *mergeHeap) Swap(a, b int) { h.items[a], h.items[b] = h.items[b], h.items[a] }
-func (h *mergeHeap) Push(x any)    { h.items = append(h.items, x.(mergeItem)) }
-func (h *mergeHeap) Pop() any {
-	it := h.items[len(h.items)-1]
-	h.items = h.items[:len(h.items)-1]
-	return it
+
+func (h *mergeHeap) push(x uint64) {
+	*h = append(*h, x)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if s[parent] <= s[i] {
+			break
+		}
+		s[parent], s[i] = s[i], s[parent]
+		i = parent
+	}
+}
+
+// pop removes the smallest candidate and returns its rank and start.
+func (h *mergeHeap) pop() (rank, start int) {
+	s := *h
+	x := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	*h = s[:last]
+	h.down(0)
+	return int(x >> 32), int(x & math.MaxUint32)
+}
+
+func (h mergeHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r] < h[l] {
+			m = r
+		}
+		if h[i] <= h[m] {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }

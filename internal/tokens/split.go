@@ -114,12 +114,10 @@ func loadClasses() {
 	})
 }
 
-// asciiClasses are the class flags of ASCII, which most text is; they are
-// kept apart from bmpClasses so that classAt's ASCII path inlines into the
-// scanners and needs no table to be loaded.
-// The table has 256 entries, only the first 128 used, so that indexing it
-// with a byte needs no bounds check and classAt stays within the inlining
-// budget.
+// asciiClasses are the class flags of ASCII, which most text is. The hot
+// loops test an ASCII byte with one load from this table, which needs
+// nothing loaded first; it has 256 entries, only the first 128 used, so
+// indexing it with a byte needs no bounds check.
 var asciiClasses = func() (t [256]uint8) {
 	for r := range utf8.RuneSelf {
 		t[r] = classifySlow(rune(r))
@@ -267,7 +265,7 @@ func spaceAt(s string, i int) int {
 	j, last, afterNL, runes := i, i, -1, 0
 	for {
 		f, n := classAt(s, j)
-		if f&fS == 0 || f&fEnd != 0 {
+		if f&fS == 0 {
 			break
 		}
 		if f&fNL != 0 {
@@ -342,7 +340,7 @@ func o200kWordAt(s string, p int) int {
 			lastW = j
 		}
 	}
-	if f, n := classAt(s, j); f&fW != 0 && f&fEnd == 0 {
+	if f, n := classAt(s, j); f&fW != 0 {
 		j = spanOf(s, j+n, fW)
 		return j + contractionAt(s, j)
 	}
@@ -358,7 +356,7 @@ func o200kWordAt(s string, p int) int {
 // fail, so no backtracking is needed.
 func o200kUpperAt(s string, p int) int {
 	f, n := classAt(s, p)
-	if f&fU == 0 || f&fEnd != 0 {
+	if f&fU == 0 {
 		return -1
 	}
 	j := spanOf(s, p+n, fU)

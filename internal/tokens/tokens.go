@@ -25,14 +25,14 @@ type Counter interface {
 	Name() string
 }
 
-// Default is the name of the tokenizer Get returns for the empty name.
-const Default = "o200k_base"
+// Default is o200k_base, the tokenizer Get returns for the empty name.
+const Default = nameO200K
 
-// Names of the tokenizers, in the order Names lists them.
+// The tokenizer names.
 const (
 	nameO200K  = "o200k_base"
 	nameCL100K = "cl100k_base"
-	nameApprox     = "approx"
+	nameApprox = "approx"
 )
 
 // Names lists the tokenizers: "o200k_base", "cl100k_base", "approx".

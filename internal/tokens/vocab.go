@@ -15,12 +15,14 @@ import (
 // hash tag, the length, the offset and the rank, so a lookup touches one slot
 // and then compares bytes. With 200k entries a Go map needs several
 // dependent loads (directory, group, control word, key header, key bytes)
-// per lookup; this needs two, and it measured about twice as fast.
+// per lookup; this needs two. Replacing the map with it cut the time of
+// Count by about a quarter.
 type vocab struct {
 	seed  maphash.Seed
 	mask  uint64 // len(slots)-1; len(slots) is a power of two
 	slots []vslot
 	arena string // the bytes of every token, concatenated
+	maxN  int    // length of the longest token
 }
 
 // vslot is one table slot; n == 0 marks an empty slot (no token is empty).
@@ -56,6 +58,7 @@ func newVocab(ranks map[string]int) *vocab {
 		}
 		v.slots[i] = vslot{tag: uint16(h >> 48), n: uint16(len(k)), off: uint32(b.Len()), rank: uint32(r)}
 		b.WriteString(k)
+		v.maxN = max(v.maxN, len(k))
 	}
 	v.arena = b.String()
 	return v
@@ -79,5 +82,11 @@ func (v *vocab) find(piece string, h uint64) (int, bool) {
 	}
 }
 
-// rank returns the rank of piece.
-func (v *vocab) rank(piece string) (int, bool) { return v.find(piece, v.hash(piece)) }
+// rank returns the rank of piece. Strings longer than any token are
+// rejected without hashing them, which matters in the merge of a long piece.
+func (v *vocab) rank(piece string) (int, bool) {
+	if len(piece) > v.maxN {
+		return 0, false
+	}
+	return v.find(piece, v.hash(piece))
+}
