@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/studio
 PKGS    := ./...
 
-.PHONY: run build test check-fmt check-generated vet unit chromium bench fuzz generate lint clean
+.PHONY: run build test check-fmt check-generated vet unit chromium bench load fuzz generate lint clean
 
 ## run: build the studio and serve it on 127.0.0.1:7788, sessions in ./studio.db
 run: build
@@ -42,14 +42,19 @@ chromium:
 unit:
 	$(GO) test -race -count=1 $(PKGS)
 
-## bench: the benchmarks; per-model-call figures are reported as ns/model-call
+## bench: the studio's figures as one table, each with its target and command (docs/performance.md)
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem ./internal/session/ ./internal/tokens/ ./internal/model/scripted/
+	./scripts/bench.sh
 
-## fuzz: run each fuzz target for a while (FUZZTIME, default 1m)
-FUZZTIME ?= 1m
+## load: 50 concurrent sessions with delays and 200 websocket viewers for 60 s, on loopback
+load:
+	STUDIO_LOAD_SESSIONS=50 STUDIO_LOAD_VIEWERS=200 STUDIO_LOAD_SECONDS=60 $(GO) test -run '^TestLoad$$' -count=1 -v -timeout 10m ./internal/server/
+
+## fuzz: run each fuzz target for a while (FUZZTIME, default 60000 inputs each)
+FUZZTIME ?= 60000x
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzMatchesReference -fuzztime=$(FUZZTIME) ./internal/tokens/
+	$(GO) test -run='^$$' -fuzz='^FuzzMatchesReference$$' -fuzztime=$(FUZZTIME) ./internal/tokens/
+	$(GO) test -run='^$$' -fuzz='^FuzzImport$$' -fuzztime=$(FUZZTIME) ./internal/db/
 
 generate:
 	$(GO) tool templ generate -path web/templates

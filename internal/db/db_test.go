@@ -68,6 +68,7 @@ func anonymous(t *testing.T, tr *trace.Trace) string {
 	c.ModelCalls = append([]trace.ModelCall(nil), tr.ModelCalls...)
 	for i := range c.ModelCalls {
 		c.ModelCalls[i].DurationMS = 0
+		c.ModelCalls[i].StartedAt = time.Time{}
 	}
 	b, err := json.MarshalIndent(c, "", " ")
 	if err != nil {

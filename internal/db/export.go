@@ -13,44 +13,47 @@ import (
 // Trace exports a stored session as the trace of formats.md §2, read in one
 // transaction so it is consistent while the session runs.
 func (db *DB) Trace(ctx context.Context, id string) (*trace.Trace, error) {
-	return db.readTraceTx(ctx, id, true)
+	t, _, err := db.readTraceTx(ctx, id, true)
+	return t, err
 }
 
 // ViewTrace reads a session for its pages: the whole trace but for the
 // events no view reads — those a message or model call row already says
 // (message.added, model.started, model.finished) and tool.started and
 // tool.finished — so a long session's page does not re-read its whole log.
-func (db *DB) ViewTrace(ctx context.Context, id string) (*trace.Trace, error) {
+// It also returns the session's last seq, which the trimmed events do not
+// show, for a live page to resume from.
+func (db *DB) ViewTrace(ctx context.Context, id string) (*trace.Trace, int64, error) {
 	return db.readTraceTx(ctx, id, false)
 }
 
-func (db *DB) readTraceTx(ctx context.Context, id string, fullLog bool) (*trace.Trace, error) {
+func (db *DB) readTraceTx(ctx context.Context, id string, fullLog bool) (*trace.Trace, int64, error) {
 	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("export session %s: %w", id, err)
+		return nil, 0, fmt.Errorf("export session %s: %w", id, err)
 	}
 	defer tx.Rollback()
-	t, err := readTrace(ctx, tx, id, fullLog)
+	t, lastSeq, err := readTrace(ctx, tx, id, fullLog)
 	if err != nil {
 		if delegation.ErrorCode(err) == delegation.ENOTFOUND {
-			return nil, err
+			return nil, 0, err
 		}
-		return nil, fmt.Errorf("export session %s: %w", id, err)
+		return nil, 0, fmt.Errorf("export session %s: %w", id, err)
 	}
-	return t, nil
+	return t, lastSeq, nil
 }
 
-func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace.Trace, error) {
+func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace.Trace, int64, error) {
 	s, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
 	if err == sql.ErrNoRows {
-		return nil, delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)
+		return nil, 0, delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	key, err := sid(ctx, tx, id)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	t := &trace.Trace{Format: trace.Format, Version: trace.Version, Scenario: s.Scenario,
 		Session: trace.Session{ID: s.ID, Name: s.Name, Title: s.Title, Prompt: s.Prompt, Status: s.Status,
@@ -65,7 +68,7 @@ func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace
 	rows, err := tx.QueryContext(ctx, `SELECT id, name, parent_id, mode, task_call_id, status, error, invocation,
 		system_prompt, system_tokens, tools, steps FROM agents WHERE sid = ? ORDER BY seq`, key)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for rows.Next() {
 		var a trace.Agent
@@ -74,38 +77,38 @@ func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace
 		if err := rows.Scan(&a.ID, &a.Name, &parent, &mode, &task, &a.Status, &a.Error, &a.Invocation,
 			&a.SystemPrompt, &a.SystemTokens, &tools, &a.Steps); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, 0, err
 		}
 		a.ParentID, a.Mode, a.TaskCallID = strPtr(parent), strPtr(mode), strPtr(task)
 		if err := json.Unmarshal([]byte(tools), &a.Tools); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("agent %s tools: %w", a.ID, err)
+			return nil, 0, fmt.Errorf("agent %s tools: %w", a.ID, err)
 		}
 		agentIdx[a.ID] = len(t.Agents)
 		t.Agents = append(t.Agents, a)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 
 	rows, err = tx.QueryContext(ctx, `SELECT id, agent_id, role, content, tool_calls, tool_call_id, is_error, tokens, kind
 		FROM messages WHERE sid = ? ORDER BY seq`, key)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for rows.Next() {
 		var m trace.Message
 		var calls, callID sql.NullString
 		if err := rows.Scan(&m.ID, &m.AgentID, &m.Role, &m.Content, &calls, &callID, &m.IsError, &m.Tokens, &m.Kind); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, 0, err
 		}
 		m.ToolCalls = []trace.ToolCall{}
 		if calls.Valid {
 			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("message %s tool calls: %w", m.ID, err)
+				return nil, 0, fmt.Errorf("message %s tool calls: %w", m.ID, err)
 			}
 		}
 		m.ToolCallID = strPtr(callID)
@@ -113,33 +116,34 @@ func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 
 	rows, err = tx.QueryContext(ctx, `SELECT id, agent_id, idx, purpose, context, system_tokens, tool_tokens,
-		message_tokens, inherited_tokens, input_tokens, output_message_id, duration_ms, error, usage
+		message_tokens, inherited_tokens, input_tokens, output_message_id, duration_ms, error, usage, at
 		FROM model_calls WHERE sid = ? ORDER BY seq`, key)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for rows.Next() {
 		var c trace.ModelCall
 		var ctxJSON string
 		var out, usage sql.NullString
+		var at int64
 		if err := rows.Scan(&c.ID, &c.AgentID, &c.Index, &c.Purpose, &ctxJSON, &c.SystemTokens, &c.ToolTokens,
-			&c.MessageTokens, &c.InheritedTokens, &c.InputTokens, &out, &c.DurationMS, &c.Error, &usage); err != nil {
+			&c.MessageTokens, &c.InheritedTokens, &c.InputTokens, &out, &c.DurationMS, &c.Error, &usage, &at); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, 0, err
 		}
 		if c.Context, err = unpackRanges(ctxJSON); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("model call %s context: %w", c.ID, err)
+			return nil, 0, fmt.Errorf("model call %s context: %w", c.ID, err)
 		}
 		if usage.Valid {
 			c.Usage = &delegation.Usage{}
 			_ = json.Unmarshal([]byte(usage.String), c.Usage)
 		}
-		c.OutputMessageID = strPtr(out)
+		c.OutputMessageID, c.StartedAt = strPtr(out), fromNanos(at)
 		// A call's system prompt and tools are its agent's, stored once.
 		if i, ok := agentIdx[c.AgentID]; ok {
 			c.SystemPrompt, c.Tools = t.Agents[i].SystemPrompt, t.Agents[i].Tools
@@ -148,7 +152,7 @@ func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 
 	if fullLog {
@@ -157,7 +161,7 @@ func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace
 		t.Events, err = readViewEvents(ctx, tx, key)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if t.Events == nil {
 		t.Events = []delegation.Event{}
@@ -165,15 +169,15 @@ func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace
 
 	rows, err = tx.QueryContext(ctx, `SELECT path, content FROM files WHERE sid = ? ORDER BY path`, key)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var p, c string
 		if err := rows.Scan(&p, &c); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		t.Files[p] = c
 	}
-	return t, rows.Err()
+	return t, s.LastSeq, rows.Err()
 }

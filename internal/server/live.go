@@ -141,8 +141,12 @@ func pagePatches(t *trace.Trace, ev delegation.Event, sp trace.Split) []patch {
 		ps = append(ps, patch{Sel: `[data-list="` + m.AgentID + `"][data-live]`, Op: "append",
 			HTML: html(templates.MessageItem(messageView(t.Session.ID, *m)))})
 	case delegation.EventModelStarted:
-		r := lightRow(t, *sp.Call)
-		r.Running, r.StartedAt = true, ev.At
+		c := *sp.Call
+		if built := findCall(t, c.ID); built != nil {
+			c = *built // the builder's copy knows when it started
+		}
+		r := lightRow(t, c)
+		r.Running = true
 		ps = append(ps, patch{Sel: "#timeline", Op: "append", HTML: html(templates.TimelineItem(r))})
 		ps = append(ps, totalsPatch(t))
 	case delegation.EventModelFinished:
@@ -151,10 +155,11 @@ func pagePatches(t *trace.Trace, ev delegation.Event, sp trace.Split) []patch {
 			if out := findMessage(t, sp.Finished.OutputMessageID); out != nil {
 				r.OutputTokens, r.Output = out.Tokens, oneLine(out.Content, 160)
 				for _, tc := range out.ToolCalls {
-					r.ToolCalls = append(r.ToolCalls, tc.Name+" "+oneLine(string(tc.Args), 80))
+					r.ToolCalls = append(r.ToolCalls, tc.Name+" "+oneLine(readableJSON(tc.Args), 80))
 				}
 			}
-			ps = append(ps, patch{Sel: "#call-" + c.ID, Op: "replace", HTML: html(templates.TimelineItem(r))})
+			// An attribute selector: call ids hold dots, which "#…" would read as classes.
+			ps = append(ps, patch{Sel: `[id="call-` + c.ID + `"]`, Op: "replace", HTML: html(templates.TimelineItem(r))})
 		}
 	case delegation.EventAgentStarted, delegation.EventAgentFinished, delegation.EventDelegationStarted,
 		delegation.EventDelegationFinished, delegation.EventDelegationRefused:
@@ -190,7 +195,7 @@ func totalsPatch(t *trace.Trace) patch {
 // event must cost little however long the session.
 func lightRow(t *trace.Trace, c trace.ModelCall) templates.TimelineRow {
 	r := templates.TimelineRow{CallID: c.ID, AgentID: c.AgentID, AgentName: c.AgentID, Purpose: c.Purpose, Index: c.Index,
-		InputTokens: c.InputTokens, DurationMS: c.DurationMS, Error: c.Error}
+		InputTokens: c.InputTokens, DurationMS: c.DurationMS, Error: c.Error, StartedAt: c.StartedAt}
 	for _, a := range t.Agents {
 		if a.ID == c.AgentID {
 			r.AgentName = a.Name

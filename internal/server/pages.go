@@ -166,11 +166,13 @@ func (s *Server) importTrace(c echo.Context) error {
 }
 
 func (s *Server) loadModel(c echo.Context) (*pageModel, error) {
-	t, err := s.cfg.DB.ViewTrace(c.Request().Context(), c.Param("id"))
+	t, lastSeq, err := s.cfg.DB.ViewTrace(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return nil, err
 	}
-	return newPageModel(t), nil
+	m := newPageModel(t)
+	m.lastSeq = lastSeq
+	return m, nil
 }
 
 func (s *Server) sessionPage(c echo.Context) error {

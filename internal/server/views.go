@@ -56,6 +56,8 @@ type pageModel struct {
 	agents map[string]*trace.Agent
 	// wholeContexts shows every message of a context, for a call's own page.
 	wholeContexts bool
+	// lastSeq is the session's last stored seq: where a live page resumes.
+	lastSeq int64
 }
 
 func newPageModel(t *trace.Trace) *pageModel {
@@ -104,10 +106,26 @@ func messageView(sessionID string, msg trace.Message) templates.MessageView {
 	}
 	v.Preview, v.More = preview(msg.Content, previewLen)
 	for _, tc := range msg.ToolCalls {
-		args, _ := preview(string(tc.Args), 300)
+		args, _ := preview(readableJSON(tc.Args), 300)
 		v.ToolCalls = append(v.ToolCalls, templates.ToolCallView{ID: tc.ID, Name: tc.Name, Args: args})
 	}
 	return v
+}
+
+// readableJSON writes JSON without the \u003c-style escapes Go's encoder
+// adds for HTML: the page escapes everything itself.
+func readableJSON(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return string(raw)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func preview(s string, n int) (string, bool) {
@@ -129,13 +147,14 @@ func oneLine(s string, n int) string {
 // timelineRow is a model call as a row of the timeline.
 func (m *pageModel) timelineRow(c trace.ModelCall) templates.TimelineRow {
 	r := templates.TimelineRow{CallID: c.ID, AgentID: c.AgentID, AgentName: m.agentName(c.AgentID), Purpose: c.Purpose,
-		Index: c.Index, Depth: min(m.depth(c.AgentID), 1), InputTokens: c.InputTokens, DurationMS: c.DurationMS, Error: c.Error}
+		Index: c.Index, Depth: min(m.depth(c.AgentID), 1), InputTokens: c.InputTokens, DurationMS: c.DurationMS, Error: c.Error,
+		StartedAt: c.StartedAt}
 	if c.OutputMessageID != nil {
 		if out := m.byID[*c.OutputMessageID]; out != nil {
 			r.OutputTokens = out.Tokens
 			r.Output = oneLine(out.Content, 160)
 			for _, tc := range out.ToolCalls {
-				r.ToolCalls = append(r.ToolCalls, tc.Name+" "+oneLine(string(tc.Args), 80))
+				r.ToolCalls = append(r.ToolCalls, tc.Name+" "+oneLine(readableJSON(tc.Args), 80))
 			}
 		}
 	} else if c.Error == "" && c.Purpose != string(delegation.PurposeSummary) {
@@ -363,9 +382,7 @@ func (m *pageModel) sessionPage(page templates.Page, selected string, step int, 
 	v := templates.SessionPage{Page: page, ID: t.Session.ID, Name: t.Session.Name, Title: t.Session.Title,
 		Prompt: t.Session.Prompt, Status: t.Session.Status, Error: t.Session.Error, Tokenizer: t.Session.Tokenizer,
 		CreatedAt: t.Session.CreatedAt, Running: running, Files: m.files(), Answer: m.answer()}
-	if n := len(t.Events); n > 0 {
-		v.LastSeq = t.Events[n-1].Seq
-	}
+	v.LastSeq = m.lastSeq
 	v.Agents, v.Calls, v.Tokens = m.totals()
 	for _, a := range t.Agents {
 		if a.ParentID != nil {

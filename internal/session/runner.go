@@ -23,6 +23,9 @@ type Runner struct {
 	Logger *slog.Logger
 	// ModelFor chooses a scenario's model; nil means the package's ModelFor.
 	ModelFor func(*scenario.Scenario) (delegation.Model, error)
+	// NewID makes session ids; nil means NewID. Tests set it to know an
+	// id before the session starts.
+	NewID func() string
 
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
@@ -76,7 +79,11 @@ func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, fu
 	if err != nil {
 		return "", nil, err
 	}
-	id := NewID()
+	newID := r.NewID
+	if newID == nil {
+		newID = NewID
+	}
+	id := newID()
 	if err := r.DB.CreateSession(ctx, &db.Session{ID: id, Name: sc.File.Name, Title: sc.File.Title,
 		Prompt: sc.File.Prompt, Tokenizer: sc.Tokenizer(), Scenario: sc.Raw}); err != nil {
 		return "", nil, err

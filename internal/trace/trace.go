@@ -99,6 +99,7 @@ type ModelCall struct {
 	InheritedTokens int                `json:"inherited_tokens"`
 	InputTokens     int                `json:"input_tokens"`
 	OutputMessageID *string            `json:"output_message_id"`
+	StartedAt       time.Time          `json:"started_at"`
 	DurationMS      int64              `json:"duration_ms"`
 	Error           string             `json:"error,omitempty"`
 	Usage           *delegation.Usage  `json:"usage,omitempty"`
@@ -221,7 +222,9 @@ func (b *Builder) Add(ev delegation.Event) (Split, error) {
 		}
 		if sp.Call != nil {
 			b.calls[sp.Call.ID] = len(t.ModelCalls)
-			t.ModelCalls = append(t.ModelCalls, *sp.Call)
+			c := *sp.Call
+			c.StartedAt = ev.At.UTC()
+			t.ModelCalls = append(t.ModelCalls, c)
 		}
 		if f := sp.Finished; f != nil {
 			i, ok := b.calls[f.ModelCallID]

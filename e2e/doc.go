@@ -1,0 +1,16 @@
+// Package e2e holds the browser tests of Delegation Studio: they drive the
+// real studio binary in a real Chromium and assert on the pages through their
+// data-testid hooks.
+//
+// `go test ./e2e/` (and `make test`, which installs Chromium first with
+// `make chromium`) builds ./cmd/studio once into a temporary directory, starts
+// one headless Chromium (/usr/bin/chromium, with a fresh profile) through
+// chromedp, and for each test runs `studio serve` on a free 127.0.0.1 port
+// with a database of its own, in a fresh browser context. Nothing leaves
+// 127.0.0.1. Without Chromium the tests fail and say to run `make chromium`.
+//
+// Screenshots of the key moments (and of the page whenever a wait times out)
+// are saved as PNG files in e2e/artifacts/, which git ignores and CI keeps.
+//
+// The package has no code of its own: everything is in its _test.go files.
+package e2e

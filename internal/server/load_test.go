@@ -1,0 +1,136 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+)
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// TestLoad runs sessions with delays concurrently, watched by websocket
+// viewers that join at random moments, on loopback, bounded in count and
+// time. Every viewer must get every event of its session exactly once, in
+// order. make test runs it small; make load runs it at 50 sessions, 200
+// viewers, 60 s (STUDIO_LOAD_SESSIONS, STUDIO_LOAD_VIEWERS, STUDIO_LOAD_SECONDS).
+func TestLoad(t *testing.T) {
+	sessions := envInt("STUDIO_LOAD_SESSIONS", 8)
+	viewersPer := max(1, envInt("STUDIO_LOAD_VIEWERS", 24)/sessions)
+	seconds := envInt("STUDIO_LOAD_SECONDS", 4)
+	s := newStudio(t, "")
+	wsBase := "ws" + strings.TrimPrefix(s.ts.URL, "http")
+
+	var turns []string
+	for i := 0; i < 12; i++ {
+		turns = append(turns, fmt.Sprintf(`{"content": "step %d", "delay_ms": %d, "tool_calls": [{"name": "task", "args": {"description": "look at part %d", "subagent_type": "general-purpose"}}]}`, i, 40+i*10, i))
+	}
+	var child []string
+	for i := 0; i < 12; i++ {
+		child = append(child, `[{"content": "part done", "delay_ms": 60}]`)
+	}
+	scenario := `{"name": "load", "prompt": "go", "script": {"main": [` + strings.Join(turns, ",") + `, {"content": "done"}], "general-purpose": [` + strings.Join(child, ",") + `]}}`
+
+	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds+60)*time.Second)
+	defer cancel()
+	var started, viewed, events atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 1000)
+	for w := 0; w < sessions; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				res, body := s.api("POST", "/api/sessions", "application/json", []byte(scenario))
+				var created struct{ ID string }
+				if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
+					errs <- fmt.Errorf("start: %d %s", res.StatusCode, body)
+					return
+				}
+				started.Add(1)
+				var vg sync.WaitGroup
+				for v := 0; v < viewersPer; v++ {
+					vg.Add(1)
+					go func() {
+						defer vg.Done()
+						time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
+						n, err := watch(ctx, wsBase+"/api/sessions/"+created.ID+"/live?after=0")
+						if err != nil {
+							errs <- fmt.Errorf("session %s: %w", created.ID, err)
+							return
+						}
+						sess, err := s.db.Session(ctx, created.ID)
+						if err != nil || sess.LastSeq != n {
+							errs <- fmt.Errorf("session %s: a viewer got %d events, the log has %d", created.ID, n, sess.LastSeq)
+							return
+						}
+						viewed.Add(1)
+						events.Add(n)
+					}()
+				}
+				vg.Wait()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("%d sessions, %d viewers each saw every event of their session exactly once (%d events in all)", started.Load(), viewed.Load(), events.Load())
+	if started.Load() < int64(sessions) || viewed.Load() < started.Load()*int64(viewersPer) {
+		t.Fatalf("started %d sessions, %d views", started.Load(), viewed.Load())
+	}
+}
+
+// watch reads a session's live socket until session.finished and checks the
+// seqs run 1, 2, 3… with no gap and no duplicate; it returns the last.
+func watch(ctx context.Context, url string) (int64, error) {
+	conn, _, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(1 << 24)
+	var last int64
+	for {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			return last, fmt.Errorf("after seq %d: %w", last, err)
+		}
+		var ev struct {
+			Seq  int64  `json:"seq"`
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return last, err
+		}
+		if ev.Seq == 0 {
+			continue
+		}
+		if ev.Seq != last+1 {
+			return last, fmt.Errorf("seq %d after %d: a gap or a duplicate", ev.Seq, last)
+		}
+		last = ev.Seq
+		if ev.Type == string(delegation.EventSessionFinished) {
+			return last, nil
+		}
+	}
+}

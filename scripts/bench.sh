@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Prints the studio's figures as one table: each with its target and the
+# command that measures it. Benchmarks, not timed tests: the machines are
+# shared, so read the figures as orders of magnitude and ratios.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+row() { # figure, target, package, benchmark, metric, benchtime
+  local figure=$1 target=$2 pkg=$3 bench=$4 metric=$5 time=${6:-5x}
+  local cmd="go test -run '^\$' -bench '^${bench}\$' -benchtime ${time} ${pkg}"
+  local out value
+  out=$(go test -run '^$' -bench "^${bench}\$" -benchtime "$time" "$pkg" 2>&1) || { echo "| $figure | FAILED | $target | \`$cmd\` |"; echo "$out" >&2; return; }
+  value=$(echo "$out" | awk -v m="$metric" '/^Benchmark/ { for (i = 1; i <= NF; i++) if ($i == m) v = $(i-1) } END { print v }')
+  echo "| $figure | $value $metric | $target | \`$cmd\` |"
+}
+
+echo "Delegation Studio figures — $(date -u +%Y-%m-%d), $(nproc) cores, $(go version | cut -d' ' -f3)"
+echo
+echo "| figure | measured | target | command |"
+echo "|---|---|---|---|"
+row "engine time per model call (200 + 50 steps, scripted, tokens counted)" "≤ 20 µs" ./internal/session/ BenchmarkEngine200Plus50 ns/model-call 30x
+row "the same, every event stored and broadcast to a viewer" "—" ./internal/server/ BenchmarkEnginePersistedBroadcast ns/model-call 5x
+row "ingest through the recorder vs a plain batched INSERT" "≥ 0.5" ./internal/db/ BenchmarkIngest ours/plain 10x
+row "ingest rate through the recorder" "—" ./internal/db/ BenchmarkIngest events/s 10x
+row "database bytes per raw message byte (2,000 turns, then a fork)" "≤ 2" ./internal/db/ BenchmarkStorage2000Turns db/raw 2x
+row "event to viewer p99, 100 websocket viewers on loopback" "≤ 10 ms" ./internal/live/ BenchmarkEventToViewer100 p99-ms 3x
+row "server render of a 10,000-message session page" "≤ 300 ms" ./internal/server/ BenchmarkSessionPage10k ms/page 5x
+row "server render of a 100,000-message session page" "—" ./internal/server/ BenchmarkSessionPage100k ms/page 2x
+row "peak RSS of studio run on the 200 + 50 scenario, stored" "—" ./cmd/studio/ BenchmarkPeakRSS peak-RSS-MB 3x
+row "token count of a 120-character sentence (o200k, warm)" "—" ./internal/tokens/ 'BenchmarkCount/o200k_base/sentence120' ns/op 200000x
