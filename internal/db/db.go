@@ -40,20 +40,41 @@ type DB struct {
 	Now func() time.Time
 }
 
+// Options tune an open database; the zero value is what the studio uses.
+type Options struct {
+	// BusyTimeout is how long a write waits for another process's lock
+	// before failing; 0 means 10 s.
+	BusyTimeout time.Duration
+	// MaxPages caps the file's size in pages (0: no cap), to test a full disk.
+	MaxPages int
+}
+
 // Open opens (creating if needed) the database at path and applies the
 // migrations it lacks.
 func Open(ctx context.Context, path string) (*DB, error) {
+	return OpenWith(ctx, path, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, path string, opt Options) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("open database: no path given")
 	}
+	if opt.BusyTimeout == 0 {
+		opt.BusyTimeout = 10 * time.Second
+	}
 	q := url.Values{}
 	for _, p := range []string{
-		"journal_mode(WAL)",   // readers do not block the writer, nor it them
-		"foreign_keys(ON)",    // deleting a session deletes all it holds
-		"busy_timeout(10000)", // wait for another process's lock instead of failing at once
+		"journal_mode(WAL)", // readers do not block the writer, nor it them
+		"foreign_keys(ON)",  // deleting a session deletes all it holds
+		// wait for another process's lock instead of failing at once
+		fmt.Sprintf("busy_timeout(%d)", opt.BusyTimeout.Milliseconds()),
 		"synchronous(NORMAL)", // with WAL: durable across a process crash, and fast commits
 	} {
 		q.Add("_pragma", p)
+	}
+	if opt.MaxPages > 0 {
+		q.Add("_pragma", fmt.Sprintf("max_page_count(%d)", opt.MaxPages))
 	}
 	dsn := "file:" + path + "?" + q.Encode()
 	w, err := sql.Open("sqlite", dsn)
@@ -122,17 +143,42 @@ func (db *DB) migrate(ctx context.Context) error {
 }
 
 // tx runs fn in a write transaction: committed when fn returns nil, rolled
-// back otherwise.
+// back otherwise, so a failed write leaves nothing half-written.
 func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return db.unavailable(err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
+		return db.unavailable(err)
+	}
+	return db.unavailable(tx.Commit())
+}
+
+// SQLite's result codes for a lock held elsewhere and a full disk.
+const (
+	sqliteBusy   = 5
+	sqliteLocked = 6
+	sqliteFull   = 13
+)
+
+// unavailable turns a locked or full database into an error that says so
+// and what to do; other errors pass as they are.
+func (db *DB) unavailable(err error) error {
+	var coded interface{ Code() int }
+	if err == nil || !errors.As(err, &coded) {
 		return err
 	}
-	return tx.Commit()
+	switch coded.Code() & 0xff { // the primary code, without its extended part
+	case sqliteBusy, sqliteLocked:
+		return &delegation.Error{Code: delegation.EUNAVAILABLE, Message: fmt.Sprintf(
+			"the database %s is locked by another process: stop the other studio (or sqlite3 shell) using it, then try again", db.path)}
+	case sqliteFull:
+		return &delegation.Error{Code: delegation.EUNAVAILABLE, Message: fmt.Sprintf(
+			"the database %s is full (no space left on its disk): free some space, then try again; nothing of the failed write was kept", db.path)}
+	}
+	return err
 }
 
 // IntegrityCheck runs SQLite's integrity check; it returns "ok" for a sound file.

@@ -52,7 +52,10 @@ const (
 	EINVALID  = "invalid"
 	ECONFLICT = "conflict"
 	ETOOLARGE = "too_large"
-	EINTERNAL = "internal"
+	// EUNAVAILABLE is a resource we depend on failing for now: the database
+	// locked by another process, or the disk full.
+	EUNAVAILABLE = "unavailable"
+	EINTERNAL    = "internal"
 )
 
 // Error is a failure with a code and a message written for a person. Any

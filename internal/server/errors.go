@@ -65,6 +65,8 @@ func codeStatus(code string) int {
 		return http.StatusConflict
 	case delegation.ETOOLARGE:
 		return http.StatusRequestEntityTooLarge
+	case delegation.EUNAVAILABLE:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

@@ -31,6 +31,15 @@ type studio struct {
 
 func newStudio(t *testing.T, token string) *studio {
 	t.Helper()
+	s := startStudio(t, token)
+	s.t = t
+	return s
+}
+
+// startStudio starts a studio for any test or fuzz target; its request
+// helpers need the *testing.T that newStudio sets.
+func startStudio(t testing.TB, token string) *studio {
+	t.Helper()
 	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +47,7 @@ func newStudio(t *testing.T, token string) *studio {
 	srv := New(Config{DB: d, Token: token})
 	ts := httptest.NewServer(srv.Handler())
 	jar, _ := cookiejar.New(nil)
-	st := &studio{t: t, srv: srv, ts: ts, db: d,
+	st := &studio{srv: srv, ts: ts, db: d,
 		c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	t.Cleanup(func() {
 		srv.Shutdown()

@@ -409,6 +409,11 @@ func (m *pageModel) sessionPage(page templates.Page, selected string, step int, 
 		v.Timeline = append(v.Timeline, m.timelineRow(c))
 	}
 	v.Scrub = m.scrubView(step)
+	if t.Session.Status != delegation.StatusRunning {
+		for _, n := range session.Notes(t) {
+			v.Notes = append(v.Notes, n.Text)
+		}
+	}
 	return v
 }
 

@@ -160,3 +160,42 @@ func TestLayout(t *testing.T) {
 		}
 	})
 }
+
+func TestNotes(t *testing.T) {
+	kinds := func(doc string) map[string]int {
+		out := map[string]int{}
+		for _, n := range Notes(runTrace(t, doc)) {
+			out[n.Kind]++
+		}
+		return out
+	}
+	t.Run("a clean delegation has no notes", func(t *testing.T) {
+		got := kinds(`{"name": "ok", "prompt": "go", "script": {
+			"main": [{"tool_calls": [{"name": "task", "args": {"description": "Compute 6*7 and reply with the number.", "subagent_type": "general-purpose"}}]}, {"content": "It is 42."}],
+			"general-purpose": [[{"content": "42"}]]}}`)
+		if len(got) != 0 {
+			t.Fatalf("notes = %v", got)
+		}
+	})
+	t.Run("each likely mistake is pointed at", func(t *testing.T) {
+		got := kinds(`{"name": "bad", "prompt": "go",
+			"subagents": [{"name": "looper", "description": "d", "max_steps": 1}],
+			"script": {
+			"main": [
+			  {"tool_calls": [{"name": "task", "args": {"description": "Report the order number above.", "subagent_type": "general-purpose"}}]},
+			  {"tool_calls": [{"name": "task", "args": {"description": "Summarize /notes/plan.md for me.", "subagent_type": "general-purpose"}},
+			                  {"name": "task", "args": {"description": "Check the tests pass.", "subagent_type": "general-purpose"}},
+			                  {"name": "task", "args": {"description": "Loop.", "subagent_type": "looper"}}]},
+			  {"content": ""}],
+			"general-purpose": [[{"content": ""}], [{"content": "The plan has three phases."}], [{"content": "All tests pass."}]],
+			"looper": [[{"tool_calls": [{"name": "ls", "args": {"path": "/"}}]}]]}}`)
+		for _, k := range []string{"empty_receipt", "context_missing", "unsynthesized_fanout", "unused_receipt", "budget"} {
+			if got[k] == 0 {
+				t.Errorf("no %s note: %v", k, got)
+			}
+		}
+		if got["context_missing"] != 2 {
+			t.Errorf("context_missing = %d, want 2 (\"above\" and a path that is no file)", got["context_missing"])
+		}
+	})
+}
