@@ -14,7 +14,7 @@ import (
 const usage = `studio: see, teach and debug how an AI agent delegates work to subagents.
 
 Usage:
-  studio [serve] [--addr 127.0.0.1:7788] [--db FILE] [--token TOKEN]
+  studio [serve] [--addr 127.0.0.1:7788] [--db FILE] [--token TOKEN] [--model-url URL --model NAME]
                                                   the web studio (the default command)
   studio run SCENARIO.json|lesson:NAME [--json] [--db FILE] [--model-url URL --model NAME]
                                                   run a scenario headless; --json prints the trace

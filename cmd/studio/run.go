@@ -183,20 +183,13 @@ func cmdLessons(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// withModel points a scenario at an OpenAI-compatible endpoint: its team
-// and prompt stay, its script is set aside.
+// withModel points a scenario at an OpenAI-compatible endpoint.
 func withModel(sc *scenario.Scenario, url, name string, stderr io.Writer) (*scenario.Scenario, int) {
 	if name == "" {
 		fmt.Fprintln(stderr, "studio run: --model-url needs --model NAME too")
 		return nil, exitUsage
 	}
-	f := sc.File
-	m := scenario.Model{Provider: scenario.ProviderOpenAI, Model: name, BaseURL: url}
-	if f.Model != nil {
-		m.APIKeyEnv, m.NativeJSONSchema = f.Model.APIKeyEnv, f.Model.NativeJSONSchema
-	}
-	f.Model, f.Script = &m, nil
-	out, err := scenario.Build(f, nil)
+	out, err := scenario.WithEndpoint(sc, url, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "studio run: %v\n", err)
 		return nil, exitUsage

@@ -21,8 +21,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	addr := fs.String("addr", "127.0.0.1:7788", "listen on this `host:port`; beyond loopback it needs --token")
 	dbPath := fs.String("db", defaultDB(), "the database `file` (default $STUDIO_DB, then ./studio.db)")
 	token := fs.String("token", os.Getenv("STUDIO_TOKEN"), "access `token` every request must carry (default $STUDIO_TOKEN)")
+	modelURL := fs.String("model-url", os.Getenv("STUDIO_MODEL_URL"), "an OpenAI-compatible endpoint (`URL`) new sessions may run against (default $STUDIO_MODEL_URL; empty: OpenAI's)")
+	modelName := fs.String("model", os.Getenv("STUDIO_MODEL"), "the model `name` to call there (default $STUDIO_MODEL); the key comes from $OPENAI_API_KEY")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: studio [serve] [--addr 127.0.0.1:7788] [--db FILE] [--token TOKEN]\n\nServes the web studio.\n\nFlags:\n")
+		fmt.Fprint(stderr, "Usage: studio [serve] [--addr 127.0.0.1:7788] [--db FILE] [--token TOKEN] [--model-url URL --model NAME]\n\nServes the web studio.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -43,7 +45,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer d.Close()
 
-	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: endpointsFromEnv()})
+	var endpoints []server.Endpoint
+	if *modelName != "" {
+		endpoints = append(endpoints, server.Endpoint{BaseURL: *modelURL, Model: *modelName})
+	} else if *modelURL != "" {
+		fmt.Fprintln(stderr, "studio: --model-url needs --model NAME too")
+		return exitUsage
+	}
+	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: endpoints})
 	if n, err := srv.Recover(ctx); err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitFailed
@@ -57,6 +66,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "Delegation Studio on http://%s (sessions in %s)\n", ln.Addr(), *dbPath)
+	for _, e := range endpoints {
+		key := "no key in OPENAI_API_KEY"
+		if os.Getenv("OPENAI_API_KEY") != "" {
+			key = "key from OPENAI_API_KEY"
+		}
+		fmt.Fprintf(stdout, "Model endpoint: %s (%s)\n", e.Label(), key)
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
@@ -74,18 +90,4 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	srv.Shutdown()
 	_ = httpSrv.Shutdown(shutdown)
 	return exitOK
-}
-
-// endpointsFromEnv describes the model endpoint the environment configures,
-// without its key.
-func endpointsFromEnv() []string {
-	var out []string
-	if os.Getenv("OPENAI_API_KEY") != "" {
-		base := os.Getenv("OPENAI_BASE_URL")
-		if base == "" {
-			base = "https://api.openai.com/v1"
-		}
-		out = append(out, base+" (key from OPENAI_API_KEY)")
-	}
-	return out
 }

@@ -274,3 +274,22 @@ func joinNames(names []string) string {
 	}
 	return b.String()
 }
+
+// WithEndpoint points a scenario at an OpenAI-compatible endpoint: its team
+// and prompt stay, its script is set aside. An empty url means OpenAI's.
+func WithEndpoint(sc *Scenario, url, model string) (*Scenario, error) {
+	if model == "" {
+		return nil, delegation.FieldErrors{{Field: "model.model", Message: "name the model to call at the endpoint"}}
+	}
+	f := sc.File
+	m := Model{Provider: ProviderOpenAI, Model: model, BaseURL: url}
+	if f.Model != nil {
+		m.APIKeyEnv, m.NativeJSONSchema = f.Model.APIKeyEnv, f.Model.NativeJSONSchema
+	}
+	f.Model, f.Script = &m, nil
+	raw, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	return Build(f, raw)
+}

@@ -31,7 +31,10 @@ func (s *Server) page(c echo.Context, title string) templates.Page {
 // sessionsPageView builds the sessions page; the form fields carry what the
 // user typed when a form comes back with errors.
 func (s *Server) sessionsPageView(c echo.Context) (templates.SessionsPage, error) {
-	v := templates.SessionsPage{Page: s.page(c, "Sessions"), Endpoints: s.cfg.Endpoints}
+	v := templates.SessionsPage{Page: s.page(c, "Sessions")}
+	for _, e := range s.cfg.Endpoints {
+		v.Endpoints = append(v.Endpoints, e.Label())
+	}
 	list, err := s.cfg.DB.Sessions(c.Request().Context(), 200)
 	if err != nil {
 		return v, err
@@ -115,7 +118,7 @@ func (s *Server) startSession(c echo.Context) error {
 			return err
 		}
 	}
-	id, err := s.start(c, []byte(doc))
+	id, err := s.start(c, []byte(doc), c.FormValue("endpoint"))
 	if err != nil {
 		if code := delegation.ErrorCode(err); code != delegation.EINVALID && code != delegation.ETOOLARGE {
 			return err
@@ -130,14 +133,26 @@ func (s *Server) startSession(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
 }
 
-// start checks a scenario and starts it.
-func (s *Server) start(c echo.Context, doc []byte) (string, error) {
+// start checks a scenario and starts it, against the chosen endpoint
+// (its index in the configuration) rather than its own model when one is
+// chosen.
+func (s *Server) start(c echo.Context, doc []byte, endpoint string) (string, error) {
 	if strings.TrimSpace(string(doc)) == "" {
 		return "", delegation.FieldErrors{{Field: "", Message: "the scenario is empty: paste a scenario, choose a file, or run a lesson"}}
 	}
 	sc, err := scenario.Parse(doc)
 	if err != nil {
 		return "", err
+	}
+	if endpoint != "" {
+		i := atoiDefault(endpoint, -1)
+		if i < 0 || i >= len(s.cfg.Endpoints) {
+			return "", delegation.FieldErrors{{Field: "endpoint", Message: "no such model endpoint: pick one from the list"}}
+		}
+		e := s.cfg.Endpoints[i]
+		if sc, err = scenario.WithEndpoint(sc, e.BaseURL, e.Model); err != nil {
+			return "", err
+		}
 	}
 	return s.runner.Start(c.Request().Context(), sc)
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,5 +95,38 @@ func TestOversizedBodiesAreRefused(t *testing.T) {
 	}
 	if list, _ := s.db.Sessions(context.Background(), 0); len(list) != 0 {
 		t.Fatal("an oversized body wrote a session")
+	}
+}
+
+func TestStartAgainstAnEndpoint(t *testing.T) {
+	var seen string
+	endpoint := fakeEndpoint(t, &seen)
+	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{DB: d, Endpoints: []Endpoint{{BaseURL: endpoint.URL + "/v1", Model: "m"}}})
+	ts := httptest.NewServer(srv.Handler())
+	jar, _ := cookiejar.New(nil)
+	s := &studio{t: t, srv: srv, ts: ts, db: d, c: &http.Client{Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	t.Cleanup(func() { srv.Shutdown(); ts.Close(); d.Close() })
+
+	_, page := s.get("/")
+	if page.Find(`[data-testid="endpoint"] option`).Length() != 2 || !strings.Contains(page.Find(`[data-testid="endpoints"]`).Text(), "m at "+endpoint.URL) {
+		t.Fatal("the form does not offer the configured endpoint")
+	}
+	res, _ := s.form("/", "/sessions", url.Values{"scenario": {`{"name": "x", "prompt": "say hello", "script": {"main": [{"content": "from the script"}]}}`}, "endpoint": {"0"}})
+	id := sessionID(t, res)
+	s.waitDone(id)
+	tr, err := d.Trace(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Messages[len(tr.Messages)-1].Content; got != "hello from the endpoint" {
+		t.Fatalf("the last message is %q: the session did not run against the endpoint", got)
+	}
+	if res, _ := s.form("/", "/sessions", url.Values{"scenario": {`{"name": "x", "prompt": "p", "script": {"main": [{"content": "a"}]}}`}, "endpoint": {"7"}}); res.StatusCode != 400 {
+		t.Fatalf("an unknown endpoint: %d", res.StatusCode)
 	}
 }

@@ -33,9 +33,25 @@ type Config struct {
 	// Token, when set, is required on every request: a cookie after the
 	// sign-in page, or an Authorization: Bearer header for the API.
 	Token string
-	// Endpoints lists the configured model endpoints, for the pages.
-	Endpoints []string
+	// Endpoints are the configured model endpoints a new session can run
+	// against instead of its script.
+	Endpoints []Endpoint
 	Now       func() time.Time
+}
+
+// Endpoint is an OpenAI-compatible endpoint and the model to call there.
+type Endpoint struct {
+	BaseURL string // "" means OpenAI's
+	Model   string
+}
+
+// Label describes an endpoint for a person, without its key.
+func (e Endpoint) Label() string {
+	base := e.BaseURL
+	if base == "" {
+		base = "https://api.openai.com/v1"
+	}
+	return e.Model + " at " + base
 }
 
 // Server is the studio's HTTP server and what it runs.
