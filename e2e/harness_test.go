@@ -137,7 +137,7 @@ type studio struct {
 
 // startStudio runs the studio on a free port with a fresh database and
 // stops it (SIGTERM, then wait) when the test ends.
-func startStudio(t *testing.T) *studio {
+func startStudio(t *testing.T, extra ...string) *studio {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -147,7 +147,7 @@ func startStudio(t *testing.T) *studio {
 	ln.Close()
 
 	db := filepath.Join(t.TempDir(), "studio.db")
-	cmd := exec.Command(studioBin, "serve", "--addr", addr, "--db", db)
+	cmd := exec.Command(studioBin, append([]string{"serve", "--addr", addr, "--db", db}, extra...)...)
 	for _, kv := range os.Environ() {
 		// No token, no model endpoint, no other database: this studio is
 		// the test's own.
