@@ -136,6 +136,8 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/sessions/:id/messages/:mid", s.messagePage) // one whole message (?fragment=1: just its body)
 	e.GET("/sessions/:id/calls/:cid", s.callPage)       // one model call's whole context
 	e.POST("/sessions/:id/stop", s.stopSession)         // stop a running session
+	e.GET("/compare", s.comparePage)                    // two sessions side by side (?a=ID&b=ID)
+	e.POST("/compare", s.bothModes)                     // run a lesson or session in both modes, then compare
 	e.GET("/sign-in", s.signInPage)                     // asks for the access token
 	e.POST("/sign-in", s.signIn)                        // checks it, sets the cookie
 	e.GET("/schema/:name", s.schemaFile)                // the published JSON Schemas

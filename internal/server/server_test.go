@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -479,5 +480,35 @@ func TestLongSessionsAreWindowed(t *testing.T) {
 	res, call := s.get("/sessions/" + created.ID + "/calls/main.c420")
 	if res.StatusCode != 200 || call.Find(`li.msg`).Length() != 842 {
 		t.Fatalf("call page: %d, %d messages", res.StatusCode, call.Find(`li.msg`).Length())
+	}
+}
+
+func TestBothModes(t *testing.T) {
+	s := newStudio(t, "")
+	res, _ := s.form("/", "/compare", url.Values{"lesson": {"one-delegation"}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	loc, _ := url.Parse(res.Header.Get("Location"))
+	a, b := loc.Query().Get("a"), loc.Query().Get("b")
+	s.waitDone(a)
+	s.waitDone(b)
+	_, doc := s.get(loc.String())
+	child := func(side string) (mode string, entry, inherited int) {
+		row := doc.Find(`[data-testid="side-` + side + `"] tr[data-agent="a1"]`)
+		cells := row.Find("td")
+		n := func(i int) int {
+			v, _ := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(cells.Eq(i).Text()), ",", ""))
+			return v
+		}
+		return strings.TrimSpace(cells.Eq(1).Text()), n(2), n(3)
+	}
+	isoMode, isoEntry, isoInherited := child("a")
+	forkMode, forkEntry, forkInherited := child("b")
+	if isoMode != "isolated" || forkMode != "fork" {
+		t.Fatalf("modes %q and %q", isoMode, forkMode)
+	}
+	if isoInherited != 0 || forkInherited == 0 || forkEntry <= isoEntry {
+		t.Fatalf("entry: isolated %d (%d inherited), fork %d (%d inherited)", isoEntry, isoInherited, forkEntry, forkInherited)
 	}
 }

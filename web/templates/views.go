@@ -194,3 +194,16 @@ func Age(t time.Time, now time.Time) string {
 	}
 	return t.Format("2006-01-02")
 }
+
+func chartPoints(ps []ChartPoint) string {
+	var b []byte
+	for i, p := range ps {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, int64(p.X), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(p.Y), 10)
+	}
+	return string(b)
+}

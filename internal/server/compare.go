@@ -1,0 +1,131 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/lessons"
+	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/web/templates"
+)
+
+// comparePage puts two sessions side by side (?a=ID&b=ID).
+func (s *Server) comparePage(c echo.Context) error {
+	ids := [2]string{c.QueryParam("a"), c.QueryParam("b")}
+	if ids[0] == "" || ids[1] == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, "name two sessions to compare: /compare?a=ID&b=ID")
+	}
+	var sides [2]templates.CompareSide
+	for i, id := range ids {
+		t, _, err := s.cfg.DB.ViewTrace(c.Request().Context(), id)
+		if err != nil {
+			return err
+		}
+		sides[i] = compareSide(t)
+	}
+	return render(c, http.StatusOK, templates.CompareView(templates.ComparePage{Page: s.page(c, "Compare"), A: sides[0], B: sides[1]}))
+}
+
+// compareSide is what a comparison shows of one session.
+func compareSide(t *trace.Trace) templates.CompareSide {
+	m := newPageModel(t)
+	side := templates.CompareSide{ID: t.Session.ID, Name: t.Session.Name, Title: t.Session.Title, Status: t.Session.Status,
+		Tree: session.Layout(m.tree, "")}
+	_, side.Calls, side.Tokens = m.totals()
+	firstCall := map[string]*trace.ModelCall{}
+	for i := range t.ModelCalls {
+		c := &t.ModelCalls[i]
+		if firstCall[c.AgentID] == nil {
+			firstCall[c.AgentID] = c
+		}
+	}
+	for _, a := range t.Agents {
+		n := m.nodes[a.ID]
+		if n == nil {
+			continue
+		}
+		ac := templates.AgentCost{ID: a.ID, Name: a.Name, Status: a.Status, Own: n.OwnTokens, Subtree: n.SubtreeTokens,
+			Entry: n.EntryTokens, Inherited: n.InheritedTokens, Calls: n.Calls, Receipt: n.Receipt, ReceiptIsError: n.ReceiptIsError}
+		if a.Mode != nil {
+			ac.Mode = *a.Mode
+		}
+		if c := firstCall[a.ID]; c != nil {
+			for _, r := range c.Context {
+				ac.EntryMessages += r.Len()
+			}
+		}
+		side.Agents = append(side.Agents, ac)
+	}
+	return side
+}
+
+// bothModes runs a lesson's or a session's scenario twice — every subagent
+// isolated, then every subagent a fork — and compares the two runs.
+func (s *Server) bothModes(c echo.Context) error {
+	var doc []byte
+	switch {
+	case c.FormValue("lesson") != "":
+		l, err := lessons.Get(c.FormValue("lesson"))
+		if err != nil {
+			return delegation.Errorf(delegation.ENOTFOUND, "%v", err)
+		}
+		doc = l.Scenario
+	case c.FormValue("session") != "":
+		sess, err := s.cfg.DB.Session(c.Request().Context(), c.FormValue("session"))
+		if err != nil {
+			return err
+		}
+		doc = sess.Scenario
+	default:
+		return echo.NewHTTPError(http.StatusBadRequest, "name a lesson or a session to run in both modes")
+	}
+	var ids [2]string
+	for i, mode := range []delegation.Mode{delegation.ModeIsolated, delegation.ModeFork} {
+		sc, err := inMode(doc, mode)
+		if err != nil {
+			return err
+		}
+		if ids[i], err = s.runner.Start(c.Request().Context(), sc); err != nil {
+			return err
+		}
+	}
+	return c.Redirect(http.StatusSeeOther, "/compare?a="+ids[0]+"&b="+ids[1])
+}
+
+// inMode is a scenario with every subagent in one mode, the built-in
+// general-purpose one included (declared, so its mode can change).
+func inMode(doc []byte, mode delegation.Mode) (*scenario.Scenario, error) {
+	var f scenario.File
+	if err := json.Unmarshal(doc, &f); err != nil {
+		return nil, delegation.Errorf(delegation.EINVALID, "the scenario cannot be read: %v", err)
+	}
+	declared := false
+	for i := range f.Subagents {
+		f.Subagents[i].Mode = string(mode)
+		if mode == delegation.ModeFork {
+			f.Subagents[i].Skills = nil // a fork inherits its parent's
+			f.Subagents[i].Tools = nil  // and its tools
+		}
+		declared = declared || f.Subagents[i].Name == delegation.GeneralPurposeName
+	}
+	gpOff := f.Agent != nil && f.Agent.GeneralPurpose != nil && !*f.Agent.GeneralPurpose
+	if !declared && !gpOff {
+		gp := delegation.GeneralPurpose
+		f.Subagents = append([]scenario.Subagent{{Name: gp.Name, Description: gp.Description, SystemPrompt: gp.SystemPrompt,
+			Mode: string(mode)}}, f.Subagents...)
+	}
+	f.Name += " (" + string(mode) + ")"
+	if f.Title != "" {
+		f.Title += " — all subagents " + string(mode)
+	}
+	raw, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	return scenario.Build(f, raw)
+}
