@@ -142,6 +142,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/sign-in", s.signIn)                        // checks it, sets the cookie
 	e.GET("/schema/:name", s.schemaFile)                // the published JSON Schemas
 	e.StaticFS("/static", echo.MustSubFS(fs.FS(static.Files), "."))
+	s.teamRoutes(e) // the team editor: /teams…, /clone-team
 
 	// API (formats.md §5).
 	e.GET("/api/sessions", s.apiSessions)

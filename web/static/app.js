@@ -120,3 +120,61 @@
     setInterval(tick, 250);
   });
 })();
+
+// The team editor's live preview: as the user types, a debounced POST of the
+// form to /teams/preview (the form's own _csrf field goes with it) replaces
+// the preview's contents, and the prompt sizes beside the form follow.
+// Without this script the form's Preview button does the same with a reload.
+(function () {
+  "use strict";
+
+  function syncSizes(form, preview) {
+    preview.querySelectorAll("[data-prompt-size]").forEach(function (li) {
+      var text = li.querySelector(".size-text");
+      if (!text) return;
+      form.querySelectorAll("[data-size-for]").forEach(function (el) {
+        if (el.dataset.sizeFor === li.dataset.promptSize) el.textContent = text.textContent;
+      });
+    });
+  }
+
+  function editor(form) {
+    var preview = document.getElementById("team-preview");
+    if (!preview) return;
+    var timer = null, sent = 0;
+    function refresh() {
+      var mine = ++sent;
+      var data = new FormData(form);
+      data.set("action", "preview");
+      fetch("/teams/preview", { method: "POST", body: data, credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+        .then(function (html) {
+          if (mine !== sent) return; // a later request is on its way
+          var tpl = document.createElement("template");
+          tpl.innerHTML = html;
+          preview.replaceChildren(tpl.content.cloneNode(true));
+          preview.classList.remove("stale");
+          syncSizes(form, preview);
+        })
+        .catch(function () { if (mine === sent) preview.classList.remove("stale"); });
+    }
+    function schedule() {
+      preview.classList.add("stale");
+      clearTimeout(timer);
+      timer = setTimeout(refresh, 300);
+    }
+    form.addEventListener("input", schedule);
+    form.addEventListener("change", schedule);
+  }
+
+  // Forms that delete something ask first.
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (form.dataset && form.dataset.confirm && !window.confirm(form.dataset.confirm)) e.preventDefault();
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var form = document.querySelector("form[data-team-form]");
+    if (form) editor(form);
+  });
+})();

@@ -1,0 +1,742 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/delegationstudio/studio/internal/db"
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/lessons"
+	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/tokens"
+	"github.com/delegationstudio/studio/web/templates"
+)
+
+// teamRoutes registers the team editor (design.md, "Team editor"). A team is
+// a scenario document: its main agent and subagents and, optionally, the
+// prompt and script that make it runnable.
+func (s *Server) teamRoutes(e *echo.Echo) {
+	e.GET("/teams", s.teamsPage)                    // the teams, the import form, the lessons to clone
+	e.GET("/teams/new", s.newTeamPage)              // an empty team form
+	e.POST("/teams", s.createTeam)                  // save a new team, or add/remove/move a subagent, or preview
+	e.POST("/teams/preview", s.teamPreviewFragment) // the preview of a form's contents, for the live preview
+	e.POST("/teams/import", s.importTeam)           // a pasted or uploaded scenario JSON becomes a team
+	e.GET("/teams/:id", s.teamPage)                 // the team form
+	e.POST("/teams/:id", s.saveTeam)                // save, or add/remove/move a subagent, or preview
+	e.POST("/teams/:id/duplicate", s.duplicateTeam) // a copy, opened
+	e.POST("/teams/:id/delete", s.deleteTeam)       // gone; its sessions stay
+	e.GET("/teams/:id/export", s.exportTeam)        // the scenario JSON, as a download
+	e.POST("/teams/:id/run", s.runTeam)             // start a session from the saved team
+	e.POST("/clone-team", s.cloneTeam)              // a team from a session's scenario or a lesson
+}
+
+// teamsPageView builds the teams page.
+func (s *Server) teamsPageView(c echo.Context) (templates.TeamsPage, error) {
+	v := templates.TeamsPage{Page: s.page(c, "Teams")}
+	list, err := s.cfg.DB.Teams(c.Request().Context())
+	if err != nil {
+		return v, err
+	}
+	for _, t := range list {
+		row := templates.TeamRow{ID: t.ID, Name: t.Name, Title: t.Title, UpdatedAt: t.UpdatedAt}
+		var f scenario.File
+		if json.Unmarshal(t.Scenario, &f) == nil {
+			row.Subagents = len(f.Subagents)
+			row.Runnable = strings.TrimSpace(f.Prompt) != "" &&
+				(hasScript(f) || (f.Model != nil && f.Model.Provider == scenario.ProviderOpenAI))
+		}
+		v.Teams = append(v.Teams, row)
+	}
+	for _, l := range lessons.All() {
+		v.Lessons = append(v.Lessons, templates.LessonOption{Name: l.Name, Title: l.Title, Description: l.Description})
+	}
+	return v, nil
+}
+
+func (s *Server) teamsPage(c echo.Context) error {
+	v, err := s.teamsPageView(c)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, templates.TeamsPageView(v, s.now()))
+}
+
+// newTeam is what a new team starts as: the default stack, general-purpose
+// on, no subagent of its own.
+func newTeam() scenario.File {
+	return scenario.File{Name: "my-team"}
+}
+
+func (s *Server) newTeamPage(c echo.Context) error {
+	return s.renderTeam(c, http.StatusOK, "", fileForm(newTeam()), nil, "")
+}
+
+func (s *Server) teamPage(c echo.Context) error {
+	t, err := s.cfg.DB.Team(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	f, err := decodeTeam(t)
+	if err != nil {
+		return err
+	}
+	return s.renderTeam(c, http.StatusOK, t.ID, fileForm(f), nil, "")
+}
+
+func decodeTeam(t *db.Team) (scenario.File, error) {
+	var f scenario.File
+	if err := json.Unmarshal(t.Scenario, &f); err != nil {
+		return f, fmt.Errorf("read team %s: %w", t.ID, err)
+	}
+	return f, nil
+}
+
+// renderTeam renders the team form with its problems at their fields and
+// the preview of what it holds.
+func (s *Server) renderTeam(c echo.Context, status int, id string, form templates.TeamForm, errs []templates.FieldError, notice string) error {
+	title := "New team"
+	if id != "" {
+		title = form.Name
+	}
+	form.Page = s.page(c, title)
+	form.ID = id
+	form.Notice = notice
+	form.StackTools = append(delegation.StackToolNames(), delegation.TaskToolName)
+	form.SubagentTools = delegation.StackToolNames()
+	f, _ := formFile(form)
+	form.Preview = teamPreview(f)
+	counter := teamCounter(f)
+	form.Agent.Size = size(counter, form.Agent.SystemPrompt)
+	for i := range form.Subagents {
+		form.Subagents[i].Size = size(counter, form.Subagents[i].SystemPrompt)
+	}
+	form.SetErrors(errs)
+	return render(c, status, templates.TeamPage(form))
+}
+
+func (s *Server) createTeam(c echo.Context) error { return s.submitTeam(c, "") }
+
+func (s *Server) saveTeam(c echo.Context) error {
+	if _, err := s.cfg.DB.Team(c.Request().Context(), c.Param("id")); err != nil {
+		return err
+	}
+	return s.submitTeam(c, c.Param("id"))
+}
+
+// submitTeam handles the form's buttons: save checks the team and stores it
+// (303 to its page) or shows every problem at its field with everything
+// typed kept (400); add, remove, up, down and preview re-render the form
+// with the change applied, so the editor works without JavaScript.
+func (s *Server) submitTeam(c echo.Context, id string) error {
+	values, err := c.FormParams()
+	if err != nil {
+		return delegation.Errorf(delegation.EINVALID, "cannot read the form: %v", err)
+	}
+	form := readTeamForm(values)
+	action := values.Get("action")
+	switch action {
+	case "", "save":
+	case "preview":
+		return s.renderTeam(c, http.StatusOK, id, form, nil, "")
+	default:
+		if !applyAction(&form, action) {
+			return delegation.Errorf(delegation.EINVALID, "unknown form action %q", action)
+		}
+		return s.renderTeam(c, http.StatusOK, id, form, nil, "")
+	}
+	f, errs := checkTeamForm(form)
+	if len(errs) > 0 {
+		return s.renderTeam(c, http.StatusBadRequest, id, form, viewErrors(errs), "")
+	}
+	t, err := teamRecord(id, f)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if id == "" {
+		err = s.cfg.DB.CreateTeam(ctx, t)
+	} else {
+		err = s.cfg.DB.UpdateTeam(ctx, t)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/teams/"+t.ID)
+}
+
+// teamPreviewFragment answers the live preview: the preview of the posted
+// form's contents, alone.
+func (s *Server) teamPreviewFragment(c echo.Context) error {
+	values, err := c.FormParams()
+	if err != nil {
+		return delegation.Errorf(delegation.EINVALID, "cannot read the form: %v", err)
+	}
+	f, _ := formFile(readTeamForm(values))
+	return render(c, http.StatusOK, templates.TeamPreviewBody(teamPreview(f)))
+}
+
+func teamRecord(id string, f scenario.File) (*db.Team, error) {
+	doc, err := json.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("encode team %q: %w", f.Name, err)
+	}
+	return &db.Team{ID: id, Name: f.Name, Title: f.Title, Scenario: doc}, nil
+}
+
+// importTeam turns a pasted or uploaded scenario into a team. It is checked
+// whole first: a bad one comes back with its problems and nothing is
+// written.
+func (s *Server) importTeam(c echo.Context) error {
+	doc, err := formText(c, "team", "team_file")
+	if err != nil {
+		return err
+	}
+	id, err := s.storeTeamDoc(c, []byte(doc))
+	if err != nil {
+		if code := delegation.ErrorCode(err); code != delegation.EINVALID && code != delegation.ETOOLARGE {
+			return err
+		}
+		v, verr := s.teamsPageView(c)
+		if verr != nil {
+			return verr
+		}
+		if len(doc) <= 1<<20 { // keep what was typed, unless it is too big to send back
+			v.ImportText = doc
+		}
+		v.ImportErrs = fieldErrors(err)
+		return render(c, http.StatusBadRequest, templates.TeamsPageView(v, s.now()))
+	}
+	return c.Redirect(http.StatusSeeOther, "/teams/"+id)
+}
+
+// cloneTeam makes a team of a session's scenario (form field session) or a
+// lesson's (lesson), to change a spec and run it again.
+func (s *Server) cloneTeam(c echo.Context) error {
+	ctx := c.Request().Context()
+	var doc []byte
+	switch id, name := c.FormValue("session"), c.FormValue("lesson"); {
+	case id != "":
+		sess, err := s.cfg.DB.Session(ctx, id)
+		if err != nil {
+			return err
+		}
+		doc = sess.Scenario
+	case name != "":
+		l, err := lessons.Get(name)
+		if err != nil {
+			return delegation.Errorf(delegation.ENOTFOUND, "%v", err)
+		}
+		doc = l.Scenario
+	default:
+		return delegation.Errorf(delegation.EINVALID, "say what to clone: a session (field session) or a lesson (field lesson)")
+	}
+	id, err := s.storeTeamDoc(c, doc)
+	if err != nil {
+		var fe delegation.FieldErrors
+		if errors.As(err, &fe) {
+			return &delegation.Error{Code: delegation.EINVALID, Message: "this scenario cannot be a team: " + fe[0].Error(), Fields: fe}
+		}
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/teams/"+id)
+}
+
+// storeTeamDoc checks a scenario document as a team and stores it.
+func (s *Server) storeTeamDoc(c echo.Context, doc []byte) (string, error) {
+	f, err := parseTeamDoc(doc)
+	if err != nil {
+		return "", err
+	}
+	t, err := teamRecord("", f)
+	if err != nil {
+		return "", err
+	}
+	if err := s.cfg.DB.CreateTeam(c.Request().Context(), t); err != nil {
+		return "", err
+	}
+	return t.ID, nil
+}
+
+// parseTeamDoc checks a scenario document as a team: everything
+// scenario.Parse checks, but a team need not be runnable yet.
+func parseTeamDoc(doc []byte) (scenario.File, error) {
+	var f scenario.File
+	if len(bytes.TrimSpace(doc)) == 0 {
+		return f, delegation.FieldErrors{{Message: "there is nothing to import: paste a scenario or choose a file"}}
+	}
+	_, err := scenario.Parse(doc)
+	var fe delegation.FieldErrors
+	if err != nil && !errors.As(err, &fe) {
+		return f, err
+	}
+	// Parse accepted the document's shape when the only problem is the
+	// missing script, so it decodes.
+	if err := json.Unmarshal(doc, &f); err != nil {
+		if len(fe) > 0 {
+			return f, fe
+		}
+		return f, delegation.FieldErrors{{Message: fmt.Sprintf("cannot read the scenario: %v", err)}}
+	}
+	if errs := withoutMissingScript(fe, f); len(errs) > 0 {
+		return f, errs
+	}
+	if strings.TrimSpace(f.Name) == "" {
+		return f, delegation.FieldErrors{{Field: "name", Message: "a team needs a name"}}
+	}
+	return f, nil
+}
+
+func (s *Server) duplicateTeam(c echo.Context) error {
+	ctx := c.Request().Context()
+	t, err := s.cfg.DB.Team(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	f, err := decodeTeam(t)
+	if err != nil {
+		return err
+	}
+	f.Name += "-copy"
+	dup, err := teamRecord("", f)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.DB.CreateTeam(ctx, dup); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/teams/"+dup.ID)
+}
+
+func (s *Server) deleteTeam(c echo.Context) error {
+	if err := s.cfg.DB.DeleteTeam(c.Request().Context(), c.Param("id")); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/teams")
+}
+
+var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// exportTeam sends the team's scenario document, indented, as a download.
+func (s *Server) exportTeam(c echo.Context) error {
+	t, err := s.cfg.DB.Team(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, t.Scenario, "", "  "); err != nil {
+		return fmt.Errorf("export team %s: %w", t.ID, err)
+	}
+	out.WriteByte('\n')
+	name := strings.Trim(unsafeFileChars.ReplaceAllString(t.Name, "-"), "-.")
+	if name == "" {
+		name = "team"
+	}
+	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s.json"`, name))
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, out.Bytes())
+}
+
+// runTeam starts a session from the team as saved. A team that cannot run
+// (no prompt, no script and no real model) comes back to its page with
+// the problems at their fields.
+func (s *Server) runTeam(c echo.Context) error {
+	ctx := c.Request().Context()
+	t, err := s.cfg.DB.Team(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	f, err := decodeTeam(t)
+	if err != nil {
+		return err
+	}
+	sc, err := scenario.Parse(t.Scenario)
+	var errs delegation.FieldErrors
+	if err != nil && !errors.As(err, &errs) {
+		return err
+	}
+	if strings.TrimSpace(f.Prompt) == "" {
+		errs = append(delegation.FieldErrors{{Field: "prompt",
+			Message: "the team needs a prompt to run: it is the user's opening message to the main agent"}}, errs...)
+	}
+	if len(errs) > 0 {
+		return s.renderTeam(c, http.StatusBadRequest, t.ID, fileForm(f), viewErrors(errs),
+			"This team cannot run yet: fix the problems marked below, save it, and run it again.")
+	}
+	id, err := s.runner.Start(ctx, sc)
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
+}
+
+// checkTeamForm turns the form into a scenario and checks it with the
+// engine's own rules (scenario.Build, hence delegation.BuildTeam), adding
+// the form's own problems: numbers that are not numbers, JSON that is not
+// JSON, a missing name. Every problem is returned at once.
+func checkTeamForm(form templates.TeamForm) (scenario.File, delegation.FieldErrors) {
+	f, errs := formFile(form)
+	if strings.TrimSpace(f.Name) == "" {
+		errs = append(delegation.FieldErrors{{Field: "name", Message: "a team needs a name: the sessions it runs are listed under it"}}, errs...)
+	}
+	_, err := scenario.Build(f, nil)
+	var fe delegation.FieldErrors
+	if errors.As(err, &fe) {
+		errs = append(errs, withoutMissingScript(fe, f)...)
+	} else if err != nil {
+		errs.Add("", "%v", err)
+	}
+	return f, errs
+}
+
+// withoutMissingScript drops the complaint that a scripted team has no
+// script: a team need not be runnable to be kept. Running it says so.
+func withoutMissingScript(errs delegation.FieldErrors, f scenario.File) delegation.FieldErrors {
+	if hasScript(f) {
+		return errs
+	}
+	var out delegation.FieldErrors
+	for _, e := range errs {
+		if e.Field == "script" && strings.HasPrefix(e.Message, "the scripted model needs a script") {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func hasScript(f scenario.File) bool {
+	s := bytes.TrimSpace(f.Script)
+	return len(s) > 0 && !bytes.Equal(s, []byte("null"))
+}
+
+func viewErrors(errs delegation.FieldErrors) []templates.FieldError {
+	out := make([]templates.FieldError, len(errs))
+	for i, e := range errs {
+		out[i] = templates.FieldError{Field: e.Field, Message: e.Message}
+	}
+	return out
+}
+
+// applyAction applies a subagent button: add, remove:I, up:I, down:I. It
+// reports whether the action is one of those.
+func applyAction(form *templates.TeamForm, action string) bool {
+	if action == "add" {
+		form.Subagents = append(form.Subagents, templates.SubagentForm{Mode: string(delegation.ModeIsolated)})
+		return true
+	}
+	verb, arg, ok := strings.Cut(action, ":")
+	if !ok {
+		return false
+	}
+	i, err := strconv.Atoi(arg)
+	if err != nil {
+		return false
+	}
+	subs := form.Subagents
+	if i < 0 || i >= len(subs) {
+		return true // a stale button: nothing to do
+	}
+	switch verb {
+	case "remove":
+		form.Subagents = slices.Delete(subs, i, i+1)
+	case "up":
+		if i > 0 {
+			subs[i-1], subs[i] = subs[i], subs[i-1]
+		}
+	case "down":
+		if i+1 < len(subs) {
+			subs[i], subs[i+1] = subs[i+1], subs[i]
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// readTeamForm reads the team form as typed. Subagents are the indexes that
+// appear in field names (subagents[N].name …), in order.
+func readTeamForm(v url.Values) templates.TeamForm {
+	form := templates.TeamForm{
+		Name: v.Get("name"), Title: v.Get("title"), Description: v.Get("description"), Tokenizer: v.Get("tokenizer"),
+		Prompt: v.Get("prompt"), Script: v.Get("script"), Files: v.Get("files"),
+		Agent: templates.AgentForm{
+			SystemPrompt:   v.Get("agent.system_prompt"),
+			Tools:          v["agent.tools"],
+			GeneralPurpose: v.Get("agent.general_purpose") != "",
+			MaxSteps:       v.Get("agent.max_steps"),
+			MaxConcurrency: v.Get("agent.max_concurrency"),
+			FilesMerge:     v.Get("agent.files_merge"),
+			MaxTokens:      v.Get("agent.summarization.max_tokens"),
+			KeepMessages:   v.Get("agent.summarization.keep_messages"),
+			TimeoutMS:      v.Get("agent.timeout_ms"),
+			Model:          v.Get("agent.model"),
+			BaseURL:        v.Get("agent.base_url"),
+		},
+		Model: templates.ModelForm{
+			Provider: v.Get("model.provider"), Model: v.Get("model.model"), BaseURL: v.Get("model.base_url"),
+			APIKeyEnv: v.Get("model.api_key_env"), NativeJSONSchema: v.Get("model.native_json_schema") != "",
+		},
+	}
+	seen := map[int]bool{}
+	var idx []int
+	for k := range v {
+		rest, ok := strings.CutPrefix(k, "subagents[")
+		if !ok {
+			continue
+		}
+		n, _, ok := strings.Cut(rest, "]")
+		if !ok {
+			continue
+		}
+		i, err := strconv.Atoi(n)
+		if err != nil || i < 0 || seen[i] {
+			continue
+		}
+		seen[i] = true
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		get := func(field string) string { return v.Get(templates.SubKey(i, field)) }
+		form.Subagents = append(form.Subagents, templates.SubagentForm{
+			Name: get("name"), Description: get("description"), SystemPrompt: get("system_prompt"), Mode: get("mode"),
+			Tools: v[templates.SubKey(i, "tools")], Model: get("model"), Skills: get("skills"),
+			MaxSteps: get("max_steps"), TimeoutMS: get("timeout_ms"), ResponseFormat: get("response_format"),
+		})
+	}
+	return form
+}
+
+// formFile turns the form into the scenario it stands for, with the
+// problems only the form can have: numbers that are not numbers, a script
+// or files that are not JSON. A response_format is passed on as typed: the
+// engine checks it is JSON and a JSON Schema object.
+func formFile(form templates.TeamForm) (scenario.File, delegation.FieldErrors) {
+	var errs delegation.FieldErrors
+	num := func(key, label, s string) int {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return 0
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			errs.Add(key, "%s must be a whole number; got '%s'", label, s)
+			return 0
+		}
+		return n
+	}
+	f := scenario.File{Name: strings.TrimSpace(form.Name), Title: form.Title, Description: form.Description,
+		Prompt: form.Prompt, Tokenizer: form.Tokenizer}
+
+	a := form.Agent
+	agent := scenario.Agent{
+		SystemPrompt:   a.SystemPrompt,
+		MaxSteps:       num("agent.max_steps", "max_steps", a.MaxSteps),
+		MaxConcurrency: num("agent.max_concurrency", "max_concurrency", a.MaxConcurrency),
+		FilesMerge:     a.FilesMerge,
+		TimeoutMS:      num("agent.timeout_ms", "timeout_ms", a.TimeoutMS),
+		Model:          strings.TrimSpace(a.Model),
+		BaseURL:        strings.TrimSpace(a.BaseURL),
+	}
+	if len(a.Tools) > 0 && !slices.Equal(a.Tools, delegation.DefaultTools()) {
+		agent.Tools = slices.Clone(a.Tools)
+	}
+	if !a.GeneralPurpose {
+		off := false
+		agent.GeneralPurpose = &off
+	}
+	maxTokens := num("agent.summarization.max_tokens", "max_tokens", a.MaxTokens)
+	keep := num("agent.summarization.keep_messages", "keep_messages", a.KeepMessages)
+	if maxTokens != 0 || keep != 0 {
+		agent.Summarization = &scenario.Summarization{MaxTokens: maxTokens, KeepMessages: keep}
+	}
+	if !reflect.ValueOf(agent).IsZero() {
+		f.Agent = &agent
+	}
+
+	m := scenario.Model{Provider: form.Model.Provider, Model: strings.TrimSpace(form.Model.Model),
+		BaseURL: strings.TrimSpace(form.Model.BaseURL), APIKeyEnv: strings.TrimSpace(form.Model.APIKeyEnv),
+		NativeJSONSchema: form.Model.NativeJSONSchema}
+	if m != (scenario.Model{}) {
+		f.Model = &m
+	}
+
+	if script := strings.TrimSpace(form.Script); script != "" {
+		if !json.Valid([]byte(script)) {
+			errs.Add("script", "the script is not valid JSON: %v", jsonProblem(script))
+		} else {
+			f.Script = json.RawMessage(script)
+		}
+	}
+	if files := strings.TrimSpace(form.Files); files != "" {
+		if err := json.Unmarshal([]byte(files), &f.Files); err != nil {
+			errs.Add("files", `files must be a JSON object of path → content, e.g. {"/notes.md": "…"}: %v`, err)
+			f.Files = nil
+		}
+	}
+
+	for i, sf := range form.Subagents {
+		sub := scenario.Subagent{
+			Name: strings.TrimSpace(sf.Name), Description: sf.Description, SystemPrompt: sf.SystemPrompt,
+			Mode: strings.TrimSpace(sf.Mode), Model: strings.TrimSpace(sf.Model),
+			MaxSteps:  num(templates.SubKey(i, "max_steps"), "max_steps", sf.MaxSteps),
+			TimeoutMS: num(templates.SubKey(i, "timeout_ms"), "timeout_ms", sf.TimeoutMS),
+		}
+		if len(sf.Tools) > 0 {
+			sub.Tools = slices.Clone(sf.Tools)
+		}
+		for _, sk := range strings.Split(sf.Skills, ",") {
+			if sk = strings.TrimSpace(sk); sk != "" {
+				sub.Skills = append(sub.Skills, sk)
+			}
+		}
+		if rf := strings.TrimSpace(sf.ResponseFormat); rf != "" && rf != "null" {
+			sub.ResponseFormat = json.RawMessage(rf)
+		}
+		f.Subagents = append(f.Subagents, sub)
+	}
+	return f, errs
+}
+
+// jsonProblem says where a JSON text goes wrong.
+func jsonProblem(s string) error {
+	var v any
+	err := json.Unmarshal([]byte(s), &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line := 1 + strings.Count(s[:se.Offset], "\n")
+		return fmt.Errorf("%v (line %d)", err, line)
+	}
+	return err
+}
+
+// fileForm fills the form from a scenario.
+func fileForm(f scenario.File) templates.TeamForm {
+	form := templates.TeamForm{Name: f.Name, Title: f.Title, Description: f.Description, Tokenizer: f.Tokenizer,
+		Prompt: f.Prompt, Script: indentJSON(f.Script)}
+	if len(f.Files) > 0 {
+		b, _ := json.MarshalIndent(f.Files, "", "  ")
+		form.Files = string(b)
+	}
+	form.Agent = templates.AgentForm{Tools: delegation.DefaultTools(), GeneralPurpose: true}
+	if a := f.Agent; a != nil {
+		form.Agent.SystemPrompt = a.SystemPrompt
+		if a.Tools != nil {
+			form.Agent.Tools = a.Tools
+		}
+		form.Agent.GeneralPurpose = a.GeneralPurpose == nil || *a.GeneralPurpose
+		form.Agent.MaxSteps = numText(a.MaxSteps)
+		form.Agent.MaxConcurrency = numText(a.MaxConcurrency)
+		form.Agent.FilesMerge = a.FilesMerge
+		form.Agent.TimeoutMS = numText(a.TimeoutMS)
+		form.Agent.Model, form.Agent.BaseURL = a.Model, a.BaseURL
+		if sm := a.Summarization; sm != nil {
+			form.Agent.MaxTokens, form.Agent.KeepMessages = numText(sm.MaxTokens), numText(sm.KeepMessages)
+		}
+	}
+	if m := f.Model; m != nil {
+		form.Model = templates.ModelForm{Provider: m.Provider, Model: m.Model, BaseURL: m.BaseURL,
+			APIKeyEnv: m.APIKeyEnv, NativeJSONSchema: m.NativeJSONSchema}
+	}
+	for _, s := range f.Subagents {
+		form.Subagents = append(form.Subagents, templates.SubagentForm{
+			Name: s.Name, Description: s.Description, SystemPrompt: s.SystemPrompt, Mode: s.Mode,
+			Tools: s.Tools, Model: s.Model, Skills: strings.Join(s.Skills, ", "),
+			MaxSteps: numText(s.MaxSteps), TimeoutMS: numText(s.TimeoutMS), ResponseFormat: indentJSON(s.ResponseFormat),
+		})
+	}
+	return form
+}
+
+func numText(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+func indentJSON(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// teamCounter is the team's tokenizer; an unknown name (reported at its
+// field) counts with the default one meanwhile.
+func teamCounter(f scenario.File) tokens.Counter {
+	if c, err := tokens.Get(f.Tokenizer); err == nil {
+		return c
+	}
+	c, _ := tokens.Get("")
+	return c
+}
+
+func size(c tokens.Counter, text string) templates.Size {
+	return templates.Size{Chars: utf8.RuneCountInString(text), Tokens: c.Count(text)}
+}
+
+// teamPreview is what the main agent will receive, built by the engine:
+// delegation.BuildTeam, then the task entry of the team's main tools; each
+// tool definition costs the tokens of its JSON, as the engine counts it.
+func teamPreview(f scenario.File) templates.TeamPreview {
+	counter := teamCounter(f)
+	p := templates.TeamPreview{Tokenizer: counter.Name()}
+	p.Prompts = append(p.Prompts, templates.PromptSize{Key: "agent.system_prompt", Label: "main",
+		Size: size(counter, agentPrompt(f))})
+	for i, s := range f.Subagents {
+		label := s.Name
+		if label == "" {
+			label = fmt.Sprintf("subagent %d", i+1)
+		}
+		p.Prompts = append(p.Prompts, templates.PromptSize{Key: templates.SubKey(i, "system_prompt"), Label: label,
+			Size: size(counter, s.SystemPrompt)})
+	}
+	team, err := delegation.BuildTeam(f.TeamSpec())
+	if err != nil {
+		var fe delegation.FieldErrors
+		if !errors.As(err, &fe) {
+			fe = delegation.FieldErrors{{Message: err.Error()}}
+		}
+		p.Problems = viewErrors(fe)
+		return p
+	}
+	p.Built = true
+	p.Warnings = viewErrors(team.Warnings)
+	for _, def := range team.MainTools() {
+		b, _ := json.Marshal(def)
+		n := counter.Count(string(b))
+		p.Tools = append(p.Tools, templates.ToolView{Name: def.Name, Tokens: n})
+		p.ToolTokens += n
+		if def.Name == delegation.TaskToolName {
+			p.HasTask = true
+			p.TaskDescription = def.Description
+			p.TaskSize = size(counter, def.Description)
+		}
+	}
+	return p
+}
+
+func agentPrompt(f scenario.File) string {
+	if f.Agent == nil {
+		return ""
+	}
+	return f.Agent.SystemPrompt
+}
