@@ -24,18 +24,10 @@ import (
 	"github.com/delegationstudio/studio/web/templates"
 )
 
-// teamStudio is a studio with the team editor's routes (registered here too
-// in case server.go does not call teamRoutes yet).
+// teamStudio is a studio for the team editor's tests.
 func teamStudio(t *testing.T) *studio {
 	t.Helper()
-	s := newStudio(t, "")
-	for _, r := range s.srv.echo.Routes() {
-		if r.Path == "/teams/:id" {
-			return s
-		}
-	}
-	s.srv.teamRoutes(s.srv.echo)
-	return s
+	return newStudio(t, "")
 }
 
 // teamFormValues is what a browser would send for a form as rendered, its
