@@ -30,17 +30,6 @@ const (
 	timelineHead, timelineTail = 100, 300
 )
 
-// windowMessages keeps a long list's head and tail around a gap that links
-// to the whole of it.
-func windowMessages(msgs []templates.MessageView, url string) []templates.MessageView {
-	if len(msgs) <= paneHead+paneTail+1 {
-		return msgs
-	}
-	out := append([]templates.MessageView(nil), msgs[:paneHead]...)
-	out = append(out, templates.MessageView{Gap: len(msgs) - paneHead - paneTail, URL: url, Inherited: msgs[paneHead].Inherited})
-	return append(out, msgs[len(msgs)-paneTail:]...)
-}
-
 // previewLen is how much of a message body a page shows before "show all":
 // long bodies load when opened, so a 10,000-message page stays light.
 const previewLen = 600
@@ -182,24 +171,49 @@ func (m *pageModel) contextView(agentID string, call *trace.ModelCall, msgs []tr
 	if call != nil {
 		v.CallIndex, v.InputTokens = call.Index, call.InputTokens
 	}
-	var inherited, own []templates.MessageView
+	var inherited, own []trace.Message
 	for _, msg := range msgs {
-		mv := messageView(m.t.Session.ID, msg)
 		if msg.AgentID != agentID {
-			mv.Inherited = true
 			v.InheritedCount++
 			v.InheritedTokens += msg.Tokens
-			inherited = append(inherited, mv)
+			inherited = append(inherited, msg)
 		} else {
-			own = append(own, mv)
+			own = append(own, msg)
 		}
 	}
+	url := ""
 	if call != nil && !m.wholeContexts {
-		url := "/sessions/" + m.t.Session.ID + "/calls/" + call.ID
-		inherited, own = windowMessages(inherited, url), windowMessages(own, url)
+		url = "/sessions/" + m.t.Session.ID + "/calls/" + call.ID
 	}
-	v.Messages = append(inherited, own...)
+	// Views are made only for the messages shown: a long context keeps its
+	// head and tail, and a gap links to the whole of it.
+	v.Messages = append(m.messageViews(inherited, url, true), m.messageViews(own, url, false)...)
 	return v
+}
+
+// messageViews makes the views of a list of messages; with a url, a long
+// list keeps only its head and tail around a gap that links to the whole.
+func (m *pageModel) messageViews(msgs []trace.Message, url string, inherited bool) []templates.MessageView {
+	view := func(msg trace.Message) templates.MessageView {
+		mv := messageView(m.t.Session.ID, msg)
+		mv.Inherited = inherited
+		return mv
+	}
+	var out []templates.MessageView
+	if url == "" || len(msgs) <= paneHead+paneTail+1 {
+		for _, msg := range msgs {
+			out = append(out, view(msg))
+		}
+		return out
+	}
+	for _, msg := range msgs[:paneHead] {
+		out = append(out, view(msg))
+	}
+	out = append(out, templates.MessageView{Gap: len(msgs) - paneHead - paneTail, URL: url, Inherited: inherited})
+	for _, msg := range msgs[len(msgs)-paneTail:] {
+		out = append(out, view(msg))
+	}
+	return out
 }
 
 // lastCall is an agent's newest turn call, or nil.
