@@ -1,48 +1,160 @@
-// Package lessons holds the built-in lessons: scenario files that reproduce
-// the experiments of the articles the studio comes from, each with a short
-// explanation of what to look at.
+// Package lessons holds the built-in lessons: every experiment of the three
+// articles the studio comes from (how a deepagents-style agent delegates
+// to subagents), made runnable. A lesson is one or more scenario variants,
+// run together, and the table they reproduce — computed from the variants'
+// traces, never typed in. Where the article's own figures are comparable
+// they are shown beside ours, labelled as the article's.
+//
+// The scenarios are files in scenarios/ (one per variant: <lesson>.json, or
+// <lesson>--<variant>.json); each lesson's metadata and how its table is
+// computed live in a Go file of their own, listed in registry below.
 package lessons
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"sort"
 	"strings"
+	"sync"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/trace"
 )
 
 //go:embed scenarios/*.json
 var files embed.FS
 
-// Lesson is a built-in scenario and what it teaches.
+// Lesson is a built-in experiment: one or more scenario variants run
+// together, and the table they reproduce.
 type Lesson struct {
-	Name        string
-	Title       string
+	Name, Title string
+	// Description is a short explanation in English: it names the article
+	// and section it reproduces, and what to look at.
 	Description string
+	Article     string // e.g. "Article 2 (isolated or fork), §4"
+	Scenario    []byte // the first variant's scenario (kept for existing callers)
+	Variants    []Variant
+
+	table func(runs) (Table, error)
+}
+
+// Variant is one scenario of a lesson. Name is unique in the lesson (a
+// lesson with one variant names it after itself).
+type Variant struct {
+	Name, Label string
 	Scenario    []byte
 }
 
+// Table is what a lesson reproduces, computed from its runs, never typed in.
+type Table struct {
+	Title   string
+	Columns []string
+	Rows    [][]string
+	// Article is the article's own figures for the same table where they are
+	// comparable (typed in from the article, clearly labelled as the
+	// article's); nil when not comparable.
+	Article *ArticleTable
+	// Note is one sentence on any difference: our prompt texts are our own,
+	// so absolute sizes differ; structure and direction must match.
+	Note string
+	// Checks are the structural facts the run must show, each computed.
+	Checks []Check
+}
+
+// ArticleTable is the article's own figures, typed in from it.
+type ArticleTable struct {
+	Columns []string
+	Rows    [][]string
+}
+
+// Check is one structural fact a lesson's runs must show, with what was
+// measured.
+type Check struct {
+	Claim  string
+	OK     bool
+	Detail string
+}
+
+// lessonDef is how a lesson is described in its Go file: its metadata, its
+// variants (nil: one, named after the lesson), and how its table is computed.
+type lessonDef struct {
+	name, title, article, description string
+	variants                          []variantDef
+	table                             func(runs) (Table, error)
+}
+
+type variantDef struct{ name, label string }
+
+// registry lists every lesson; All sorts them by name.
+var registry = []lessonDef{
+	toolStack,
+	taskDescription,
+	oneDelegation,
+	parentAfter,
+	receipt,
+	filesAndTodos,
+	nestedDelegation,
+	configErrors,
+	orderNumber,
+	systemPrompt,
+	entryCost,
+	summarizedFork,
+	pipeline,
+	fanOut,
+	reviewLoop,
+	readOnlyExplorer,
+	failureIsolation,
+	lostUpdate,
+}
+
+var (
+	loadOnce sync.Once
+	loaded   []Lesson
+)
+
 // All returns every lesson, in name order.
 func All() []Lesson {
-	entries, err := files.ReadDir("scenarios")
-	if err != nil {
-		panic(err) // the directory is embedded: it exists
-	}
-	var out []Lesson
-	for _, e := range entries {
-		doc, err := files.ReadFile(path.Join("scenarios", e.Name()))
-		if err != nil {
-			panic(err)
+	loadOnce.Do(func() { loaded = load() })
+	return append([]Lesson(nil), loaded...)
+}
+
+// load reads each lesson's scenario files. A missing or unreadable file is a
+// bug in this package, caught by its tests.
+func load() []Lesson {
+	out := make([]Lesson, 0, len(registry))
+	for _, d := range registry {
+		l := Lesson{Name: d.name, Title: d.title, Description: d.description, Article: d.article, table: d.table}
+		vs := d.variants
+		if len(vs) == 0 {
+			vs = []variantDef{{name: d.name, label: d.title}}
 		}
-		var head struct{ Name, Title, Description string }
-		if err := json.Unmarshal(doc, &head); err != nil {
-			panic(fmt.Sprintf("lesson %s: %v", e.Name(), err)) // caught by the package's tests
+		for _, v := range vs {
+			doc, err := files.ReadFile(path.Join("scenarios", fileName(d.name, v.name)))
+			if err != nil {
+				panic(fmt.Sprintf("lesson %s: %v", d.name, err))
+			}
+			l.Variants = append(l.Variants, Variant{Name: v.name, Label: v.label, Scenario: doc})
 		}
-		out = append(out, Lesson{Name: head.Name, Title: head.Title, Description: head.Description, Scenario: doc})
+		l.Scenario = l.Variants[0].Scenario
+		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// fileName is a variant's scenario file: <lesson>.json for the variant named
+// after its lesson, <lesson>--<variant>.json otherwise.
+func fileName(lesson, variant string) string {
+	if variant == lesson {
+		return lesson + ".json"
+	}
+	return lesson + "--" + variant + ".json"
 }
 
 // Get returns the named lesson.
@@ -55,4 +167,116 @@ func Get(name string) (Lesson, error) {
 		names = append(names, l.Name)
 	}
 	return Lesson{}, fmt.Errorf("no lesson %q; the lessons are %s", name, strings.Join(names, ", "))
+}
+
+// Variant returns the named variant.
+func (l Lesson) Variant(name string) (Variant, bool) {
+	for _, v := range l.Variants {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return Variant{}, false
+}
+
+// Table computes the lesson's table from its runs: the trace of each
+// variant, by variant name.
+func (l Lesson) Table(runs map[string]*trace.Trace) (Table, error) {
+	if l.table == nil {
+		got, err := Get(l.Name)
+		if err != nil {
+			return Table{}, err
+		}
+		l = got
+	}
+	for _, v := range l.Variants {
+		if runs[v.Name] == nil {
+			return Table{}, fmt.Errorf("lesson %s: no run of variant %q", l.Name, v.Name)
+		}
+	}
+	t, err := l.table(runs)
+	if err != nil {
+		return Table{}, fmt.Errorf("lesson %s: %w", l.Name, err)
+	}
+	return t, nil
+}
+
+// Run runs the variant's scenario to its end and returns its trace. The
+// error is set when the scenario is invalid or the session did not finish
+// done (the trace, when there is one, is returned all the same).
+func (v Variant) Run(ctx context.Context) (*trace.Trace, error) {
+	sc, err := scenario.Parse(v.Scenario)
+	if err != nil {
+		return nil, fmt.Errorf("variant %s: %w", v.Name, err)
+	}
+	var (
+		mu     sync.Mutex
+		events []delegation.Event
+	)
+	sink := delegation.SinkFunc(func(e delegation.Event) {
+		if e.Seq > 0 {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+		}
+	})
+	id := session.NewID()
+	res, err := session.Run(ctx, sc, session.RunOptions{SessionID: id, Sink: sink})
+	if err != nil {
+		return nil, fmt.Errorf("variant %s: %w", v.Name, err)
+	}
+	t, err := trace.Build(trace.Meta{ID: id, Title: sc.File.Title, Scenario: sc.Raw}, events)
+	if err != nil {
+		return nil, fmt.Errorf("variant %s: build the trace: %w", v.Name, err)
+	}
+	if res.Status != delegation.StatusDone {
+		return t, fmt.Errorf("variant %s: the session ended %s: %v", v.Name, res.Status, res.Err)
+	}
+	return t, nil
+}
+
+// Run runs every variant of the lesson at once and returns their traces by
+// variant name.
+func (l Lesson) Run(ctx context.Context) (map[string]*trace.Trace, error) {
+	out := make(map[string]*trace.Trace, len(l.Variants))
+	errs := make([]error, len(l.Variants))
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for i, v := range l.Variants {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t, err := v.Run(ctx)
+			errs[i] = err
+			if t != nil {
+				mu.Lock()
+				out[v.Name] = t
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// runs are a lesson's traces by variant name.
+type runs map[string]*trace.Trace
+
+// view returns the named variant's trace, prepared for reading.
+func (r runs) view(name string) *view { return newView(r[name]) }
+
+// scenarioOf reads back the scenario a trace ran.
+func scenarioOf(t *trace.Trace) (*scenario.Scenario, error) {
+	return scenario.Parse(t.Scenario)
+}
+
+// compactJSON is v as compact JSON, for table cells.
+func compactJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }

@@ -2,37 +2,609 @@ package lessons
 
 import (
 	"context"
+	"encoding/json"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/trace"
 )
 
-func TestEveryLessonRuns(t *testing.T) {
+// specific holds each lesson's own assertions, beyond "every check is OK".
+var specific = map[string]func(t *testing.T, tab Table, runs map[string]*trace.Trace){
+	"tool-stack":         testToolStack,
+	"task-description":   testTaskDescription,
+	"one-delegation":     testOneDelegation,
+	"parent-after":       testParentAfter,
+	"receipt":            testReceipt,
+	"files-and-todos":    testFilesAndTodos,
+	"nested-delegation":  testNestedDelegation,
+	"config-errors":      testConfigErrors,
+	"order-number":       testOrderNumber,
+	"system-prompt":      testSystemPrompt,
+	"entry-cost":         testEntryCost,
+	"summarized-fork":    testSummarizedFork,
+	"pipeline":           testPipeline,
+	"fan-out":            testFanOut,
+	"review-loop":        testReviewLoop,
+	"read-only-explorer": testReadOnlyExplorer,
+	"failure-isolation":  testFailureIsolation,
+	"lost-update":        testLostUpdate,
+}
+
+// TestEveryLesson runs every lesson, all its variants, through session.Run
+// and trace.Build, computes its table, and checks it: the table's shape,
+// every Check OK, and the lesson's own assertions.
+func TestEveryLesson(t *testing.T) {
+	t.Parallel()
 	all := All()
-	if len(all) == 0 {
-		t.Fatal("no lessons")
+	if len(all) != len(registry) {
+		t.Fatalf("All() = %d lessons, the registry has %d", len(all), len(registry))
+	}
+	// Every lesson starts at once, whatever -parallel allows: lessons
+	// mostly wait out their delays, made for watching.
+	type result struct {
+		runs map[string]*trace.Trace
+		err  error
+		done chan struct{}
+	}
+	results := map[string]*result{}
+	for _, l := range all {
+		r := &result{done: make(chan struct{})}
+		results[l.Name] = r
+		go func() {
+			defer close(r.done)
+			r.runs, r.err = l.Run(context.Background())
+		}()
 	}
 	for _, l := range all {
 		t.Run(l.Name, func(t *testing.T) {
-			t.Parallel() // lessons wait out their delays, made for watching
-			if l.Title == "" || len(l.Description) < 80 {
-				t.Fatalf("lesson %s needs a title and an explanation", l.Name)
-			}
-			sc, err := scenario.Parse(l.Scenario)
+			t.Parallel()
+			r := results[l.Name]
+			<-r.done
+			checkMetadata(t, l)
+			runs, err := r.runs, r.err
 			if err != nil {
-				t.Fatalf("invalid: %v", err)
+				t.Fatalf("run: %v", err)
 			}
-			if len(sc.Warnings) > 0 {
-				t.Fatalf("warnings: %v", sc.Warnings)
+			var took time.Duration
+			for _, v := range l.Variants {
+				tr := runs[v.Name]
+				if tr.Session.Status != delegation.StatusDone {
+					t.Fatalf("variant %s ended %s: %s", v.Name, tr.Session.Status, tr.Session.Error)
+				}
+				took += playTime(tr)
 			}
-			res, err := session.Run(context.Background(), sc, session.RunOptions{})
-			if err != nil || res.Status != delegation.StatusDone {
-				t.Fatalf("run: %v %+v", err, res)
+			// About 4 s for every variant one after another: what a person
+			// waits for, the model calls (their delays) on the longest path.
+			t.Logf("%d variant(s), %v to watch one after another", len(l.Variants), took)
+			if took > 4200*time.Millisecond {
+				t.Errorf("the lesson's runs take %v one after another; keep them to about 4 s", took)
 			}
+			tab, err := l.Table(runs)
+			if err != nil {
+				t.Fatalf("table: %v", err)
+			}
+			checkShape(t, tab)
+			for _, c := range tab.Checks {
+				if !c.OK {
+					t.Errorf("check failed: %s (%s)", c.Claim, c.Detail)
+				}
+			}
+			f := specific[l.Name]
+			if f == nil {
+				t.Fatalf("no specific test for lesson %s", l.Name)
+			}
+			f(t, tab, runs)
 		})
+	}
+}
+
+// playTime is how long a run takes to watch: each agent's model calls one
+// after another, and the children of one message side by side (the longest
+// of them), without the machine's own overhead.
+func playTime(tr *trace.Trace) time.Duration {
+	callMsg := map[string]string{} // task call id → the message holding it
+	for _, m := range tr.Messages {
+		for _, tc := range m.ToolCalls {
+			callMsg[tc.ID] = m.ID
+		}
+	}
+	children := map[string][]trace.Agent{} // message id → the children it started
+	for _, a := range tr.Agents {
+		if a.TaskCallID != nil {
+			id := callMsg[*a.TaskCallID]
+			children[id] = append(children[id], a)
+		}
+	}
+	var of func(a trace.Agent) time.Duration
+	of = func(a trace.Agent) time.Duration {
+		var d time.Duration
+		for _, c := range tr.ModelCalls {
+			if c.AgentID != a.ID {
+				continue
+			}
+			d += time.Duration(c.DurationMS) * time.Millisecond
+			if c.OutputMessageID == nil {
+				continue
+			}
+			var longest time.Duration
+			for _, ch := range children[*c.OutputMessageID] {
+				longest = max(longest, of(ch))
+			}
+			d += longest
+		}
+		return d
+	}
+	for _, a := range tr.Agents {
+		if a.ParentID == nil {
+			return of(a)
+		}
+	}
+	return 0
+}
+
+func checkMetadata(t *testing.T, l Lesson) {
+	t.Helper()
+	if l.Title == "" || len(l.Description) < 80 || l.Article == "" {
+		t.Fatalf("lesson %s needs a title, an article and an explanation of 80 characters or more", l.Name)
+	}
+	if !strings.HasPrefix(l.Description, strings.SplitN(l.Article, ",", 2)[0]) && !strings.HasPrefix(l.Description, "Ours") {
+		t.Errorf("the description should open by naming the article: %q", l.Description)
+	}
+	if len(l.Variants) == 0 || string(l.Scenario) != string(l.Variants[0].Scenario) {
+		t.Fatalf("Scenario must be the first variant's")
+	}
+	seen := map[string]bool{}
+	for _, v := range l.Variants {
+		if v.Name == "" || v.Label == "" || seen[v.Name] {
+			t.Fatalf("variant %q: needs a unique name and a label", v.Name)
+		}
+		seen[v.Name] = true
+		sc, err := scenario.Parse(v.Scenario)
+		if err != nil {
+			t.Fatalf("variant %s: invalid: %v", v.Name, err)
+		}
+		if len(sc.Warnings) > 0 {
+			t.Fatalf("variant %s: warnings: %v", v.Name, sc.Warnings)
+		}
+		if got, want := sc.File.Name+".json", fileName(l.Name, v.Name); got != want {
+			t.Errorf("variant %s: scenario name gives %s, the file is %s", v.Name, got, want)
+		}
+		if sc.File.Title == "" || len(sc.File.Description) < 80 {
+			t.Errorf("variant %s: the scenario needs a title and a description that explains it", v.Name)
+		}
+	}
+}
+
+func checkShape(t *testing.T, tab Table) {
+	t.Helper()
+	if tab.Title == "" || len(tab.Columns) == 0 || len(tab.Rows) == 0 || tab.Note == "" || len(tab.Checks) == 0 {
+		t.Fatalf("table incomplete: %+v", tab)
+	}
+	for i, r := range tab.Rows {
+		if len(r) != len(tab.Columns) {
+			t.Errorf("row %d has %d cells for %d columns: %q", i, len(r), len(tab.Columns), r)
+		}
+	}
+	if a := tab.Article; a != nil {
+		for i, r := range a.Rows {
+			if len(r) != len(a.Columns) {
+				t.Errorf("article row %d has %d cells for %d columns", i, len(r), len(a.Columns))
+			}
+		}
+	}
+	for _, c := range tab.Checks {
+		if c.Claim == "" || c.Detail == "" {
+			t.Errorf("check without a claim or a detail: %+v", c)
+		}
+	}
+}
+
+// cell returns the cell of the row whose first cell is first.
+func cell(t *testing.T, tab Table, first, column string) string {
+	t.Helper()
+	ci := slices.Index(tab.Columns, column)
+	if ci < 0 {
+		t.Fatalf("no column %q in %q", column, tab.Columns)
+	}
+	for _, r := range tab.Rows {
+		if r[0] == first {
+			return r[ci]
+		}
+	}
+	t.Fatalf("no row %q", first)
+	return ""
+}
+
+func num(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.Fields(s)[0])
+	if err != nil {
+		t.Fatalf("%q is not a number", s)
+	}
+	return n
+}
+
+func agentNamed(t *testing.T, tr *trace.Trace, name string) trace.Agent {
+	t.Helper()
+	for _, a := range tr.Agents {
+		if a.Name == name {
+			return a
+		}
+	}
+	t.Fatalf("no agent %s", name)
+	return trace.Agent{}
+}
+
+func receiptOf(t *testing.T, tr *trace.Trace, child trace.Agent) trace.Message {
+	t.Helper()
+	for _, m := range tr.Messages {
+		if m.Kind == string(delegation.KindReceipt) && m.ToolCallID != nil && child.TaskCallID != nil && *m.ToolCallID == *child.TaskCallID {
+			return m
+		}
+	}
+	t.Fatalf("no receipt for %s", child.Name)
+	return trace.Message{}
+}
+
+func testToolStack(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	if got := len(tab.Rows); got != 9 {
+		t.Fatalf("rows = %d, want 8 tools and the total", got)
+	}
+	sum := 0
+	for _, r := range tab.Rows[:8] {
+		sum += num(t, r[2])
+	}
+	if total := num(t, tab.Rows[8][2]); total != sum {
+		t.Errorf("total %d, sum of the tools %d", total, sum)
+	}
+	if tab.Rows[0][1] != "task" && tab.Rows[1][1] != "task" {
+		t.Errorf("task is not among the two most expensive: %q", tab.Rows[:2])
+	}
+}
+
+func testTaskDescription(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	chars := func(team string) int { return num(t, cell(t, tab, team, "characters")) }
+	if got := chars("researcher") - chars("default"); got != 19 {
+		t.Errorf("researcher adds %d characters, want 19 (the line '- researcher: 查资料的' and its newline)", got)
+	}
+	if chars("override") >= chars("default") {
+		t.Errorf("override %d, default %d: the override should be shorter", chars("override"), chars("default"))
+	}
+	if got, want := chars("pair-fork")-chars("pair-isolated"), len([]rune(delegation.ForkSuffix)); got != want {
+		t.Errorf("the fork line adds %d characters, want the fork sentence's %d", got, want)
+	}
+}
+
+func testOneDelegation(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	var got []string
+	for _, r := range tab.Rows {
+		got = append(got, r[1]+":"+r[2]+":"+strings.Fields(r[4])[0])
+	}
+	if want := []string{"parent:2:8,", "child:2:7,", "child:4:7,", "parent:4:8,"}; !slices.Equal(got, want) {
+		t.Errorf("calls = %q, want %q", got, want)
+	}
+}
+
+func testParentAfter(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	tr := runs["parent-after"]
+	var roles []string
+	for _, m := range tr.Messages {
+		if m.AgentID == "main" {
+			roles = append(roles, m.Role)
+		}
+	}
+	if want := []string{"user", "assistant", "tool", "assistant"}; !slices.Equal(roles, want) {
+		t.Errorf("the parent's list = %q, want %q", roles, want)
+	}
+	r := receiptOf(t, tr, agentNamed(t, tr, "general-purpose"))
+	if r.Content != "子 Agent 的最终报告：结论是 42。" || len([]rune(r.Content)) != 21 {
+		t.Errorf("receipt %q, want the article's 21-character sentence", r.Content)
+	}
+}
+
+func testReceipt(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	st := receiptOf(t, runs["structured"], agentNamed(t, runs["structured"], "analyst"))
+	var v struct {
+		Findings   string  `json:"findings"`
+		Confidence float64 `json:"confidence"`
+	}
+	if err := json.Unmarshal([]byte(st.Content), &v); err != nil || v.Findings != "3 条线索" || v.Confidence != 0.82 {
+		t.Errorf("structured receipt %q: %v %+v", st.Content, err, v)
+	}
+	tx := receiptOf(t, runs["text"], agentNamed(t, runs["text"], "analyst"))
+	var any any
+	if json.Unmarshal([]byte(tx.Content), &any) == nil {
+		t.Errorf("the text receipt %q parses as JSON", tx.Content)
+	}
+	if !strings.HasPrefix(tx.Content, "Final report:") {
+		t.Errorf("text receipt %q, want the report, not 'I just wrote a file.' or the empty last message", tx.Content)
+	}
+}
+
+func testFilesAndTodos(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	want := map[string]string{"messages": "only the receipt", "todos": "no", "structured_response": "no", "files": "yes"}
+	for k, w := range want {
+		if got := cell(t, tab, k, "comes back?"); got != w {
+			t.Errorf("%s comes back: %q, want %q", k, got, w)
+		}
+	}
+}
+
+func testNestedDelegation(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	tr := runs["nested-delegation"]
+	fork := agentNamed(t, tr, "forker")
+	var found bool
+	for _, m := range tr.Messages {
+		if m.Content == "You are a subagent and cannot delegate to another subagent. Complete this task yourself instead of calling this tool again." {
+			if m.AgentID != fork.ID {
+				t.Errorf("the refusal is in %s's list", m.AgentID)
+			}
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no refusal with the exact text of delegation.md §3")
+	}
+	if got := cell(t, tab, "helper", "tools"); got != "7" {
+		t.Errorf("the isolated child has %s tools, want 7", got)
+	}
+}
+
+func testConfigErrors(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	var all strings.Builder
+	for _, r := range tab.Rows {
+		all.WriteString(r[1] + "\n")
+	}
+	for _, exact := range []string{ // delegation.md §2 and §3, verbatim
+		"SubAgent 'x' has invalid mode 'shared'; expected 'isolated' or 'fork'",
+		"SubAgent 'x' cannot set skills under mode='fork'; the parent's skills are inherited instead.",
+		"At least one subagent must be specified",
+		"Duplicate subagent name 'x'; each subagent must have a unique name.",
+		"We cannot invoke subagent researcher because it does not exist, the only allowed types are `general-purpose`",
+	} {
+		if !strings.Contains(all.String(), exact) {
+			t.Errorf("no row holds %q", exact)
+		}
+	}
+	if got := cell(t, tab, "an empty subagent list", "what you get"); got != "accepted: the subagents are general-purpose" {
+		t.Errorf("empty list: %q", got)
+	}
+	if got := cell(t, tab, "mode 'handoff'", "what you get"); !strings.HasPrefix(got, "accepted") {
+		t.Errorf("handoff: %q", got)
+	}
+}
+
+func testOrderNumber(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	row := func(first string) (string, string) {
+		return cell(t, tab, first, "isolated"), cell(t, tab, first, "fork")
+	}
+	// The fork: the system prompt, the parent's question, its ls call and
+	// result, and the task.
+	if i, f := row("opening messages (system prompt + context)"); i != "2" || f != "5" {
+		t.Errorf("opening messages %s and %s, want 2 and 5", i, f)
+	}
+	if i, f := row("A-7731 in its first call's context"); i != "0" || f != "1" {
+		t.Errorf("A-7731 appears %s and %s times, want 0 and 1", i, f)
+	}
+	if i, f := row("the parent's task call (tokens)"); i != f {
+		t.Errorf("the parent's call costs %s and %s tokens, want the same", i, f)
+	}
+}
+
+func testSystemPrompt(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	both := agentNamed(t, runs["both"], "fork")
+	parent, child := "You are a helpful AI", "Be concise."
+	if len(parent) != 20 || len(child) != 11 {
+		t.Fatal("the prompts should be the article's lengths")
+	}
+	if both.SystemPrompt != parent+"\n\n"+child || len(both.SystemPrompt) != 20+2+11 {
+		t.Errorf("fork prompt %q, want parent + blank line + child, 33 characters", both.SystemPrompt)
+	}
+	if iso := agentNamed(t, runs["both"], "iso"); iso.SystemPrompt != child {
+		t.Errorf("isolated prompt %q, want the child's own", iso.SystemPrompt)
+	}
+}
+
+func testEntryCost(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	var iso, fork []int
+	for _, r := range tab.Rows {
+		iso = append(iso, num(t, r[1]))
+		fork = append(fork, num(t, r[2]))
+	}
+	if len(iso) != 3 || iso[0] != iso[1] || iso[1] != iso[2] {
+		t.Errorf("isolated entry costs %v, want the same at 1, 4 and 8 steps", iso)
+	}
+	// 1 → 4 is three steps, 4 → 8 four: linear growth means the same per step.
+	if d1, d2 := fork[1]-fork[0], fork[2]-fork[1]; d1 <= 0 || d1*4 != d2*3 {
+		t.Errorf("fork entry costs %v: not linear in the steps (+%d over 3, +%d over 4)", fork, d1, d2)
+	}
+}
+
+func testSummarizedFork(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	if got := cell(t, tab, "4417 in the fork's first call", "value"); got != "0" {
+		t.Errorf("the door code appears %s times in the fork's first call, want 0", got)
+	}
+	if got := cell(t, tab, "summarization: file_path", "value"); got != "/conversation_history/main.md" {
+		t.Errorf("file_path %q", got)
+	}
+}
+
+func testPipeline(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	tr := runs["pipeline"]
+	w := receiptOf(t, tr, agentNamed(t, tr, "writer"))
+	rv := agentNamed(t, tr, "reviewer")
+	for _, m := range tr.Messages {
+		if m.AgentID == rv.ID && m.Kind == string(delegation.KindTask) && !strings.Contains(m.Content, w.Content) {
+			t.Errorf("the reviewer's task lacks the writer's output")
+		}
+	}
+}
+
+func testFanOut(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	if got := len(tab.Rows); got != 4 {
+		t.Errorf("rows = %d, want three researchers and the total", got)
+	}
+}
+
+func testReviewLoop(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	var approved []string
+	for _, r := range tab.Rows {
+		approved = append(approved, r[4])
+		var v struct {
+			Approved *bool    `json:"approved"`
+			Issues   []string `json:"issues"`
+		}
+		if err := json.Unmarshal([]byte(r[3]), &v); err != nil || v.Approved == nil || v.Issues == nil {
+			t.Errorf("round %s: verdict %q is not a Verdict: %v", r[0], r[3], err)
+		}
+	}
+	if want := []string{"no", "no", "yes"}; !slices.Equal(approved, want) {
+		t.Errorf("approved = %q, want %q", approved, want)
+	}
+}
+
+func testReadOnlyExplorer(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	ex := agentNamed(t, runs["read-only-explorer"], "explorer")
+	for _, tc := range ex.Tools {
+		if slices.Contains([]string{"write_file", "edit_file", "delete", "task"}, tc.Name) {
+			t.Errorf("the explorer has %s", tc.Name)
+		}
+	}
+}
+
+func testFailureIsolation(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	tr := runs["failure-isolation"]
+	if r := receiptOf(t, tr, agentNamed(t, tr, "flaky")); !r.IsError {
+		t.Errorf("the failed child's receipt is not marked is_error: %q", r.Content)
+	}
+	if r := receiptOf(t, tr, agentNamed(t, tr, "steady")); r.IsError {
+		t.Errorf("the sibling's receipt is marked is_error: %q", r.Content)
+	}
+}
+
+func testLostUpdate(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	if got := runs["snapshot"].Files["/config.md"]; got != "retries = 1\n" {
+		t.Errorf("snapshot: /config.md = %q, want the edit lost", got)
+	}
+	if got := runs["delta"].Files["/config.md"]; got != "retries = 3\n" {
+		t.Errorf("delta: /config.md = %q, want the edit kept", got)
+	}
+	if _, ok := runs["snapshot"].Files["/old.md"]; !ok {
+		t.Error("snapshot: the deleted /old.md should survive")
+	}
+	if _, ok := runs["delta"].Files["/old.md"]; ok {
+		t.Error("delta: /old.md should be deleted")
+	}
+}
+
+// TestTablesFromTheStore computes every lesson's table from traces read
+// back from the store, as the web studio does: a stored trace must serve as
+// well as one built from the live log.
+func TestTablesFromTheStore(t *testing.T) {
+	t.Parallel()
+	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	runner := &session.Runner{DB: d}
+	type job struct {
+		lesson, variant string
+		tr              *trace.Trace
+		err             error
+	}
+	var (
+		jobs []*job
+		wg   sync.WaitGroup
+	)
+	for _, l := range All() {
+		for _, v := range l.Variants {
+			j := &job{lesson: l.Name, variant: v.Name}
+			jobs = append(jobs, j)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sc, err := scenario.Parse(v.Scenario)
+				if err != nil {
+					j.err = err
+					return
+				}
+				id, _, err := runner.Run(context.Background(), sc)
+				if err != nil {
+					j.err = err
+					return
+				}
+				j.tr, j.err = d.Trace(context.Background(), id)
+			}()
+		}
+	}
+	wg.Wait()
+	byLesson := map[string]map[string]*trace.Trace{}
+	for _, j := range jobs {
+		if j.err != nil {
+			t.Fatalf("%s/%s: %v", j.lesson, j.variant, j.err)
+		}
+		if byLesson[j.lesson] == nil {
+			byLesson[j.lesson] = map[string]*trace.Trace{}
+		}
+		byLesson[j.lesson][j.variant] = j.tr
+	}
+	for _, l := range All() {
+		tab, err := l.Table(byLesson[l.Name])
+		if err != nil {
+			t.Errorf("%s: %v", l.Name, err)
+			continue
+		}
+		for _, c := range tab.Checks {
+			if !c.OK {
+				t.Errorf("%s: check failed: %s (%s)", l.Name, c.Claim, c.Detail)
+			}
+		}
+	}
+}
+
+// TestScenarioFiles checks that every file in scenarios/ is a variant of
+// exactly one lesson.
+func TestScenarioFiles(t *testing.T) {
+	used := map[string]bool{}
+	for _, l := range All() {
+		for _, v := range l.Variants {
+			used[fileName(l.Name, v.Name)] = true
+		}
+	}
+	entries, err := fs.ReadDir(files, "scenarios")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !used[e.Name()] {
+			t.Errorf("%s belongs to no lesson", path.Join("scenarios", e.Name()))
+		}
+	}
+	if len(entries) != len(used) {
+		t.Errorf("%d files for %d variants", len(entries), len(used))
+	}
+}
+
+func TestTableNeedsEveryVariant(t *testing.T) {
+	l, err := Get("entry-cost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Table(map[string]*trace.Trace{}); err == nil || !strings.Contains(err.Error(), "1-step") {
+		t.Fatalf("err = %v, want one naming the missing variant", err)
 	}
 }
 
@@ -42,5 +614,12 @@ func TestGet(t *testing.T) {
 	}
 	if _, err := Get("nope"); err == nil || !strings.Contains(err.Error(), "order-number") {
 		t.Fatalf("err = %v", err)
+	}
+	names := []string{}
+	for _, l := range All() {
+		names = append(names, l.Name)
+	}
+	if !slices.IsSorted(names) {
+		t.Errorf("All() is not in name order: %q", names)
 	}
 }

@@ -1,0 +1,107 @@
+package lessons
+
+import (
+	"fmt"
+)
+
+var entryCost = lessonDef{
+	name:    "entry-cost",
+	title:   "The entry cost: the more the parent did, the more a fork reads",
+	article: "Article 2 (isolated or fork), §4",
+	description: "Article 2 (isolated or fork), §4: the same task sent to an isolated child and a fork child after " +
+		"the parent did 1, 4 and 8 steps. Look at the first-call input of each child: the isolated column does not " +
+		"move, the fork column grows by the same amount with every step the parent took — the fork's entry fee.",
+	variants: []variantDef{
+		{"1-step", "The parent did 1 step"},
+		{"4-step", "4 steps"},
+		{"8-step", "8 steps"},
+	},
+	table: entryCostTable,
+}
+
+// entry is what starting each child cost after some steps of the parent.
+type entry struct {
+	steps                       int
+	isoCtx, forkCtx             int // system prompt + messages
+	isoInput, forkInput         int // everything, tool definitions included
+	isoMsgs, forkMsgs, forkInhe int
+}
+
+func readEntry(v *view, steps int) (entry, error) {
+	e := entry{steps: steps}
+	for _, name := range []string{"iso", "fork"} {
+		a, err := v.agent(name)
+		if err != nil {
+			return e, err
+		}
+		c, err := v.firstCall(a.ID)
+		if err != nil {
+			return e, err
+		}
+		if name == "iso" {
+			e.isoCtx, e.isoInput, e.isoMsgs = contextTokens(c), c.InputTokens, v.messageCount(c)
+		} else {
+			e.forkCtx, e.forkInput, e.forkMsgs, e.forkInhe = contextTokens(c), c.InputTokens, v.messageCount(c), c.InheritedTokens
+		}
+	}
+	return e, nil
+}
+
+func entryCostTable(r runs) (Table, error) {
+	var es []entry
+	for _, x := range []struct {
+		name  string
+		steps int
+	}{{"1-step", 1}, {"4-step", 4}, {"8-step", 8}} {
+		e, err := readEntry(r.view(x.name), x.steps)
+		if err != nil {
+			return Table{}, err
+		}
+		es = append(es, e)
+	}
+	tab := Table{
+		Title: "Each child's first call, as the parent does more first",
+		Columns: []string{"the parent did", "isolated (tokens)", "fork (tokens)", "difference",
+			"isolated: whole input", "fork: whole input", "fork: messages"},
+	}
+	for _, e := range es {
+		tab.Rows = append(tab.Rows, []string{stepsCell(e.steps), itoa(e.isoCtx), itoa(e.forkCtx),
+			itoa(e.forkCtx - e.isoCtx), itoa(e.isoInput), itoa(e.forkInput), itoa(e.forkMsgs)})
+	}
+	one, four, eight := es[0], es[1], es[2]
+	perStep := float64(eight.forkCtx-one.forkCtx) / 7
+	tab.Article = &ArticleTable{
+		Columns: []string{"the parent did", "isolated (tokens)", "fork (tokens)", "difference"},
+		Rows: [][]string{
+			{"1 step", "12", "217", "205"},
+			{"4 steps", "12", "388", "376"},
+			{"8 steps", "12", "616", "604"},
+		},
+	}
+	tab.Note = fmt.Sprintf("Tokens here are the system prompt and the messages, as in the article (the whole input adds the tool "+
+		"definitions); our steps are our own, so the fork grows by %.0f tokens a step against the article's 57 or so.", perStep)
+	tab.Checks = append(tab.Checks,
+		check("the isolated child's entry cost is the same after 1, 4 and 8 steps",
+			one.isoCtx == four.isoCtx && four.isoCtx == eight.isoCtx && one.isoInput == eight.isoInput,
+			"%d, %d, %d tokens", one.isoCtx, four.isoCtx, eight.isoCtx),
+		check("the fork's entry cost grows with every step",
+			one.forkCtx < four.forkCtx && four.forkCtx < eight.forkCtx, "%d, %d, %d tokens", one.forkCtx, four.forkCtx, eight.forkCtx),
+		check("it grows linearly: the same amount per step from 1 to 4 as from 4 to 8",
+			(four.forkCtx-one.forkCtx)*4 == (eight.forkCtx-four.forkCtx)*3,
+			"%d over 3 steps, %d over 4 steps: %.1f tokens a step", four.forkCtx-one.forkCtx, eight.forkCtx-four.forkCtx, perStep),
+		check("the fork's growth is all inherited: the part of its opening that is its own stays the same",
+			one.forkCtx-one.forkInhe == eight.forkCtx-eight.forkInhe, "own part: %d and %d tokens",
+			one.forkCtx-one.forkInhe, eight.forkCtx-eight.forkInhe),
+		check("the fork reads two more messages for every step (the call and its result)",
+			four.forkMsgs-one.forkMsgs == 6 && eight.forkMsgs-four.forkMsgs == 8 && one.isoMsgs == 2 && eight.isoMsgs == 2,
+			"fork: %d, %d, %d messages; isolated: %d", one.forkMsgs, four.forkMsgs, eight.forkMsgs, one.isoMsgs),
+	)
+	return tab, nil
+}
+
+func stepsCell(n int) string {
+	if n == 1 {
+		return "1 step"
+	}
+	return fmt.Sprintf("%d steps", n)
+}

@@ -1,0 +1,127 @@
+package lessons
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/tokens"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+var orderNumber = lessonDef{
+	name:    "order-number",
+	title:   "Isolated vs fork: who can see the order number?",
+	article: "Article 2 (isolated or fork), §2 and §5",
+	description: "Article 2 (isolated or fork), §2 and §5: the same one-line task, 'Report the order number above', " +
+		"sent in one message to an isolated reporter and to a fork reporter. Look at the children's first calls: " +
+		"two messages and no A-7731 against nine messages with it, while the two task calls cost the parent " +
+		"exactly the same.",
+	table: orderNumberTable,
+}
+
+// callTokens is what one tool call costs in its message, counted the way the
+// engine counts a message: the call's name and its arguments, with the
+// session's tokenizer.
+func callTokens(t *trace.Trace, c trace.ToolCall) (int, error) {
+	counter, err := tokens.Get(t.Session.Tokenizer)
+	if err != nil {
+		return 0, err
+	}
+	return counter.Count(c.Name) + counter.Count(string(c.Args)), nil
+}
+
+func orderNumberTable(r runs) (Table, error) {
+	const order = "A-7731"
+	v := r.view("order-number")
+	type side struct {
+		d                                  *delegationRun
+		msgs, tokens, inherited, n, toolsN int
+		toolTok, callTok                   int
+		whole                              bool // the fork's context: the parent's list up to the call, then the task
+	}
+	read := func(name string) (side, error) {
+		d, err := oneChild(v, name)
+		if err != nil {
+			return side{}, err
+		}
+		c, err := v.firstCall(d.child.ID)
+		if err != nil {
+			return side{}, err
+		}
+		ct, err := callTokens(v.t, d.call)
+		if err != nil {
+			return side{}, err
+		}
+		ctx := v.context(c)
+		var before []string
+		for _, m := range v.list(d.main.ID) {
+			if m.ID == d.callMsg.ID {
+				break
+			}
+			before = append(before, m.ID)
+		}
+		var got []string
+		for _, m := range ctx[:max(len(ctx)-1, 0)] {
+			got = append(got, m.ID)
+		}
+		whole := len(ctx) > 0 && slices.Equal(got, before) && strings.HasSuffix(ctx[len(ctx)-1].Content, d.task) &&
+			ctx[len(ctx)-1].Kind == string(delegation.KindForkPreamble)
+		return side{d: d, msgs: v.messageCount(c), tokens: contextTokens(c), inherited: c.InheritedTokens,
+			n: v.occurrences(c, order), toolsN: len(c.Tools), toolTok: c.ToolTokens, callTok: ct, whole: whole}, nil
+	}
+	iso, err := read("iso-reporter")
+	if err != nil {
+		return Table{}, err
+	}
+	fork, err := read("fork-reporter")
+	if err != nil {
+		return Table{}, err
+	}
+	tab := Table{
+		Title:   "The reporters' first model calls, isolated and fork",
+		Columns: []string{"", "isolated", "fork"},
+		Rows: [][]string{
+			{"opening messages (system prompt + context)", itoa(iso.msgs), itoa(fork.msgs)},
+			{"opening tokens (system prompt + messages)", itoa(iso.tokens), itoa(fork.tokens)},
+			{"of which inherited from the parent", itoa(iso.inherited), itoa(fork.inherited)},
+			{"what it holds", "its prompt + the task", "the parent's whole conversation + the task"},
+			{"tool definitions", fmt.Sprintf("%d tools, %d tokens", iso.toolsN, iso.toolTok), fmt.Sprintf("%d tools, %d tokens", fork.toolsN, fork.toolTok)},
+			{order + " in its first call's context", itoa(iso.n), itoa(fork.n)},
+			{"its receipt", iso.d.receipt.Content, fork.d.receipt.Content},
+			{"the parent's task call (tokens)", itoa(iso.callTok), itoa(fork.callTok)},
+		},
+	}
+	tab.Article = &ArticleTable{
+		Columns: tab.Columns,
+		Rows: [][]string{
+			{"opening messages (system prompt + context)", "2", "9"},
+			{"opening tokens (system prompt + messages)", "12", "326"},
+			{"what it holds", "prompt + task description", "the parent's whole conversation + task description"},
+			{order + " in its first call's context", "0", "1"},
+			{"the parent's task call (tokens)", "36", "36"},
+		},
+	}
+	tab.Note = fmt.Sprintf("Our parent does one step before delegating where the article's did more, so the fork opens with %d messages "+
+		"and %d tokens rather than 9 and 326 (the entry-cost lesson shows the growth); the isolated 2 messages, the 0 against 1 "+
+		"occurrences and the equal cost to the parent match.", fork.msgs, fork.tokens)
+
+	tab.Checks = append(tab.Checks,
+		check("the isolated reporter starts from 2 messages: its system prompt and the task", iso.msgs == 2,
+			"%d messages", iso.msgs),
+		check("the fork reporter starts from the parent's whole conversation before the call, then the task",
+			fork.whole, "%d messages (system prompt + %d of the parent's + the task)", fork.msgs, fork.msgs-2),
+		check("the fork's opening costs many times the isolated one's", fork.tokens > 5*iso.tokens,
+			"%d against %d tokens", fork.tokens, iso.tokens),
+		check(order+" appears 0 times in the isolated reporter's context and once in the fork's", iso.n == 0 && fork.n == 1,
+			"isolated %d, fork %d", iso.n, fork.n),
+		check("only the fork can answer", !strings.Contains(iso.d.receipt.Content, order) && strings.Contains(fork.d.receipt.Content, order),
+			"isolated: %q; fork: %q", iso.d.receipt.Content, fork.d.receipt.Content),
+		check("the two task calls cost the parent the same", iso.callTok == fork.callTok && iso.d.task == fork.d.task,
+			"%d and %d tokens, the same description", iso.callTok, fork.callTok),
+		check("the isolated child has 7 tools without task; the fork the parent's 8",
+			iso.toolsN == 7 && fork.toolsN == 8 && hasToolNamed(fork.d.child.Tools, delegation.TaskToolName), "%d and %d", iso.toolsN, fork.toolsN),
+	)
+	return tab, nil
+}

@@ -1,0 +1,164 @@
+package lessons
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+var receipt = lessonDef{
+	name:    "receipt",
+	title:   "The receipt: the last message with text, or a structured response",
+	article: "Article 1 (the task tool), §2–§3",
+	description: "Article 1 (the task tool), §2–§3: what an isolated child starts from, and what comes back as " +
+		"its receipt. Compare the two runs: without a response_format the receipt is the child's last message " +
+		"with non-empty text (an earlier 'I just wrote a file' and an empty last message do not count), prose " +
+		"that does not parse; with response_format Findings the child gets an eighth tool named after the schema " +
+		"and the receipt is compact JSON.",
+	variants: []variantDef{
+		{"text", "No response_format"},
+		{"structured", "response_format Findings"},
+	},
+	table: receiptTable,
+}
+
+// parsesAsJSON is json.loads: does the text parse as a JSON document?
+func parsesAsJSON(s string) bool {
+	var v any
+	return json.Unmarshal([]byte(s), &v) == nil
+}
+
+// lastWithText is the receipt rule read back from the child's list: its last
+// assistant message with non-empty text, trailing white space trimmed.
+func lastWithText(list []trace.Message) (trace.Message, bool) {
+	for i := len(list) - 1; i >= 0; i-- {
+		m := list[i]
+		if m.Role == string(delegation.RoleAssistant) && strings.TrimSpace(m.Content) != "" {
+			m.Content = strings.TrimRight(m.Content, " \t\r\n")
+			return m, true
+		}
+	}
+	return trace.Message{}, false
+}
+
+func receiptTable(r runs) (Table, error) {
+	text, err := oneChild(r.view("text"), "analyst")
+	if err != nil {
+		return Table{}, err
+	}
+	st, err := oneChild(r.view("structured"), "analyst")
+	if err != nil {
+		return Table{}, err
+	}
+	// The Findings tool's size, as the model receives its definition: the team
+	// is rebuilt from the scenario the run used, with the engine's code.
+	sc, err := scenarioOf(st.v.t)
+	if err != nil {
+		return Table{}, err
+	}
+	findingsChars := 0
+	for _, d := range sc.Team.SubagentTools("analyst") {
+		if d.Name == "Findings" {
+			b, _ := json.Marshal(d)
+			findingsChars = chars(string(b))
+		}
+	}
+	tab := Table{
+		Title:   "What the spec says, and the receipt the parent gets",
+		Columns: []string{"the spec says", "the child's tools", "the receipt", "parses as JSON?"},
+		Rows: [][]string{
+			{"nothing", itoa(len(text.child.Tools)), text.receipt.Content, yesNo(parsesAsJSON(text.receipt.Content))},
+			{"response_format=Findings", fmt.Sprintf("%d (+%s, %d characters, %d tokens)", len(st.child.Tools), extraTool(st.child.Tools, text.child.Tools),
+				findingsChars, toolTokens(st.child.Tools, "Findings")),
+				st.receipt.Content, yesNo(parsesAsJSON(st.receipt.Content))},
+		},
+	}
+	tab.Article = &ArticleTable{
+		Columns: tab.Columns,
+		Rows: [][]string{
+			{"nothing", "7", "子 Agent 的最终报告：结论是 42。", "no"},
+			{"response_format=Findings", "8 (+Findings, 285 characters)", `{"findings":"3 条线索","confidence":0.82}`, "yes"},
+		},
+	}
+	tab.Note = "Our analyst's prose report is our own; the structured receipt is the article's, byte for byte."
+
+	// The isolated child's context.
+	first, err := text.v.firstCall(text.child.ID)
+	if err != nil {
+		return Table{}, err
+	}
+	ctx := text.v.context(first)
+	tab.Checks = append(tab.Checks,
+		check("the isolated child starts from its own system prompt and the task description, verbatim, and nothing of the parent's",
+			len(ctx) == 1 && ctx[0].Content == text.task && first.SystemPrompt == "Look into the question you are given and report what you found." &&
+				text.v.occurrences(first, text.v.t.Session.Prompt) == 0,
+			"%d message after the system prompt; the parent's question appears %d times", len(ctx), text.v.occurrences(first, text.v.t.Session.Prompt)))
+
+	// The receipt rule.
+	list := text.v.list(text.child.ID)
+	last := list[len(list)-1]
+	want, _ := lastWithText(list)
+	var earlier string
+	for _, m := range list {
+		if m.Role == string(delegation.RoleAssistant) && m.Content != "" && m.ID != want.ID {
+			earlier = m.Content
+			break
+		}
+	}
+	tab.Checks = append(tab.Checks,
+		check("the receipt is the child's last assistant message with non-empty text",
+			text.receipt.Content == want.Content && want.Content != "", "%q", clip(text.receipt.Content, 60)),
+		check("an earlier message with text ('I just wrote a file.') does not count", earlier != "" && !strings.Contains(text.receipt.Content, earlier),
+			"earlier: %q", earlier),
+		check("an empty last message is walked past", last.Role == string(delegation.RoleAssistant) && last.Content == "" && last.ID != want.ID,
+			"the child's last message: %q (%s)", last.Content, last.Role),
+		check("a prose receipt does not parse as JSON", !parsesAsJSON(text.receipt.Content), "json.loads fails"),
+	)
+
+	// The structured receipt.
+	var call trace.ToolCall
+	for _, m := range st.v.list(st.child.ID) {
+		for _, tc := range m.ToolCalls {
+			if tc.Name == "Findings" {
+				call = tc
+			}
+		}
+	}
+	var compact bytes.Buffer
+	_ = json.Compact(&compact, call.Args)
+	var got map[string]any
+	_ = json.Unmarshal([]byte(st.receipt.Content), &got)
+	_, hasF := got["findings"]
+	_, hasC := got["confidence"]
+	fin := events[delegation.DelegationFinished](st.v, delegation.EventDelegationFinished)
+	var held []string
+	if len(fin) > 0 {
+		held = fin[0].Data.HeldBack
+	}
+	tab.Checks = append(tab.Checks,
+		check("with a response_format the child gets one more tool, named after the schema's title",
+			len(st.child.Tools) == len(text.child.Tools)+1 && extraTool(st.child.Tools, text.child.Tools) == "Findings",
+			"%d tools against %d; the extra one: %s", len(st.child.Tools), len(text.child.Tools), extraTool(st.child.Tools, text.child.Tools)),
+		check("the structured receipt is the Findings call's arguments as compact JSON, and it parses",
+			st.receipt.Content == compact.String() && hasF && hasC, "%s", st.receipt.Content),
+		check("the structured response itself is held back: the parent gets only the receipt",
+			slices.Contains(held, "structured_response"), "held back: %s", strings.Join(held, ", ")),
+	)
+	return tab, nil
+}
+
+// extraTool names the tools of a that b lacks.
+func extraTool(a, b []trace.ToolCost) string {
+	var out []string
+	for _, t := range a {
+		if !hasToolNamed(b, t.Name) {
+			out = append(out, t.Name)
+		}
+	}
+	return strings.Join(out, ", ")
+}
