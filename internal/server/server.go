@@ -136,6 +136,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/sessions/:id/messages/:mid", s.messagePage) // one whole message (?fragment=1: just its body)
 	e.GET("/sessions/:id/calls/:cid", s.callPage)       // one model call's whole context
 	e.POST("/sessions/:id/stop", s.stopSession)         // stop a running session
+	e.GET("/lessons", s.lessonsPage)                    // every lesson
+	e.GET("/lessons/:name", s.lessonPage)               // a lesson, its runs (?runs=variant:id,…) and its table
+	e.POST("/lessons/:name/run", s.runLesson)           // run every variant of a lesson
 	e.GET("/compare", s.comparePage)                    // two sessions side by side (?a=ID&b=ID)
 	e.POST("/compare", s.bothModes)                     // run a lesson or session in both modes, then compare
 	e.GET("/sign-in", s.signInPage)                     // asks for the access token

@@ -512,3 +512,38 @@ func TestBothModes(t *testing.T) {
 		t.Fatalf("entry: isolated %d (%d inherited), fork %d (%d inherited)", isoEntry, isoInherited, forkEntry, forkInherited)
 	}
 }
+
+func TestLessonPage(t *testing.T) {
+	s := newStudio(t, "")
+	res, doc := s.get("/lessons")
+	if res.StatusCode != 200 || doc.Find(`[data-testid="lesson-list"] li`).Length() < 15 {
+		t.Fatalf("lessons page: %d, %d lessons", res.StatusCode, doc.Find(`[data-testid="lesson-list"] li`).Length())
+	}
+	res, _ = s.form("/lessons/entry-cost", "/lessons/entry-cost/run", url.Values{})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("run: %d", res.StatusCode)
+	}
+	loc, _ := url.Parse(res.Header.Get("Location"))
+	runs := strings.Split(loc.Query().Get("runs"), ",")
+	if len(runs) != 3 {
+		t.Fatalf("runs = %v, want the three variants", runs)
+	}
+	for _, r := range runs {
+		_, id, _ := strings.Cut(r, ":")
+		s.waitDone(id)
+	}
+	_, doc = s.get(loc.String())
+	table := doc.Find(`[data-testid="table-computed"] tbody tr`)
+	if table.Length() != 3 {
+		t.Fatalf("computed rows: %d", table.Length())
+	}
+	if doc.Find(`[data-testid="table-article"] tbody tr`).Length() != 3 {
+		t.Fatal("no article figures beside the computed table")
+	}
+	if doc.Find(`[data-testid="checks"] li.fail`).Length() != 0 || doc.Find(`[data-testid="checks"] li.ok`).Length() == 0 {
+		t.Fatalf("checks: %s", doc.Find(`[data-testid="checks"]`).Text())
+	}
+	if doc.Find(`[data-testid="chart"] polyline`).Length() != 2 {
+		t.Fatal("no entry cost chart with both modes")
+	}
+}

@@ -42,7 +42,7 @@ func Frame(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, " · Delegation Studio</title><link rel=\"stylesheet\" href=\"/static/app.css\"><script src=\"/static/app.js\" defer></script></head><body><header class=\"top\"><a class=\"brand\" href=\"/\">Delegation Studio</a><nav><a href=\"/\">Sessions</a> <a href=\"/teams\">Teams</a></nav></header><main>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, " · Delegation Studio</title><link rel=\"stylesheet\" href=\"/static/app.css\"><script src=\"/static/app.js\" defer></script></head><body><header class=\"top\"><a class=\"brand\" href=\"/\">Delegation Studio</a><nav><a href=\"/\">Sessions</a> <a href=\"/lessons\">Lessons</a> <a href=\"/teams\">Teams</a></nav></header><main>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

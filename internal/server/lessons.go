@@ -1,0 +1,167 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/lessons"
+	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/web/templates"
+)
+
+func (s *Server) lessonsPage(c echo.Context) error {
+	v := templates.LessonsPage{Page: s.page(c, "Lessons")}
+	for _, l := range lessons.All() {
+		v.Lessons = append(v.Lessons, templates.LessonOption{Name: l.Name, Title: l.Title, Description: l.Description})
+	}
+	return render(c, http.StatusOK, templates.LessonsPageView(v))
+}
+
+// runLesson starts every variant of a lesson and shows the lesson with
+// their sessions (?runs=variant:id,…).
+func (s *Server) runLesson(c echo.Context) error {
+	l, err := lessons.Get(c.Param("name"))
+	if err != nil {
+		return delegation.Errorf(delegation.ENOTFOUND, "%v", err)
+	}
+	var runs []string
+	for _, v := range l.Variants {
+		sc, err := scenario.Parse(v.Scenario)
+		if err != nil {
+			return err
+		}
+		id, err := s.runner.Start(c.Request().Context(), sc)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, v.Name+":"+id)
+	}
+	return c.Redirect(http.StatusSeeOther, "/lessons/"+url.PathEscape(l.Name)+"?runs="+url.QueryEscape(strings.Join(runs, ",")))
+}
+
+// lessonPage is a lesson: its explanation, its runs, and, once they are
+// done, the table computed from them beside the article's figures.
+func (s *Server) lessonPage(c echo.Context) error {
+	l, err := lessons.Get(c.Param("name"))
+	if err != nil {
+		return delegation.Errorf(delegation.ENOTFOUND, "%v", err)
+	}
+	v := templates.LessonPage{Page: s.page(c, l.Title), Name: l.Name, Title: l.Title, Description: l.Description, Article: l.Article}
+	ids := map[string]string{}
+	for _, pair := range strings.Split(c.QueryParam("runs"), ",") {
+		if name, id, ok := strings.Cut(pair, ":"); ok {
+			ids[name] = id
+		}
+	}
+	if len(ids) == 0 {
+		for _, variant := range l.Variants {
+			v.Variants = append(v.Variants, templates.LessonRun{Variant: variant.Name, Label: variant.Label})
+		}
+		return render(c, http.StatusOK, templates.LessonPageView(v))
+	}
+	traces := map[string]*trace.Trace{}
+	for _, variant := range l.Variants {
+		run := templates.LessonRun{Variant: variant.Name, Label: variant.Label, SessionID: ids[variant.Name]}
+		if run.SessionID != "" {
+			t, err := s.cfg.DB.Trace(c.Request().Context(), run.SessionID)
+			if err != nil {
+				return err
+			}
+			run.Status = t.Session.Status
+			v.Running = v.Running || t.Session.Status == delegation.StatusRunning
+			traces[variant.Name] = t
+		}
+		v.Variants = append(v.Variants, run)
+	}
+	if !v.Running && len(traces) == len(l.Variants) {
+		tbl, err := l.Table(traces)
+		if err != nil {
+			v.Error = "The table cannot be computed from these runs: " + err.Error()
+		} else {
+			v.Table = tableView(tbl)
+			v.Chart = entryChart(tbl)
+		}
+	}
+	return render(c, http.StatusOK, templates.LessonPageView(v))
+}
+
+func tableView(t lessons.Table) *templates.TableView {
+	tv := &templates.TableView{Title: t.Title, Columns: t.Columns, Rows: t.Rows, Note: t.Note}
+	if t.Article != nil {
+		tv.ArticleColumns, tv.ArticleRows = t.Article.Columns, t.Article.Rows
+	}
+	for _, ch := range t.Checks {
+		tv.Checks = append(tv.Checks, templates.CheckView{Claim: ch.Claim, Detail: ch.Detail, OK: ch.OK})
+	}
+	return tv
+}
+
+var firstNumber = regexp.MustCompile(`-?\d[\d,]*`)
+
+func number(cell string) (int, bool) {
+	m := firstNumber.FindString(cell)
+	if m == "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.ReplaceAll(m, ",", ""))
+	return n, err == nil
+}
+
+// entryChart draws a table whose rows are the parent's steps and which has
+// an isolated and a fork column — the entry cost lesson — as a line chart
+// of entry cost against parent steps, for both modes.
+func entryChart(t lessons.Table) *templates.Chart {
+	iso, fork := -1, -1
+	for i, col := range t.Columns {
+		lc := strings.ToLower(col)
+		switch {
+		case iso < 0 && strings.Contains(lc, "isolated"):
+			iso = i
+		case fork < 0 && strings.Contains(lc, "fork"):
+			fork = i
+		}
+	}
+	if iso < 0 || fork < 0 || len(t.Rows) < 2 {
+		return nil
+	}
+	type pt struct{ x, y int }
+	var isoPts, forkPts []pt
+	maxX, maxY := 1, 1
+	for _, r := range t.Rows {
+		x, okX := number(r[0])
+		yi, okI := number(r[iso])
+		yf, okF := number(r[fork])
+		if !okX || !okI || !okF {
+			return nil
+		}
+		isoPts, forkPts = append(isoPts, pt{x, yi}), append(forkPts, pt{x, yf})
+		maxX, maxY = max(maxX, x), max(maxY, yi, yf)
+	}
+	const w, h, left, bottom, top, right = 520, 260, 50, 30, 10, 10
+	px := func(x int) int { return left + x*(w-left-right)/maxX }
+	py := func(y int) int { return h - bottom - y*(h-bottom-top)/maxY }
+	c := &templates.Chart{Title: "Entry cost (tokens of the child's first call) against the parent's steps before it delegates",
+		XLabel: "parent steps", YLabel: "tokens", Width: w, Height: h}
+	series := func(name, class string, pts []pt) templates.ChartSeries {
+		s := templates.ChartSeries{Name: name, Class: class}
+		for _, p := range pts {
+			s.Points = append(s.Points, templates.ChartPoint{X: px(p.x), Y: py(p.y), Label: strconv.Itoa(p.x) + " steps: " + strconv.Itoa(p.y) + " tokens"})
+		}
+		return s
+	}
+	c.Series = []templates.ChartSeries{series("isolated", "isolated", isoPts), series("fork", "fork", forkPts)}
+	for _, p := range forkPts {
+		c.XTicks = append(c.XTicks, templates.ChartTick{Pos: px(p.x), Label: strconv.Itoa(p.x)})
+	}
+	for _, y := range []int{0, maxY / 2, maxY} {
+		c.YTicks = append(c.YTicks, templates.ChartTick{Pos: py(y), Label: strconv.Itoa(y)})
+	}
+	return c
+}
