@@ -1,13 +1,14 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/delegationstudio/studio/internal/benchdata"
 )
 
 // BenchmarkPeakRSS runs the studio binary on the 200 + 50 step scenario,
@@ -19,7 +20,7 @@ func BenchmarkPeakRSS(b *testing.B) {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
 	scen := filepath.Join(dir, "bench.json")
-	if err := os.WriteFile(scen, benchScenario(200, 50), 0o644); err != nil {
+	if err := os.WriteFile(scen, benchdata.LongScenario(200, 50), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	var peak int64
@@ -34,26 +35,4 @@ func BenchmarkPeakRSS(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(peak)/1024, "peak-RSS-MB")
-}
-
-func benchScenario(mainSteps, childSteps int) []byte {
-	turn := func(i int, who string) map[string]any {
-		return map[string]any{"content": fmt.Sprintf("Looking at step %d.", i), "tool_calls": []any{map[string]any{
-			"name": "write_file", "args": map[string]any{"file_path": fmt.Sprintf("/%s/notes-%d.md", who, i),
-				"content": fmt.Sprintf("Step %d: the checksum of block %d is 0x%x.", i, i, i*7919)}}}}
-	}
-	var main, child []any
-	for i := 0; i < mainSteps-1; i++ {
-		main = append(main, turn(i, "main"))
-	}
-	main = append(main, map[string]any{"tool_calls": []any{map[string]any{"name": "task", "args": map[string]any{
-		"description": "Report the largest checksum.", "subagent_type": "general-purpose"}}}}, map[string]any{"content": "Done."})
-	for i := 0; i < childSteps-1; i++ {
-		child = append(child, turn(i, "child"))
-	}
-	child = append(child, map[string]any{"content": "0x1792f"})
-	doc, _ := json.Marshal(map[string]any{"name": "bench", "prompt": "Go.", "agent": map[string]any{"max_steps": mainSteps + 10},
-		"subagents": []any{map[string]any{"name": "general-purpose", "description": "Does the work.", "max_steps": childSteps + 10}},
-		"script":    map[string]any{"main": main, "general-purpose": []any{child}}})
-	return doc
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/delegationstudio/studio/internal/benchdata"
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/scenario"
@@ -109,39 +110,9 @@ func BenchmarkEnginePersistedBroadcast(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*251), "ns/model-call")
 }
 
-// longScenario is internal/session's benchmark scenario: a main agent of
-// mainSteps tool-call steps whose last delegates to a child of childSteps.
 func longScenario(tb testing.TB, mainSteps, childSteps int) *scenario.Scenario {
 	tb.Helper()
-	turn := func(i int, who string) map[string]any {
-		var call map[string]any
-		switch i % 3 {
-		case 0:
-			call = map[string]any{"name": "write_file", "args": map[string]any{"file_path": fmt.Sprintf("/%s/notes-%d.md", who, i),
-				"content": fmt.Sprintf("Step %d: the parser reads the header, then the body; the checksum of block %d is 0x%x.", i, i, i*7919)}}
-		case 1:
-			call = map[string]any{"name": "read_file", "args": map[string]any{"file_path": fmt.Sprintf("/%s/notes-%d.md", who, i-1)}}
-		default:
-			call = map[string]any{"name": "grep", "args": map[string]any{"pattern": "checksum", "path": "/" + who, "output_mode": "count"}}
-		}
-		return map[string]any{"content": fmt.Sprintf("Looking at step %d.", i), "tool_calls": []any{call}}
-	}
-	var main, child []any
-	for i := 0; i < mainSteps-1; i++ {
-		main = append(main, turn(i, "main"))
-	}
-	main = append(main, map[string]any{"tool_calls": []any{map[string]any{"name": "task", "args": map[string]any{
-		"description": "Summarize every checksum in /main and report the largest.", "subagent_type": "general-purpose"}}}},
-		map[string]any{"content": "Done."})
-	for i := 0; i < childSteps-1; i++ {
-		child = append(child, turn(i, "child"))
-	}
-	child = append(child, map[string]any{"content": "The largest checksum is 0x1792f."})
-	doc, _ := json.Marshal(map[string]any{"name": "bench", "prompt": "Work through the notes, then delegate.",
-		"agent":     map[string]any{"max_steps": mainSteps + 10},
-		"subagents": []any{map[string]any{"name": "general-purpose", "description": "Does the work.", "max_steps": childSteps + 10}},
-		"script":    map[string]any{"main": main, "general-purpose": []any{child}}})
-	sc, err := scenario.Parse(doc)
+	sc, err := scenario.Parse(benchdata.LongScenario(mainSteps, childSteps))
 	if err != nil {
 		tb.Fatal(err)
 	}

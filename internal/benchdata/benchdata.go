@@ -1,0 +1,51 @@
+// Package benchdata makes the scenario the benchmarks share, so the engine,
+// the server and the binary are measured on the same work.
+package benchdata
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// LongScenario is the scenario of the engine benchmark: a main agent of
+// mainSteps tool-call steps (writing, reading and searching notes) whose
+// last step delegates to a general-purpose child of childSteps steps,
+// scripted and instant.
+func LongScenario(mainSteps, childSteps int) []byte {
+	turn := func(i int, who string) map[string]any {
+		var call map[string]any
+		switch i % 3 {
+		case 0:
+			call = map[string]any{"name": "write_file", "args": map[string]any{
+				"file_path": fmt.Sprintf("/%s/notes-%d.md", who, i),
+				"content":   fmt.Sprintf("Step %d: the parser reads the header, then the body; the checksum of block %d is 0x%x.", i, i, i*7919)}}
+		case 1:
+			call = map[string]any{"name": "read_file", "args": map[string]any{"file_path": fmt.Sprintf("/%s/notes-%d.md", who, i-1)}}
+		default:
+			call = map[string]any{"name": "grep", "args": map[string]any{"pattern": "checksum", "path": "/" + who, "output_mode": "count"}}
+		}
+		return map[string]any{"content": fmt.Sprintf("Looking at step %d.", i), "tool_calls": []any{call}}
+	}
+	var main, child []any
+	for i := 0; i < mainSteps-1; i++ {
+		main = append(main, turn(i, "main"))
+	}
+	main = append(main,
+		map[string]any{"tool_calls": []any{map[string]any{"name": "task", "args": map[string]any{
+			"description": "Summarize every checksum in /main and report the largest.", "subagent_type": "general-purpose"}}}},
+		map[string]any{"content": "The helper reported the largest checksum."})
+	for i := 0; i < childSteps-1; i++ {
+		child = append(child, turn(i, "child"))
+	}
+	child = append(child, map[string]any{"content": "The largest checksum is 0x1792f."})
+	doc, err := json.Marshal(map[string]any{
+		"name": "bench", "prompt": "Work through the notes, then delegate the summary.",
+		"agent":     map[string]any{"max_steps": mainSteps + 10},
+		"subagents": []any{map[string]any{"name": "general-purpose", "description": "Does the work.", "max_steps": childSteps + 10}},
+		"script":    map[string]any{"main": main, "general-purpose": []any{child}},
+	})
+	if err != nil {
+		panic(err) // plain maps of strings and numbers always encode
+	}
+	return doc
+}
