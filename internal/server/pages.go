@@ -82,6 +82,22 @@ func readFormFile(fh *multipart.FileHeader) (string, error) {
 	return string(b), err
 }
 
+// badInput reports whether err is the user's to fix (the form comes back
+// with it) rather than ours.
+func badInput(err error) bool {
+	code := delegation.ErrorCode(err)
+	return code == delegation.EINVALID || code == delegation.ETOOLARGE
+}
+
+// typed is what a form sends back of a document the user gave: all of it,
+// unless it is too big to send back.
+func typed(doc string) string {
+	if len(doc) > 1<<20 {
+		return ""
+	}
+	return doc
+}
+
 func fieldErrors(err error) []templates.FieldError {
 	var out []templates.FieldError
 	var fe delegation.FieldErrors
@@ -120,14 +136,14 @@ func (s *Server) startSession(c echo.Context) error {
 	}
 	id, err := s.start(c, []byte(doc), c.FormValue("endpoint"))
 	if err != nil {
-		if code := delegation.ErrorCode(err); code != delegation.EINVALID && code != delegation.ETOOLARGE {
+		if !badInput(err) {
 			return err
 		}
 		v, verr := s.sessionsPageView(c)
 		if verr != nil {
 			return verr
 		}
-		v.Scenario, v.ScenarioErrs = doc, fieldErrors(err)
+		v.Scenario, v.ScenarioErrs = typed(doc), fieldErrors(err)
 		return render(c, http.StatusBadRequest, templates.SessionsPageView(v, s.now()))
 	}
 	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
@@ -164,16 +180,14 @@ func (s *Server) importTrace(c echo.Context) error {
 	}
 	id, err := s.runner.Import(c.Request().Context(), []byte(doc))
 	if err != nil {
-		if code := delegation.ErrorCode(err); code != delegation.EINVALID && code != delegation.ETOOLARGE {
+		if !badInput(err) {
 			return err
 		}
 		v, verr := s.sessionsPageView(c)
 		if verr != nil {
 			return verr
 		}
-		if len(doc) <= 1<<20 { // keep what was typed, unless it is too big to send back
-			v.TraceText = doc
-		}
+		v.TraceText = typed(doc)
 		v.TraceErrs = fieldErrors(err)
 		return render(c, http.StatusBadRequest, templates.SessionsPageView(v, s.now()))
 	}

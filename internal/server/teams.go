@@ -206,16 +206,14 @@ func (s *Server) importTeam(c echo.Context) error {
 	}
 	id, err := s.storeTeamDoc(c, []byte(doc))
 	if err != nil {
-		if code := delegation.ErrorCode(err); code != delegation.EINVALID && code != delegation.ETOOLARGE {
+		if !badInput(err) {
 			return err
 		}
 		v, verr := s.teamsPageView(c)
 		if verr != nil {
 			return verr
 		}
-		if len(doc) <= 1<<20 { // keep what was typed, unless it is too big to send back
-			v.ImportText = doc
-		}
+		v.ImportText = typed(doc)
 		v.ImportErrs = fieldErrors(err)
 		return render(c, http.StatusBadRequest, templates.TeamsPageView(v, s.now()))
 	}
@@ -299,13 +297,19 @@ func parseTeamDoc(doc []byte) (scenario.File, error) {
 	return f, nil
 }
 
-func (s *Server) duplicateTeam(c echo.Context) error {
-	ctx := c.Request().Context()
-	t, err := s.cfg.DB.Team(ctx, c.Param("id"))
+// loadTeam reads the team of the request's :id, and its scenario.
+func (s *Server) loadTeam(c echo.Context) (*db.Team, scenario.File, error) {
+	t, err := s.cfg.DB.Team(c.Request().Context(), c.Param("id"))
 	if err != nil {
-		return err
+		return nil, scenario.File{}, err
 	}
 	f, err := decodeTeam(t)
+	return t, f, err
+}
+
+func (s *Server) duplicateTeam(c echo.Context) error {
+	ctx := c.Request().Context()
+	_, f, err := s.loadTeam(c)
 	if err != nil {
 		return err
 	}
@@ -353,11 +357,7 @@ func (s *Server) exportTeam(c echo.Context) error {
 // the problems at their fields.
 func (s *Server) runTeam(c echo.Context) error {
 	ctx := c.Request().Context()
-	t, err := s.cfg.DB.Team(ctx, c.Param("id"))
-	if err != nil {
-		return err
-	}
-	f, err := decodeTeam(t)
+	t, f, err := s.loadTeam(c)
 	if err != nil {
 		return err
 	}
