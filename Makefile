@@ -55,6 +55,9 @@ FUZZTIME ?= 60000x
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchesReference$$' -fuzztime=$(FUZZTIME) ./internal/tokens/
 	$(GO) test -run='^$$' -fuzz='^FuzzImport$$' -fuzztime=$(FUZZTIME) ./internal/db/
+	$(GO) test -run='^$$' -fuzz='^FuzzScenario$$' -fuzztime=$(FUZZTIME) ./internal/scenario/
+	$(GO) test -run='^$$' -fuzz='^FuzzToolArgs$$' -fuzztime=$(FUZZTIME) ./internal/delegation/
+	$(GO) test -run='^$$' -fuzz='^FuzzLiveParams$$' -fuzztime=$(FUZZTIME) ./internal/server/
 
 generate:
 	$(GO) tool templ generate -path web/templates

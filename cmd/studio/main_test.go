@@ -277,3 +277,11 @@ func TestRunAgainstAnEndpoint(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+func TestServeRefusesToListenBeyondLoopbackWithoutAToken(t *testing.T) {
+	t.Setenv("STUDIO_TOKEN", "")
+	code, _, errOut := studio(t, "serve", "--addr", "0.0.0.0:0", "--db", filepath.Join(t.TempDir(), "s.db"))
+	if code != exitUsage || !strings.Contains(errOut, "set an access token with --token or STUDIO_TOKEN") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
