@@ -108,7 +108,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	printWarnings(stderr, sc.Warnings)
 	fmt.Fprintf(stdout, "%s: valid: %d subagents (%s), tokenizer %s, model %s\n",
-		path, len(sc.Team.Subagents), joinComma(sc.Team.Names()), sc.Tokenizer(), sc.Provider)
+		path, len(sc.Team.Subagents), strings.Join(sc.Team.Names(), ", "), sc.Tokenizer(), sc.Provider)
 	return exitOK
 }
 

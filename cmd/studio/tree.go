@@ -15,14 +15,14 @@ func printTree(w io.Writer, t *trace.Trace) {
 	root := session.Tree(t)
 	fmt.Fprintf(w, "session %s: %s · %d agents · %d model calls · %s input tokens (%s)\n",
 		t.Session.Name, t.Session.Status, len(t.Agents), len(t.ModelCalls), thousands(root.SubtreeTokens), t.Session.Tokenizer)
-	fmt.Fprintf(w, "prompt: %s\n\n", oneLine(t.Session.Prompt, 100))
+	fmt.Fprintf(w, "prompt: %s\n\n", session.Excerpt(t.Session.Prompt, 100))
 	printNode(w, root, "", "")
 	if t.Session.Error != "" {
 		fmt.Fprintf(w, "\nerror: %s\n", t.Session.Error)
 	}
 	for i := len(t.Messages) - 1; i >= 0; i-- {
 		if m := t.Messages[i]; m.AgentID == "main" && m.Role == "assistant" && strings.TrimSpace(m.Content) != "" {
-			fmt.Fprintf(w, "\nanswer: %s\n", oneLine(m.Content, 200))
+			fmt.Fprintf(w, "\nanswer: %s\n", session.Excerpt(m.Content, 200))
 			break
 		}
 	}
@@ -39,7 +39,7 @@ func printNode(w io.Writer, n *session.Node, first, rest string) {
 	}
 	status := a.Status
 	if a.Error != "" {
-		status += ": " + oneLine(a.Error, 80)
+		status += ": " + session.Excerpt(a.Error, 80)
 	}
 	fmt.Fprintf(w, "%s%s%s  %s  %s  %s tokens in", first, a.Name, mode, status, plural(n.Calls, "step"), thousands(n.OwnTokens))
 	if n.SubtreeTokens != n.OwnTokens {
@@ -53,12 +53,12 @@ func printNode(w io.Writer, n *session.Node, first, rest string) {
 	}
 	fmt.Fprintln(w)
 	if a.ParentID != nil {
-		fmt.Fprintf(w, "%s    task:    %q\n", rest, oneLine(n.Task, 90))
+		fmt.Fprintf(w, "%s    task:    %q\n", rest, session.Excerpt(n.Task, 90))
 		label := "receipt:"
 		if n.ReceiptIsError {
 			label = "receipt (error):"
 		}
-		fmt.Fprintf(w, "%s    %s %q\n", rest, label, oneLine(n.Receipt, 90))
+		fmt.Fprintf(w, "%s    %s %q\n", rest, label, session.Excerpt(n.Receipt, 90))
 	}
 	type item struct {
 		child   *session.Node
@@ -81,16 +81,8 @@ func printNode(w io.Writer, n *session.Node, first, rest string) {
 			continue
 		}
 		r := it.refusal
-		fmt.Fprintf(w, "%s%s✗ %s  refused (%s): %q\n", rest, branch, r.SubagentType, r.Reason, oneLine(r.Message, 80))
+		fmt.Fprintf(w, "%s%s✗ %s  refused (%s): %q\n", rest, branch, r.SubagentType, r.Reason, session.Excerpt(r.Message, 80))
 	}
-}
-
-func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > max {
-		return string(r[:max-1]) + "…"
-	}
-	return s
 }
 
 func plural(n int, word string) string {
@@ -107,5 +99,3 @@ func thousands(n int) string {
 	}
 	return s
 }
-
-func joinComma(s []string) string { return strings.Join(s, ", ") }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -500,24 +501,13 @@ func (e *Engine) runTool(a *agent, c ToolCall) (string, bool) {
 		for i, x := range a.tools {
 			names[i] = x.def.Name
 		}
-		return fmt.Sprintf("Unknown tool '%s'. Your tools are: %s.", c.Name, joinNames(names)), true
+		return fmt.Sprintf("Unknown tool '%s'. Your tools are: %s.", c.Name, strings.Join(names, ", ")), true
 	}
 	out, err := t.run(a.ws, c.Args)
 	if err != nil {
 		return err.Error(), true
 	}
 	return out, false
-}
-
-func joinNames(names []string) string {
-	s := ""
-	for i, n := range names {
-		if i > 0 {
-			s += ", "
-		}
-		s += n
-	}
-	return s
 }
 
 // planChild handles a task call up to the child's start (delegation.md §3):

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -199,7 +200,7 @@ func (sc *Scenario) checkModel() delegation.FieldErrors {
 		if sc.Team != nil && parsed != nil {
 			for _, key := range parsed.Keys() {
 				if key != "main" && sc.Team.Subagent(key) == nil {
-					sc.Warnings.Add("script."+key, "names no agent of the team (the agents are main, %s); its turns will never be played", joinNames(sc.Team.Names()))
+					sc.Warnings.Add("script."+key, "names no agent of the team (the agents are main, %s); its turns will never be played", strings.Join(sc.Team.Names(), ", "))
 				}
 			}
 		}
@@ -262,17 +263,6 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func joinNames(names []string) string {
-	var b bytes.Buffer
-	for i, n := range names {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(n)
-	}
-	return b.String()
 }
 
 // WithEndpoint points a scenario at an OpenAI-compatible endpoint: its team

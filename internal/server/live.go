@@ -153,9 +153,9 @@ func pagePatches(t *trace.Trace, ev delegation.Event, sp trace.Split) []patch {
 		if c := findCall(t, sp.Finished.ModelCallID); c != nil {
 			r := lightRow(t, *c)
 			if out := findMessage(t, sp.Finished.OutputMessageID); out != nil {
-				r.OutputTokens, r.Output = out.Tokens, oneLine(out.Content, 160)
+				r.OutputTokens, r.Output = out.Tokens, session.Excerpt(out.Content, 160)
 				for _, tc := range out.ToolCalls {
-					r.ToolCalls = append(r.ToolCalls, tc.Name+" "+oneLine(readableJSON(tc.Args), 80))
+					r.ToolCalls = append(r.ToolCalls, tc.Name+" "+session.Excerpt(readableJSON(tc.Args), 80))
 				}
 			}
 			// An attribute selector: call ids hold dots, which "#…" would read as classes.

@@ -128,11 +128,6 @@ func preview(s string, n int) (string, bool) {
 	return s[:cut] + "…", true
 }
 
-func oneLine(s string, n int) string {
-	p, _ := preview(strings.Join(strings.Fields(s), " "), n)
-	return p
-}
-
 // timelineRow is a model call as a row of the timeline.
 func (m *pageModel) timelineRow(c trace.ModelCall) templates.TimelineRow {
 	r := templates.TimelineRow{CallID: c.ID, AgentID: c.AgentID, AgentName: m.agentName(c.AgentID), Purpose: c.Purpose,
@@ -141,9 +136,9 @@ func (m *pageModel) timelineRow(c trace.ModelCall) templates.TimelineRow {
 	if c.OutputMessageID != nil {
 		if out := m.byID[*c.OutputMessageID]; out != nil {
 			r.OutputTokens = out.Tokens
-			r.Output = oneLine(out.Content, 160)
+			r.Output = session.Excerpt(out.Content, 160)
 			for _, tc := range out.ToolCalls {
-				r.ToolCalls = append(r.ToolCalls, tc.Name+" "+oneLine(readableJSON(tc.Args), 80))
+				r.ToolCalls = append(r.ToolCalls, tc.Name+" "+session.Excerpt(readableJSON(tc.Args), 80))
 			}
 		}
 	} else if c.Error == "" && c.Purpose != string(delegation.PurposeSummary) {

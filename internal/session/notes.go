@@ -62,7 +62,7 @@ func Notes(t *trace.Trace) []Note {
 				"%s (%s) came back with an empty receipt: its last message had no text, so its caller learned nothing. Its prompt should ask for the whole answer in the final message.", d.SubagentType, d.ChildID)})
 		case !r.IsError && !usedLater(lists[parent], receiptIdx[d.ToolCallID], r.Content):
 			notes = append(notes, Note{Kind: "unused_receipt", AgentID: d.ChildID, Text: fmt.Sprintf(
-				"Nothing %s said afterwards draws on %s's receipt (%q): was the delegation needed, or did the report not answer the task?", parent, d.ChildID, oneLine(r.Content, 60))})
+				"Nothing %s said afterwards draws on %s's receipt (%q): was the delegation needed, or did the report not answer the task?", parent, d.ChildID, Excerpt(r.Content, 60))})
 		}
 		if d.Mode == delegation.ModeIsolated {
 			if w := deictic.FindString(d.Description); w != "" {
@@ -178,7 +178,9 @@ func fanOutNotes(t *trace.Trace, lists map[string][]trace.Message) []Note {
 	return notes
 }
 
-func oneLine(s string, n int) string {
+// Excerpt is s on one line, white space folded, cut to at most n runes with
+// an ellipsis: how a view quotes a message in a line.
+func Excerpt(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
