@@ -161,7 +161,15 @@ type SessionPage struct {
 	Notes                                             []string
 }
 
-func itoa(n int) string           { return strconv.Itoa(n) }
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// plural writes "1 message" or "3 messages".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
 func i64(n int64) string          { return strconv.FormatInt(n, 10) }
 func sessionURL(id string) string { return "/sessions/" + id }
 
