@@ -63,6 +63,8 @@ type Subagent struct {
 	Mode           string          `json:"mode,omitempty"`
 	Tools          []string        `json:"tools,omitempty"`
 	Model          string          `json:"model,omitempty"`
+	BaseURL        string          `json:"base_url,omitempty"`    // an endpoint of its own; "" means its parent's
+	APIKeyEnv      string          `json:"api_key_env,omitempty"` // that endpoint's key variable; "" means the scenario's
 	Skills         []string        `json:"skills,omitempty"`
 	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
 	MaxSteps       int             `json:"max_steps,omitempty"`

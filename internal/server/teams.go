@@ -512,7 +512,7 @@ func readTeamForm(v url.Values) templates.TeamForm {
 		get := func(field string) string { return v.Get(templates.SubKey(i, field)) }
 		form.Subagents = append(form.Subagents, templates.SubagentForm{
 			Name: get("name"), Description: get("description"), SystemPrompt: get("system_prompt"), Mode: get("mode"),
-			Tools: v[templates.SubKey(i, "tools")], Model: get("model"), Skills: get("skills"),
+			Tools: v[templates.SubKey(i, "tools")], Model: get("model"), BaseURL: get("base_url"), APIKeyEnv: get("api_key_env"), Skills: get("skills"),
 			MaxSteps: get("max_steps"), TimeoutMS: get("timeout_ms"), ResponseFormat: get("response_format"),
 		})
 	}
@@ -591,6 +591,7 @@ func formFile(form templates.TeamForm) (scenario.File, delegation.FieldErrors) {
 		sub := scenario.Subagent{
 			Name: strings.TrimSpace(sf.Name), Description: sf.Description, SystemPrompt: sf.SystemPrompt,
 			Mode: strings.TrimSpace(sf.Mode), Model: strings.TrimSpace(sf.Model),
+			BaseURL: strings.TrimSpace(sf.BaseURL), APIKeyEnv: strings.TrimSpace(sf.APIKeyEnv),
 			MaxSteps:  num(templates.SubKey(i, "max_steps"), "max_steps", sf.MaxSteps),
 			TimeoutMS: num(templates.SubKey(i, "timeout_ms"), "timeout_ms", sf.TimeoutMS),
 		}
@@ -653,7 +654,7 @@ func fileForm(f scenario.File) templates.TeamForm {
 	for _, s := range f.Subagents {
 		form.Subagents = append(form.Subagents, templates.SubagentForm{
 			Name: s.Name, Description: s.Description, SystemPrompt: s.SystemPrompt, Mode: s.Mode,
-			Tools: s.Tools, Model: s.Model, Skills: strings.Join(s.Skills, ", "),
+			Tools: s.Tools, Model: s.Model, BaseURL: s.BaseURL, APIKeyEnv: s.APIKeyEnv, Skills: strings.Join(s.Skills, ", "),
 			MaxSteps: numText(s.MaxSteps), TimeoutMS: numText(s.TimeoutMS), ResponseFormat: indentJSON(s.ResponseFormat),
 		})
 	}

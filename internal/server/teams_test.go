@@ -844,3 +844,23 @@ func TestTeamErrorsFindTheirFields(t *testing.T) {
 		t.Errorf("ErrorCount = %d, want 8", got)
 	}
 }
+
+func TestSubagentEndpointRoundTrip(t *testing.T) {
+	s := teamStudio(t)
+	doc := `{"name": "split", "prompt": "go", "model": {"provider": "openai", "model": "big"},
+		"subagents": [{"name": "local", "description": "runs nearby", "model": "small",
+		  "base_url": "http://127.0.0.1:8080/v1", "api_key_env": "LOCAL_KEY"}]}`
+	res, _ := s.form("/teams", "/teams/import", url.Values{"team": {doc}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("import: %d", res.StatusCode)
+	}
+	loc := res.Header.Get("Location")
+	_, page := s.get(loc)
+	if got, _ := page.Find(`input[name="subagents[0].base_url"]`).Attr("value"); got != "http://127.0.0.1:8080/v1" {
+		t.Fatalf("the form shows base_url %q", got)
+	}
+	r, body := s.api("GET", loc+"/export", "", nil)
+	if r.StatusCode != 200 || !strings.Contains(string(body), `"base_url": "http://127.0.0.1:8080/v1"`) || !strings.Contains(string(body), `"api_key_env": "LOCAL_KEY"`) {
+		t.Fatalf("export %d: %s", r.StatusCode, body)
+	}
+}

@@ -79,6 +79,7 @@ type SubagentForm struct {
 	Size                                  Size // of the system prompt
 	Tools                                 []string
 	Model                                 string
+	BaseURL, APIKeyEnv                    string // an endpoint of its own, and its key variable
 	Skills                                string // comma-separated
 	MaxSteps, TimeoutMS                   string
 	ResponseFormat                        string // JSON, as typed
@@ -166,7 +167,7 @@ func (f *TeamForm) inputKeys() map[string]bool {
 		keys[k] = true
 	}
 	for i := range f.Subagents {
-		for _, k := range []string{"", "name", "description", "system_prompt", "mode", "tools", "model", "skills",
+		for _, k := range []string{"", "name", "description", "system_prompt", "mode", "tools", "model", "base_url", "api_key_env", "skills",
 			"max_steps", "timeout_ms", "response_format"} {
 			keys[SubKey(i, k)] = true
 		}
