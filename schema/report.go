@@ -325,13 +325,13 @@ func typeName(t string) string {
 
 // display shows a value in a message: scalars as JSON, containers by type.
 func display(v any) string {
-	switch v := v.(type) {
+	switch s := v.(type) {
 	case map[string]any:
 		return "an object"
 	case []any:
 		return "an array"
 	case string:
-		if r := []rune(v); len(r) > 40 {
+		if r := []rune(s); len(r) > 40 {
 			v = string(r[:37]) + "..."
 		}
 	}

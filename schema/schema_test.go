@@ -266,3 +266,10 @@ func TestSuggest(t *testing.T) {
 		}
 	}
 }
+
+func TestLongValuesAreShortenedInMessages(t *testing.T) {
+	long := strings.Repeat("x", 100)
+	if got := display(long); got != `"`+strings.Repeat("x", 37)+`..."` {
+		t.Fatalf("display = %s", got)
+	}
+}

@@ -27,7 +27,6 @@ type fakeTurn struct {
 	err     error
 	panic   string
 	delay   time.Duration
-	when    func(req *Request) bool // optional: pick this turn only when it holds (first match)
 }
 
 type recorded struct {

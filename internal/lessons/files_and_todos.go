@@ -75,7 +75,7 @@ func filesAndTodosTable(r runs) (Table, error) {
 			slices.Equal(fin.HeldBack, []string{"messages", "todos", "structured_response"}), "held back: %s", strings.Join(fin.HeldBack, ", ")),
 		check("the file the child wrote is in the parent's files", hasFile, "/child.md: %q", v.t.Files["/child.md"]),
 		check("the parent's list holds its task call and the receipt, none of the child's messages",
-			len(v.list(d.main.ID)) == 4 && d.receipt.Content == fmt.Sprintf(`{"done":"Drafted the release note.","files":["/child.md"]}`),
+			len(v.list(d.main.ID)) == 4 && d.receipt.Content == `{"done":"Drafted the release note.","files":["/child.md"]}`,
 			"the parent has %d messages; the receipt is %s", len(v.list(d.main.ID)), d.receipt.Content),
 	)
 	return tab, nil

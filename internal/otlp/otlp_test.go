@@ -254,14 +254,6 @@ func export(t *testing.T, tr *trace.Trace) ([]byte, mDoc) {
 	return b, decode(t, b)
 }
 
-func spansOf(t *testing.T, d mDoc) []mSpan {
-	t.Helper()
-	if len(d.ResourceSpans) != 1 || len(d.ResourceSpans[0].ScopeSpans) != 1 {
-		t.Fatalf("want one resourceSpans with one scopeSpans, got %+v", d)
-	}
-	return d.ResourceSpans[0].ScopeSpans[0].Spans
-}
-
 func TestRoundTripThroughTheOTLPShape(t *testing.T) {
 	traces := []*trace.Trace{example(t), run(t, []byte(fanOut), "s2"), run(t, []byte(summarizing), "s3")}
 	for _, tr := range traces {

@@ -317,15 +317,6 @@ func outputOf(m *pageModel, c *trace.ModelCall) []trace.Message {
 	return nil
 }
 
-func containsID(msgs []trace.Message, id string) bool {
-	for _, m := range msgs {
-		if m.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
 // scrubView is every agent's context at model call number step (from 1).
 func (m *pageModel) scrubView(step int) templates.ScrubView {
 	calls := m.t.ModelCalls
