@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/server"
 )
 
@@ -39,6 +40,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	// One server per file: a second one stops here, having touched nothing.
+	lock, err := db.LockServe(*dbPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio: %v\n", err)
+		return exitFailed
+	}
+	defer lock.Release()
 	d, ok := openStore(ctx, *dbPath, stderr)
 	if !ok {
 		return exitFailed
@@ -57,8 +65,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitFailed
 	} else if n > 0 {
-		log.Info("sessions left running by the last stop are now interrupted", "count", n)
+		log.Info("sessions left running by a stopped studio are now interrupted", "count", n)
 	}
+	// Sessions a `studio run --db` left behind when it was killed are ended
+	// once their lease runs out, while this server runs.
+	go srv.KeepRecovering(ctx)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)

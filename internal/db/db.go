@@ -65,10 +65,11 @@ func OpenWith(ctx context.Context, path string, opt Options) (*DB, error) {
 	}
 	q := url.Values{}
 	for _, p := range []string{
-		"journal_mode(WAL)", // readers do not block the writer, nor it them
-		"foreign_keys(ON)",  // deleting a session deletes all it holds
-		// wait for another process's lock instead of failing at once
+		// first, so that the pragmas after it wait for another process's
+		// lock too (switching a new file to WAL takes one)
 		fmt.Sprintf("busy_timeout(%d)", opt.BusyTimeout.Milliseconds()),
+		"journal_mode(WAL)",   // readers do not block the writer, nor it them
+		"foreign_keys(ON)",    // deleting a session deletes all it holds
 		"synchronous(NORMAL)", // with WAL: durable across a process crash, and fast commits
 	} {
 		q.Add("_pragma", p)
@@ -77,7 +78,11 @@ func OpenWith(ctx context.Context, path string, opt Options) (*DB, error) {
 		q.Add("_pragma", fmt.Sprintf("max_page_count(%d)", opt.MaxPages))
 	}
 	dsn := "file:" + path + "?" + q.Encode()
-	w, err := sql.Open("sqlite", dsn)
+	// Write transactions take the write lock when they begin (BEGIN
+	// IMMEDIATE), so that one waits its busy timeout for another process's
+	// writer; a deferred one that reads first fails at once (SQLITE_BUSY)
+	// when it tries to upgrade, whatever the timeout.
+	w, err := sql.Open("sqlite", dsn+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -104,56 +109,84 @@ func (db *DB) Close() error {
 // Path is the database file.
 func (db *DB) Path() string { return db.path }
 
-// migrate applies, in order and each in its own transaction, the numbered
-// migrations the database has not seen; user_version records the last one.
+// migrate applies, in order, the numbered migrations the database has not
+// seen, all in one write transaction: the schema version (user_version) is
+// read under the write lock, so any number of processes may open a new file
+// at once; the first migrates it, the others wait for its lock and then
+// find nothing to do.
 func (db *DB) migrate(ctx context.Context) error {
-	var version int
-	if err := db.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		n, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(name, "migrations/"), "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: its name must start with a number", name)
+	return db.tx(ctx, func(tx *sql.Tx) error {
+		var version int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
 		}
-		if n <= version {
-			continue
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		err = db.tx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		for _, name := range names {
+			n, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(name, "migrations/"), "_", 2)[0])
+			if err != nil {
+				return fmt.Errorf("migration %s: its name must start with a number", name)
+			}
+			if n <= version {
+				continue
+			}
+			body, err := migrations.ReadFile(name)
+			if err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", n))
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("migration %s: %w", name, err)
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				return fmt.Errorf("migration %s: %w", name, err)
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", n)); err != nil {
+				return fmt.Errorf("migration %s: %w", name, err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
+// busyRetries is how many more times a write transaction is tried when
+// another process held the write lock for a whole busy timeout.
+const busyRetries = 2
+
 // tx runs fn in a write transaction: committed when fn returns nil, rolled
-// back otherwise, so a failed write leaves nothing half-written.
+// back otherwise, so a failed write leaves nothing half-written. The
+// transaction holds the write lock from its start; when another process
+// holds it past the busy timeout, the whole transaction is tried again, a
+// bounded number of times.
 func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	var err error
+	for attempt := 0; attempt <= busyRetries; attempt++ {
+		if err = db.tryTx(ctx, fn); !isBusy(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	return db.unavailable(err)
+}
+
+func (db *DB) tryTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
-		return db.unavailable(err)
+		return err
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return db.unavailable(err)
+		return err
 	}
-	return db.unavailable(tx.Commit())
+	return tx.Commit()
+}
+
+// isBusy reports whether err is SQLite's "another connection holds the lock".
+func isBusy(err error) bool {
+	var coded interface{ Code() int }
+	if err == nil || !errors.As(err, &coded) {
+		return false
+	}
+	c := coded.Code() & 0xff
+	return c == sqliteBusy || c == sqliteLocked
 }
 
 // SQLite's result codes for a lock held elsewhere and a full disk.

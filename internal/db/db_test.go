@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -267,21 +268,141 @@ func TestBadImports(t *testing.T) {
 	})
 }
 
-func TestMarkInterrupted(t *testing.T) {
-	d := openDB(t)
-	if err := d.CreateSession(context.Background(), &db.Session{ID: "left", Name: "x", Scenario: json.RawMessage(`{}`)}); err != nil {
+func TestRecover(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "studio.db")
+	d, err := db.Open(ctx, path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := d.MarkInterrupted(context.Background())
-	if err != nil || n != 1 {
-		t.Fatalf("marked %d, %v", n, err)
+	defer d.Close()
+	m := newGatedModel()
+	r := &session.Runner{DB: d, ModelFor: m.forScenario}
+	sc, err := scenario.Parse([]byte(`{"name": "held", "prompt": "go", "script": {"main": [{"content": "unused: the test plays the model"}]}}`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	s, _ := d.Session(context.Background(), "left")
-	if s.Status != delegation.StatusInterrupted {
-		t.Fatalf("status = %s", s.Status)
+	id, err := r.Start(ctx, sc)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := d.Session(context.Background(), "nope"); delegation.ErrorCode(err) != delegation.ENOTFOUND {
-		t.Fatalf("missing session err = %v", err)
+	<-m.blocked // the main agent's second call is under way, and held
+	waitRow(t, d, id, func(s *db.Session) bool { return s.ModelCalls == 2 })
+	before, err := d.EventsAfter(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Another process opens the same file, as a second studio would.
+	other, err := db.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	t.Run("a session a live process holds is left alone", func(t *testing.T) {
+		ids, err := other.Recover(ctx)
+		if err != nil || len(ids) != 0 {
+			t.Fatalf("recovered %v, %v; want none", ids, err)
+		}
+		if s, _ := other.Session(ctx, id); s.Status != delegation.StatusRunning || s.Owner != r.Owner() {
+			t.Fatalf("status %s owner %q; want running, held by %q", s.Status, s.Owner, r.Owner())
+		}
+	})
+	t.Run("once its lease has run out it ends as interrupted, with the events a live session ends with", func(t *testing.T) {
+		other.Now = func() time.Time { return time.Now().Add(time.Hour) }
+		ids, err := other.Recover(ctx)
+		if err != nil || len(ids) != 1 || ids[0] != id {
+			t.Fatalf("recovered %v, %v; want [%s]", ids, err, id)
+		}
+		events, err := other.EventsAfter(ctx, id, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ev := range events {
+			if ev.Seq != int64(i+1) {
+				t.Fatalf("event %d has seq %d: the log has a gap", i, ev.Seq)
+			}
+		}
+		added := events[len(before):]
+		if got, want := len(added), 2; got != want {
+			t.Fatalf("recovery appended %d events, want %d (agent.finished, session.finished)", got, want)
+		}
+		if added[0].Type != delegation.EventAgentFinished || added[0].AgentID != "main" || added[1].Type != delegation.EventSessionFinished {
+			t.Fatalf("recovery appended %s(%s), %s", added[0].Type, added[0].AgentID, added[1].Type)
+		}
+		tr, err := other.Trace(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Session.Status != delegation.StatusInterrupted || tr.Session.Error != db.ReasonStopped {
+			t.Fatalf("the trace says %s (%q); want interrupted (%q)", tr.Session.Status, tr.Session.Error, db.ReasonStopped)
+		}
+		if a := tr.Agents[0]; a.Status != delegation.StatusFailed || a.Error != db.ReasonStopped {
+			t.Fatalf("main is %s (%q) in the trace; want failed, saying why", a.Status, a.Error)
+		}
+		if ids, _ := other.Recover(ctx); len(ids) != 0 {
+			t.Fatalf("a second recovery ended %v again", ids)
+		}
+	})
+	t.Run("the process whose lease lapsed writes nothing after the end", func(t *testing.T) {
+		last, _ := other.Session(ctx, id)
+		close(m.release)
+		r.Wait()
+		s, _ := other.Session(ctx, id)
+		if s.LastSeq != last.LastSeq || s.Status != delegation.StatusInterrupted {
+			t.Fatalf("after the old process went on: last_seq %d → %d, status %s", last.LastSeq, s.LastSeq, s.Status)
+		}
+	})
+}
+
+// gatedModel plays a main agent that lists the root, holds its second call
+// until released, lists again and answers: a session "in the middle", made
+// to happen rather than waited for.
+type gatedModel struct {
+	calls   atomic.Int32
+	blocked chan struct{} // closed when the second call starts
+	release chan struct{} // close to let it answer
+	third   chan struct{} // closed when the third call starts: the second's events are out
+}
+
+func newGatedModel() *gatedModel {
+	return &gatedModel{blocked: make(chan struct{}), release: make(chan struct{}), third: make(chan struct{})}
+}
+
+func (m *gatedModel) forScenario(*scenario.Scenario) (delegation.Model, error) { return m, nil }
+
+func (m *gatedModel) Generate(ctx context.Context, req *delegation.Request) (*delegation.Response, error) {
+	ls := &delegation.Response{ToolCalls: []delegation.ToolCall{{Name: "ls", Args: json.RawMessage(`{"path": "/"}`)}}}
+	switch m.calls.Add(1) {
+	case 1:
+		return ls, nil
+	case 2:
+		close(m.blocked)
+		select {
+		case <-m.release:
+			return ls, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	case 3:
+		close(m.third)
+	}
+	return &delegation.Response{Content: "done"}, nil
+}
+
+// waitRow waits until a session's stored row satisfies ok.
+func waitRow(t *testing.T, d *db.DB, id string, ok func(*db.Session) bool) *db.Session {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := d.Session(context.Background(), id)
+		if err == nil && ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s: the awaited row never came (last: %+v, %v)", id, s, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -356,17 +477,22 @@ func TestKilledMidSession(t *testing.T) {
 		}
 	}
 	r := &session.Runner{DB: d}
+	if n, err := r.Recover(context.Background()); err != nil || n != 0 {
+		t.Fatalf("recovered %d, %v, while the killed process's lease still runs; want 0", n, err)
+	}
+	d.Now = func() time.Time { return time.Now().Add(session.DefaultLease + time.Second) }
 	if n, err := r.Recover(context.Background()); err != nil || n != 1 {
-		t.Fatalf("recovered %d, %v", n, err)
+		t.Fatalf("recovered %d, %v, once the lease ran out; want 1", n, err)
 	}
 	s, _ := d.Session(context.Background(), id)
 	if s.Status != delegation.StatusInterrupted {
 		t.Fatalf("status = %s, want interrupted", s.Status)
 	}
-	// What was committed still exports, as an interrupted session.
+	// What was committed still exports, as an interrupted session, ended
+	// by the events recovery appended.
 	tr, err := d.Trace(context.Background(), id)
-	if err != nil || tr.Session.Status != delegation.StatusInterrupted || len(tr.Events) != len(events) {
-		t.Fatalf("export: %v %+v", err, tr.Session)
+	if err != nil || tr.Session.Status != delegation.StatusInterrupted || len(tr.Events) != len(events)+2 {
+		t.Fatalf("export: %v %+v, %d events after %d", err, tr.Session, len(tr.Events), len(events))
 	}
 }
 

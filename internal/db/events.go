@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -18,9 +19,29 @@ import (
 // seq 0 are live only and are skipped.
 func (db *DB) AppendEvents(ctx context.Context, sessionID string, events []delegation.Event) error {
 	err := db.tx(ctx, func(tx *sql.Tx) error {
-		n, err := sid(ctx, tx, sessionID)
+		var n, last int64
+		var status string
+		err := tx.QueryRowContext(ctx, `SELECT sid, status, last_seq FROM sessions WHERE id = ?`, sessionID).Scan(&n, &status, &last)
+		if errors.Is(err, sql.ErrNoRows) {
+			return delegation.Errorf(delegation.ENOTFOUND, "no session %q", sessionID)
+		}
 		if err != nil {
 			return err
+		}
+		// The log only grows at its end, and only while the session runs:
+		// a process whose lease lapsed (and whose session another process
+		// then ended) must not write after that end.
+		if status != delegation.StatusRunning {
+			return delegation.Errorf(delegation.ECONFLICT, "session %s has ended (%s); its log takes no more events", sessionID, status)
+		}
+		for _, ev := range events {
+			if ev.Seq == 0 {
+				continue
+			}
+			if ev.Seq != last+1 {
+				return delegation.Errorf(delegation.ECONFLICT, "event seq %d does not follow the log's last seq %d", ev.Seq, last)
+			}
+			last = ev.Seq
 		}
 		return appendEvents(ctx, tx, n, events)
 	})

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,26 +53,15 @@ func slowScenario(t *testing.T, turns int, delay int) *scenario.Scenario {
 	return sc
 }
 
-func TestLockedDatabase(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "studio.db")
-	d, err := db.OpenWith(context.Background(), path, db.Options{BusyTimeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	r := &session.Runner{DB: d}
-	id, err := r.Start(context.Background(), slowScenario(t, 40, 15))
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(150 * time.Millisecond)
-
-	// Another process takes the write lock and keeps it.
+// holdWriteLock takes the database's write lock from another connection, as
+// a second process (a `studio import`) or a sqlite3 shell would, and
+// writes; release commits and gives the lock back.
+func holdWriteLock(t *testing.T, path string) (release func()) {
+	t.Helper()
 	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other.SetMaxOpenConns(1)
 	ctx := context.Background()
 	conn, err := other.Conn(ctx)
 	if err != nil {
@@ -79,30 +70,139 @@ func TestLockedDatabase(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}
-	t.Run("a write says the database is locked and what to do", func(t *testing.T) {
-		err := d.CreateSession(ctx, &db.Session{ID: "x", Name: "x", Scenario: json.RawMessage(`{}`)})
+	// A commit that lands while the studio's transaction waits makes what
+	// a deferred transaction read stale: it could then only fail.
+	if _, err := conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS other_writer (x); INSERT INTO other_writer VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+				t.Error(err)
+			}
+			conn.Close()
+			other.Close()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+func TestLockedDatabase(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("a write waits out another process's short hold, and the session records whole", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "studio.db")
+		d, err := db.Open(ctx, path) // the studio's own 10 s busy timeout
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		m := newGatedModel()
+		r := &session.Runner{DB: d, ModelFor: m.forScenario}
+		id, err := r.Start(ctx, heldScenario(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-m.blocked
+		waitRow(t, d, id, func(s *db.Session) bool { return s.ModelCalls == 2 })
+		release := holdWriteLock(t, path)
+		close(m.release)
+		// The second call's events are out: the recorder is writing them
+		// and meets the lock. Give it back well within the busy timeout.
+		<-m.third
+		release()
+		r.Wait()
+		s, _ := d.Session(ctx, id)
+		if s.Status != delegation.StatusDone {
+			t.Fatalf("status %s (%s); want done: a short lock must not stop the recording", s.Status, s.Error)
+		}
+		checkPrefix(t, d, id)
+	})
+
+	t.Run("past the busy timeout a write says the database is locked and what to do", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "studio.db")
+		d, err := db.OpenWith(ctx, path, db.Options{BusyTimeout: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		holdWriteLock(t, path)
+		err = d.CreateSession(ctx, &db.Session{ID: "x", Name: "x", Scenario: json.RawMessage(`{}`)})
 		if delegation.ErrorCode(err) != delegation.EUNAVAILABLE || !strings.Contains(err.Error(), "locked by another process") {
 			t.Fatalf("err = %v", err)
 		}
 	})
-	r.Wait() // the running session stops: its recorder could not write
-	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
-	other.Close()
 
-	t.Run("what was committed before is whole, and the session is interrupted", func(t *testing.T) {
-		n := checkPrefix(t, d, id)
-		s, _ := d.Session(ctx, id)
-		if n == 0 || s.Status != delegation.StatusRunning || s.LastSeq != int64(n) {
-			t.Fatalf("%d events, status %s, last_seq %d", n, s.Status, s.LastSeq)
+	t.Run("a session whose store failed ends as failed, saying why, once the store takes writes again", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "studio.db")
+		d, err := db.OpenWith(ctx, path, db.Options{BusyTimeout: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if k, _ := r.Recover(ctx); k != 1 {
-			t.Fatalf("recovered %d", k)
+		defer d.Close()
+		m := newGatedModel()
+		logs := newLogWatch("recording stopped")
+		r := &session.Runner{DB: d, ModelFor: m.forScenario, Logger: slog.New(logs)}
+		id, err := r.Start(ctx, heldScenario(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-m.blocked
+		before := waitRow(t, d, id, func(s *db.Session) bool { return s.ModelCalls == 2 })
+		release := holdWriteLock(t, path)
+		close(m.release)
+		<-logs.seen // the recorder gave up: the lock outlasted its busy timeout and retries
+		if s, _ := d.Session(ctx, id); s.Status != delegation.StatusRunning {
+			t.Fatalf("status %s while the lock is held; want still running", s.Status)
+		}
+		release()
+		r.Wait()
+		s, _ := d.Session(ctx, id)
+		if s.Status != delegation.StatusFailed || !strings.Contains(s.Error, "locked by another process") {
+			t.Fatalf("status %s (%q); want failed, saying the database was locked", s.Status, s.Error)
+		}
+		if n := checkPrefix(t, d, id); int64(n) <= before.LastSeq {
+			t.Fatalf("%d events; want the closing events after the %d committed before", n, before.LastSeq)
+		}
+		tr, _ := d.Trace(ctx, id)
+		if a := tr.Agents[0]; a.Status != delegation.StatusFailed {
+			t.Fatalf("main is %s; want failed", a.Status)
 		}
 	})
 }
+
+func heldScenario(t *testing.T) *scenario.Scenario {
+	t.Helper()
+	sc, err := scenario.Parse([]byte(`{"name": "held", "prompt": "go", "script": {"main": [{"content": "unused: the test plays the model"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// logWatch is a slog handler that closes seen at the first record whose
+// message is msg.
+type logWatch struct {
+	msg  string
+	once *sync.Once
+	seen chan struct{}
+}
+
+func newLogWatch(msg string) logWatch {
+	return logWatch{msg: msg, once: &sync.Once{}, seen: make(chan struct{})}
+}
+
+func (w logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (w logWatch) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == w.msg {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return nil
+}
+func (w logWatch) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w logWatch) WithGroup(string) slog.Handler      { return w }
 
 func TestFullDatabase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "studio.db")
@@ -111,7 +211,9 @@ func TestFullDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	r := &session.Runner{DB: d}
+	// One event a transaction, so that what fits before the file is full
+	// does not depend on how the recorder's batches fell.
+	r := &session.Runner{DB: d, MaxBatch: 1, StoreRetry: time.Millisecond}
 	id, res, err := r.Run(context.Background(), slowScenario(t, 300, 0))
 	if err == nil || !strings.Contains(err.Error(), "is full") {
 		t.Fatalf("run: %v (%+v)", err, res)

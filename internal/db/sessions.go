@@ -27,6 +27,10 @@ type Session struct {
 	Agents      int
 	ModelCalls  int
 	InputTokens int
+	// Owner is the process running the session, and LeaseUntil when its
+	// hold lapses unless renewed (see RenewLeases and Recover).
+	Owner      string
+	LeaseUntil time.Time
 }
 
 // CreateSession stores a new, running session before its first event.
@@ -49,10 +53,15 @@ func createSession(ctx context.Context, tx *sql.Tx, s *Session) (int64, error) {
 	if s.FinishedAt != nil {
 		finished = sql.NullInt64{Int64: nanos(*s.FinishedAt), Valid: true}
 	}
+	var lease int64
+	if !s.LeaseUntil.IsZero() {
+		lease = nanos(s.LeaseUntil)
+	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO sessions
-		(id, name, title, prompt, status, error, tokenizer, scenario, created_at, finished_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.Name, s.Title, s.Prompt, s.Status, s.Error, s.Tokenizer, packJSON(s.Scenario), nanos(s.CreatedAt), finished)
+		(id, name, title, prompt, status, error, tokenizer, scenario, created_at, finished_at, owner, lease_until)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.Name, s.Title, s.Prompt, s.Status, s.Error, s.Tokenizer, packJSON(s.Scenario), nanos(s.CreatedAt), finished,
+		s.Owner, lease)
 	if err != nil {
 		return 0, fmt.Errorf("create session %s: %w", s.ID, err)
 	}
@@ -72,7 +81,7 @@ func sid(ctx context.Context, q interface {
 }
 
 const sessionColumns = `id, name, title, prompt, status, error, tokenizer, scenario, created_at, finished_at,
-	last_seq, agents, model_calls, input_tokens`
+	last_seq, agents, model_calls, input_tokens, owner, lease_until`
 
 type scanner interface{ Scan(...any) error }
 
@@ -81,9 +90,13 @@ func scanSession(row scanner) (*Session, error) {
 	var scen []byte
 	var created int64
 	var finished sql.NullInt64
+	var lease int64
 	if err := row.Scan(&s.ID, &s.Name, &s.Title, &s.Prompt, &s.Status, &s.Error, &s.Tokenizer, &scen,
-		&created, &finished, &s.LastSeq, &s.Agents, &s.ModelCalls, &s.InputTokens); err != nil {
+		&created, &finished, &s.LastSeq, &s.Agents, &s.ModelCalls, &s.InputTokens, &s.Owner, &lease); err != nil {
 		return nil, err
+	}
+	if lease != 0 {
+		s.LeaseUntil = fromNanos(lease)
 	}
 	doc, err := unpackJSON(scen)
 	if err != nil {
@@ -131,24 +144,127 @@ func (db *DB) Sessions(ctx context.Context, limit int) ([]Session, error) {
 	return out, rows.Err()
 }
 
-// MarkInterrupted marks every session still running as interrupted: at
-// start-up, those are sessions a crash or a kill left behind. Their events
-// stay as they were committed.
-func (db *DB) MarkInterrupted(ctx context.Context) (int64, error) {
-	var n int64
+// RenewLeases extends, to until, the lease of every running session owner
+// holds. The runner calls it while it runs sessions, well within the lease.
+func (db *DB) RenewLeases(ctx context.Context, owner string, until time.Time) error {
 	err := db.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE sessions SET status = 'interrupted', error = ?
-			WHERE status = 'running'`, "the studio stopped while this session was running")
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+		_, err := tx.ExecContext(ctx, `UPDATE sessions SET lease_until = ? WHERE owner = ? AND status = 'running'`,
+			nanos(until), owner)
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("mark interrupted sessions: %w", err)
+		return fmt.Errorf("renew session leases: %w", err)
 	}
-	return n, nil
+	return nil
+}
+
+// ReasonStopped is why a recovered session ended.
+const ReasonStopped = "the studio stopped while this session was running"
+
+// Recover ends, as interrupted, every session still marked running whose
+// lease has run out: sessions a crash or a kill left behind, and never one
+// that a live process (another studio, a `studio run --db`) still holds.
+// Each gets the closing events a live session would have (FinishOpen); it
+// returns their ids.
+func (db *DB) Recover(ctx context.Context) ([]string, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT id FROM sessions WHERE status = 'running' AND lease_until < ? ORDER BY sid`,
+		nanos(db.Now()))
+	if err != nil {
+		return nil, fmt.Errorf("recover sessions: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("recover sessions: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("recover sessions: %w", err)
+	}
+	var ended []string
+	for _, id := range ids {
+		ok, err := db.finish(ctx, id, delegation.StatusInterrupted, ReasonStopped, true)
+		if err != nil {
+			return ended, fmt.Errorf("recover session %s: %w", id, err)
+		}
+		if ok {
+			ended = append(ended, id)
+		}
+	}
+	return ended, nil
+}
+
+// FinishOpen ends a session that is still marked running, as a live one
+// ends: agent.finished (failed, with the reason) for each agent still
+// running, children first, then session.finished with status and reason,
+// appended to its log after its last stored event. It reports whether the
+// session was still running. The runner calls it when the store failed
+// under a session, once the store takes writes again.
+func (db *DB) FinishOpen(ctx context.Context, id, status, reason string) (bool, error) {
+	ok, err := db.finish(ctx, id, status, reason, false)
+	if err != nil {
+		return false, fmt.Errorf("finish session %s: %w", id, err)
+	}
+	return ok, nil
+}
+
+// finish is FinishOpen; onlyExpired makes it leave a session whose lease
+// was renewed since it was found.
+func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired bool) (bool, error) {
+	ended := false
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		now := db.Now()
+		var key, last, lease int64
+		var st string
+		err := tx.QueryRowContext(ctx, `SELECT sid, status, last_seq, lease_until FROM sessions WHERE id = ?`, id).
+			Scan(&key, &st, &last, &lease)
+		if errors.Is(err, sql.ErrNoRows) {
+			return delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)
+		}
+		if err != nil {
+			return err
+		}
+		if st != delegation.StatusRunning || (onlyExpired && lease >= nanos(now)) {
+			return nil
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT a.id, (SELECT COUNT(*) FROM model_calls c
+			WHERE c.sid = a.sid AND c.agent_id = a.id AND c.purpose <> 'summary')
+			FROM agents a WHERE a.sid = ? AND a.status = 'running' ORDER BY a.seq DESC`, key)
+		if err != nil {
+			return err
+		}
+		var events []delegation.Event
+		for rows.Next() {
+			var agent string
+			var steps int
+			if err := rows.Scan(&agent, &steps); err != nil {
+				rows.Close()
+				return err
+			}
+			last++
+			events = append(events, delegation.Event{Seq: last, Type: delegation.EventAgentFinished, AgentID: agent, At: now,
+				Payload: delegation.AgentFinished{Status: delegation.StatusFailed, Error: reason, Steps: steps}})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		last++
+		events = append(events, delegation.Event{Seq: last, Type: delegation.EventSessionFinished, At: now,
+			Payload: delegation.SessionFinished{Status: status, Error: reason}})
+		for i := range events {
+			if err := events[i].Encode(); err != nil {
+				return err
+			}
+		}
+		ended = true
+		return appendEvents(ctx, tx, key, events)
+	})
+	return ended, err
 }
 
 // DeleteSession deletes a session and everything it holds.

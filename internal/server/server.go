@@ -89,8 +89,27 @@ func (s *Server) Runner() *session.Runner { return s.runner }
 // Handler is the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// Recover marks the sessions a crash left running as interrupted.
+// Recover ends as interrupted the sessions a stopped process left running.
 func (s *Server) Recover(ctx context.Context) (int64, error) { return s.runner.Recover(ctx) }
+
+// KeepRecovering runs Recover every third of a lease until ctx ends, so a
+// session whose process died is ended soon after its lease runs out.
+func (s *Server) KeepRecovering(ctx context.Context) {
+	t := time.NewTicker(session.DefaultLease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := s.runner.Recover(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("recover sessions", "err", err)
+			} else if n > 0 {
+				s.log.Info("sessions whose process stopped are now interrupted", "count", n)
+			}
+		}
+	}
+}
 
 // Shutdown stops the running sessions, waits for them to be recorded, and
 // closes the live connections.

@@ -15,8 +15,8 @@ type Publisher interface {
 	Publish(sessionID string, ev delegation.Event)
 }
 
-// maxBatch caps the events one transaction appends.
-const maxBatch = 512
+// defaultMaxBatch caps the events one transaction appends.
+const defaultMaxBatch = 512
 
 // Recorder is the Sink of a running session: it appends events to the store
 // in batches, one transaction each, and publishes each batch after it is
@@ -28,6 +28,7 @@ type Recorder struct {
 	pub       Publisher
 	log       *slog.Logger
 	onFailure func(error)
+	maxBatch  int // events a batch holds at most
 
 	queue chan delegation.Event
 	done  chan struct{}
@@ -39,8 +40,19 @@ type Recorder struct {
 // NewRecorder starts recording a session. onFailure, when set, is called
 // once if the store fails, so the run can stop rather than go on unrecorded.
 func NewRecorder(store *db.DB, sessionID string, pub Publisher, log *slog.Logger, onFailure func(error)) *Recorder {
-	r := &Recorder{db: store, sessionID: sessionID, pub: pub, log: log, onFailure: onFailure,
-		queue: make(chan delegation.Event, 4*maxBatch), done: make(chan struct{})}
+	return newRecorder(store, sessionID, pub, log, onFailure, 0)
+}
+
+// newRecorder is NewRecorder with a cap on batches (0: defaultMaxBatch).
+func newRecorder(store *db.DB, sessionID string, pub Publisher, log *slog.Logger, onFailure func(error), maxBatch int) *Recorder {
+	if maxBatch <= 0 {
+		maxBatch = defaultMaxBatch
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Recorder{db: store, sessionID: sessionID, pub: pub, log: log, onFailure: onFailure, maxBatch: maxBatch,
+		queue: make(chan delegation.Event, 4*defaultMaxBatch), done: make(chan struct{})}
 	go r.loop()
 	return r
 }
@@ -69,6 +81,7 @@ func (r *Recorder) Close() error {
 
 func (r *Recorder) loop() {
 	defer close(r.done)
+	maxBatch := r.maxBatch
 	batch := make([]delegation.Event, 0, maxBatch)
 	for ev := range r.queue {
 		batch = append(batch[:0], ev)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -26,11 +27,29 @@ type Runner struct {
 	// NewID makes session ids; nil means NewID. Tests set it to know an
 	// id before the session starts.
 	NewID func() string
+	// Lease is how long this runner's hold on a running session lasts
+	// without renewal (0: DefaultLease); it renews the holds at a third of
+	// it. Another process ends the session as interrupted only once its
+	// lease has run out (db.Recover).
+	Lease time.Duration
+	// MaxBatch caps the events one store transaction appends (0: 512).
+	MaxBatch int
+	// StoreRetry bounds how long the runner keeps trying to record the end
+	// of a session whose store failed under it (0: a minute). Past it, the
+	// session is left to recovery, once its lease runs out.
+	StoreRetry time.Duration
 
 	mu      sync.Mutex
+	owner   string
 	running map[string]context.CancelFunc
 	wg      sync.WaitGroup
+	renewer chan struct{} // closed to stop renewing; nil when not renewing
 }
+
+// DefaultLease is how long a runner's hold on a running session lasts
+// without renewal: long enough that a busy machine never lets a live
+// session's lease lapse, short enough that a crashed session is ended soon.
+const DefaultLease = 30 * time.Second
 
 // NewID returns a new random session id.
 func NewID() string {
@@ -39,10 +58,33 @@ func NewID() string {
 	return hex.EncodeToString(b)
 }
 
-// Recover marks the sessions a crash left running as interrupted; call it
-// once at start-up, before starting sessions.
+// Recover ends as interrupted the sessions left running by a process that
+// is gone (their lease ran out); sessions another live process runs are
+// left alone. Call it at start-up, and now and then while serving.
 func (r *Runner) Recover(ctx context.Context) (int64, error) {
-	return r.DB.MarkInterrupted(ctx)
+	ids, err := r.DB.Recover(ctx)
+	return int64(len(ids)), err
+}
+
+// Owner is this runner's name in the store's leases: a random id, made once.
+func (r *Runner) Owner() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ownerLocked()
+}
+
+func (r *Runner) ownerLocked() string {
+	if r.owner == "" {
+		r.owner = NewID()
+	}
+	return r.owner
+}
+
+func (r *Runner) lease() time.Duration {
+	if r.Lease > 0 {
+		return r.Lease
+	}
+	return DefaultLease
 }
 
 // Start stores a new session and runs it in the background; it returns the
@@ -85,7 +127,8 @@ func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, fu
 	}
 	id := newID()
 	if err := r.DB.CreateSession(ctx, &db.Session{ID: id, Name: sc.File.Name, Title: sc.File.Title,
-		Prompt: sc.File.Prompt, Tokenizer: sc.Tokenizer(), Scenario: sc.Raw}); err != nil {
+		Prompt: sc.File.Prompt, Tokenizer: sc.Tokenizer(), Scenario: sc.Raw,
+		Owner: r.Owner(), LeaseUntil: r.DB.Now().Add(r.lease())}); err != nil {
 		return "", nil, err
 	}
 	log := r.logger()
@@ -97,23 +140,89 @@ func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, fu
 		r.running = map[string]context.CancelFunc{}
 	}
 	r.running[id] = func() { cancel(errCancelled) }
+	r.startRenewingLocked()
 	r.mu.Unlock()
 
 	run := func() (*delegation.Result, error) {
 		defer func() {
 			r.mu.Lock()
 			delete(r.running, id)
+			if len(r.running) == 0 {
+				r.stopRenewingLocked()
+			}
 			r.mu.Unlock()
 			cancel(nil)
 		}()
-		rec := NewRecorder(r.DB, id, r.Pub, log, func(err error) { cancel(fmt.Errorf("the store failed: %w", err)) })
+		rec := newRecorder(r.DB, id, r.Pub, log, func(err error) { cancel(fmt.Errorf("the store failed: %w", err)) }, r.MaxBatch)
 		res, err := Run(runCtx, sc, RunOptions{SessionID: id, Sink: rec, Model: model, Now: r.DB.Now, Logger: log})
-		if cerr := rec.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("session %s was not fully recorded: %w", id, cerr)
+		if cerr := rec.Close(); cerr != nil {
+			if err == nil {
+				err = fmt.Errorf("session %s was not fully recorded: %w", id, cerr)
+			}
+			r.recordFailure(id, cerr, log)
 		}
 		return res, err
 	}
 	return id, run, nil
+}
+
+// recordFailure ends, as failed, a session whose store failed under it:
+// its end could not be recorded then, so it is tried again, with growing
+// pauses, until the store takes it (the lock was released, space was freed)
+// or StoreRetry has passed; then recovery ends it once its lease runs out.
+func (r *Runner) recordFailure(id string, cause error, log *slog.Logger) {
+	limit := r.StoreRetry
+	if limit <= 0 {
+		limit = time.Minute
+	}
+	reason := "the store failed, so the session could not go on: " + cause.Error()
+	deadline := time.Now().Add(limit)
+	pause := 50 * time.Millisecond
+	for {
+		_, err := r.DB.FinishOpen(context.Background(), id, delegation.StatusFailed, reason)
+		if err == nil {
+			return
+		}
+		if time.Now().Add(pause).After(deadline) {
+			log.Error("could not record the end of a session whose store failed; recovery will end it once its lease runs out",
+				"session", id, "err", err)
+			return
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// startRenewingLocked starts renewing the leases of this runner's sessions,
+// unless it already does.
+func (r *Runner) startRenewingLocked() {
+	if r.renewer != nil {
+		return
+	}
+	stop := make(chan struct{})
+	r.renewer = stop
+	owner, lease, log := r.ownerLocked(), r.lease(), r.logger()
+	go func() {
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if err := r.DB.RenewLeases(context.Background(), owner, r.DB.Now().Add(lease)); err != nil {
+					log.Warn("could not renew the leases of running sessions; will try again", "err", err)
+				}
+			}
+		}
+	}()
+}
+
+func (r *Runner) stopRenewingLocked() {
+	if r.renewer != nil {
+		close(r.renewer)
+		r.renewer = nil
+	}
 }
 
 var errCancelled = errors.New("the session was stopped")

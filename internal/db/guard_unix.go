@@ -1,0 +1,19 @@
+//go:build unix
+
+package db
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// flockExclusive takes an exclusive flock on f without waiting: flock, not
+// fcntl, so that it never meets SQLite's own (fcntl) locks on the database.
+func flockExclusive(f *os.File) error {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return errLocked
+	}
+	return err
+}
