@@ -33,11 +33,14 @@ check-generated:
 	stale=""; for f in $$tmp/*_templ.go; do cmp -s $$f web/templates/$$(basename $$f) || stale="$$stale $$(basename $$f)"; done; \
 	rm -rf $$tmp; if [ -n "$$stale" ]; then echo "web/templates: stale generated files:$$stale; run 'make generate'"; exit 1; fi
 
-# The browser tests drive Debian's Chromium; install it when it is missing.
+# The browser tests drive Debian's Chromium, with CJK fonts so that the
+# articles' Chinese renders in screenshots; install what is missing.
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { \
-		echo "installing Chromium for the browser tests (apt-get install chromium)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@missing=""; for p in chromium fonts-noto-cjk; do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing for the browser tests:$$missing (apt-get install)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)

