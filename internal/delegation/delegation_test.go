@@ -195,10 +195,13 @@ func TestSection2Specs(t *testing.T) {
 			t.Fatalf("errors = %v", fe)
 		}
 	})
-	t.Run("a fork's tools are ignored with a warning", func(t *testing.T) {
+	t.Run("a fork's own tools are used, with task, and no warning", func(t *testing.T) {
 		team := mustTeam(t, TeamSpec{Subagents: []Spec{{Name: "f", Description: "d", Mode: ModeFork, Tools: []string{"read_file"}}}})
-		if len(team.Warnings) != 1 || team.Warnings[0].Field != "subagents[0].tools" {
+		if len(team.Warnings) != 0 {
 			t.Fatalf("warnings = %v", team.Warnings)
+		}
+		if got, want := names(team.SubagentTools("f")), []string{"read_file", "task"}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("tools = %v, want %v", got, want)
 		}
 	})
 	t.Run("errors are found before any model call", func(t *testing.T) {
@@ -249,7 +252,7 @@ func TestSection3TaskTool(t *testing.T) {
 		}
 	})
 	t.Run("the fixed text says what the spec requires", func(t *testing.T) {
-		for _, s := range []string{"ephemeral subagent", "run concurrently", "stateless", "say exactly what it should return", "not to the user"} {
+		for _, s := range []string{"ephemeral subagent", "run concurrently", "stateless", "unless the subagent's line says it inherits your conversation", "say exactly what the report should contain", "not to the user"} {
 			if !strings.Contains(base, s) {
 				t.Errorf("description lacks %q", s)
 			}
@@ -441,10 +444,11 @@ func TestSection5Receipt(t *testing.T) {
 
 func TestSection6WhatCrossesBack(t *testing.T) {
 	t.Run("files come back, todos do not", func(t *testing.T) {
-		ts := TeamSpec{Main: MainSpec{Tools: append(DefaultTools(), WriteTodosToolName)}}
+		ts := TeamSpec{Main: MainSpec{Tools: append(DefaultTools(), WriteTodosToolName)},
+			Subagents: []Spec{{Name: "planner", Description: "d", Tools: []string{"write_file", WriteTodosToolName}}}}
 		r := runSession(t, ts, map[string][]fakeTurn{
-			"main": {{calls: []ToolCall{task("t", "general-purpose")}}, {content: "ok"}},
-			"general-purpose#0": {
+			"main": {{calls: []ToolCall{task("t", "planner")}}, {content: "ok"}},
+			"planner#0": {
 				{calls: []ToolCall{
 					call("write_file", map[string]string{"file_path": "/child.md", "content": "from the child"}),
 					call(WriteTodosToolName, map[string]any{"todos": []Todo{{Content: "step", Status: "pending"}}}),
@@ -818,12 +822,13 @@ func TestSection10StructuredResponses(t *testing.T) {
 			t.Fatalf("held back = %v", fin.HeldBack)
 		}
 	})
-	t.Run("a child that never answers through the tool fails after retries", func(t *testing.T) {
+	t.Run("a child that keeps giving invalid answers fails after retries", func(t *testing.T) {
+		bad := ToolCall{Name: "Findings", Args: json.RawMessage(`{"findings":"x"}`)}
 		r := runSession(t, ts, map[string][]fakeTurn{
 			"main":      {{calls: []ToolCall{task("analyse", "analyst")}}, {content: "ok"}},
-			"analyst#0": {{content: "a"}, {content: "b"}, {content: "c"}},
+			"analyst#0": {{calls: []ToolCall{bad}}, {calls: []ToolCall{bad}}, {calls: []ToolCall{bad}}, {content: "never played"}},
 		}, nil)
-		if got := r.messages("main")[2]; !got.IsError || !strings.Contains(got.Content, "must call Findings") {
+		if got := r.messages("main")[2]; !got.IsError || !strings.Contains(got.Content, "no valid structured answer after 3 attempts") {
 			t.Fatalf("receipt = %+v", got)
 		}
 	})

@@ -98,9 +98,16 @@ type agent struct {
 	toolTokens   int
 	structured   *structuredTool
 	maxSteps     int
+	summary      Summarization // its own threshold (§7)
 	timeout      time.Duration
 	canDelegate  bool // has the task tool
 	isFork       bool
+	// inherited is the history a fork child started from (ranges of its
+	// ancestors' lists) and inheritedLen its length in messages: the head of
+	// the child's raw message list, as deepagents copies it into the fork's
+	// state.
+	inherited    []Range
+	inheritedLen int
 
 	msgs   []*Message
 	prefix []int // prefix[i] is the tokens of msgs[:i]
@@ -111,7 +118,8 @@ type agent struct {
 	summaries int // how many times its history was summarized
 
 	ws    *workspace
-	calls int
+	calls int // model calls, summaries included: the calls' indexes
+	turns int // model calls for turns: what max_steps caps
 
 	structuredAnswer string
 	structuredFails  int
@@ -133,6 +141,7 @@ func (e *Engine) Run(ctx context.Context, prompt string) *Result {
 		system:      e.team.Main.SystemPrompt,
 		tools:       e.team.mainTools,
 		maxSteps:    e.team.Main.MaxSteps,
+		summary:     e.team.Main.Summarization,
 		canDelegate: hasTool(e.team.mainTools, TaskToolName),
 		ws:          newWorkspace(files),
 		prefix:      []int{0},
@@ -142,7 +151,7 @@ func (e *Engine) Run(ctx context.Context, prompt string) *Result {
 
 	err := e.runAgentSafe(ctx, main)
 	res := &Result{Status: StatusDone, Answer: receiptText(main), Files: main.ws.snapshot()}
-	fin := AgentFinished{Status: StatusDone, Steps: main.calls, Receipt: res.Answer}
+	fin := AgentFinished{Status: StatusDone, Steps: main.turns, Receipt: res.Answer}
 	if err != nil {
 		res.Status, res.Err = StatusFailed, err
 		fin.Status, fin.Error = StatusFailed, err.Error()
@@ -190,15 +199,15 @@ func (e *Engine) count(s string) int {
 	return e.cfg.Counter.Count(s)
 }
 
-// toolCost is a tool definition's tokens: the JSON the model receives.
+// toolCost is a tool definition's tokens: its ToolJSON, counted with the
+// session's tokenizer.
 func (e *Engine) toolCost(t *tool) int {
 	e.costMu.Lock()
 	defer e.costMu.Unlock()
 	if c, ok := e.toolCosts[t]; ok {
 		return c
 	}
-	b, _ := json.Marshal(t.def)
-	c := e.count(string(b))
+	c := e.count(ToolJSON(t.def))
 	e.toolCosts[t] = c
 	return c
 }
@@ -293,12 +302,15 @@ func (e *Engine) runAgentSafe(ctx context.Context, a *agent) (err error) {
 
 // runAgent is the agent loop: call the model, run the tools it asks for,
 // until it answers without tool calls, gives its structured answer, or fails.
+// Only turns count against max_steps: a summary call is made inside the
+// model step, as deepagents' summarization middleware wraps the model call
+// (middleware/summarization.py, wrap_model_call), and uses no graph step.
 func (e *Engine) runAgent(ctx context.Context, a *agent) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if a.calls >= a.maxSteps {
+		if a.turns >= a.maxSteps {
 			return errStepLimit{a.maxSteps}
 		}
 		if err := e.maybeSummarize(ctx, a); err != nil {
@@ -312,14 +324,12 @@ func (e *Engine) runAgent(ctx context.Context, a *agent) error {
 			if a.structured == nil || a.structuredAnswer != "" {
 				return nil
 			}
-			// A child with a response_format must answer through its tool.
-			a.structuredFails++
-			if a.structuredFails >= structuredAttempts {
-				return fmt.Errorf("it gave no valid structured answer after %d attempts: it must call %s", structuredAttempts, a.structured.def.Name)
-			}
-			e.appendMessage(a, &Message{Role: RoleUser, Content: fmt.Sprintf(
-				"Give your final answer by calling the %s tool; a plain-text answer is not accepted.", a.structured.def.Name)})
-			continue
+			// A child with a response_format must answer through its tool:
+			// deepagents binds the schema's tool with tool_choice "any"
+			// (langchain createAgent, ToolStrategy), so a plain-text answer
+			// is a model that ignored the required call.
+			return fmt.Errorf("it answered in plain text, but a subagent with a response_format must give its answer by calling %s "+
+				"(that tool call is required)", a.structured.def.Name)
 		}
 		if done, err := e.runTools(ctx, a, out); done || err != nil {
 			return err
@@ -332,6 +342,9 @@ func (e *Engine) runAgent(ctx context.Context, a *agent) error {
 func (e *Engine) callModel(ctx context.Context, a *agent, purpose Purpose, context []Range) (*Response, *Message, error) {
 	idx := a.calls
 	a.calls++
+	if purpose == PurposeTurn {
+		a.turns++
+	}
 	msgTokens, inherited := a.tokensOf(context)
 	call := ModelCall{
 		ID: a.info.ID + ".c" + strconv.Itoa(idx), AgentID: a.info.ID, Index: idx, Purpose: purpose,
@@ -349,8 +362,9 @@ func (e *Engine) callModel(ctx context.Context, a *agent, purpose Purpose, conte
 			e.emitLive(a.info.ID, EventModelDelta, ModelDelta{ModelCallID: call.ID, Text: delta})
 		},
 	}
-	if a.structured != nil {
+	if a.structured != nil && purpose == PurposeTurn {
 		req.ResponseFormat = a.structured.def.Parameters
+		req.ToolChoice = ToolChoiceRequired
 	}
 	start := e.now()
 	resp, err := e.cfg.Model.Generate(ctx, req)
@@ -387,28 +401,48 @@ func (e *Engine) withIDs(a *agent, step int, calls []ToolCall) []ToolCall {
 	return calls
 }
 
-// pending is one tool call's outcome, appended in call order once every call
-// of the message is done.
+// pending is one tool call's outcome, applied and appended in call order
+// once every call of the message is done.
 type pending struct {
 	result *Message
+	staged *stage // what a non-task call changed, not yet applied
 	child  *agent
 	done   chan struct{}
 }
 
-// runTools runs the tool calls of one assistant message (delegation.md §8):
-// task calls start children concurrently, capped, each from the same
-// snapshot of the parent's state; other calls run in call order; results
-// are appended in call order, not finish order. It reports whether the
-// agent gave its structured answer.
-func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (done bool, err error) {
+// runTools runs the tool calls of one assistant message (delegation.md §8).
+// Every call reads the state as it was before the message: the other tools
+// run with their changes staged, and task calls start children from that
+// same state, concurrently (capped unless compat is "deepagents"). Once all
+// are done, their changes are applied and their results appended in call
+// order, not finish order. It reports whether the agent gave its structured
+// answer.
+func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (bool, error) {
+	done := false
 	calls := msg.ToolCalls
 	outs := make([]pending, len(calls))
-	sem := make(chan struct{}, e.team.Main.MaxConcurrency)
+	compat := e.team.Main.Compat == CompatDeepagents
+	limit := e.team.Main.MaxConcurrency
+	if limit <= 0 {
+		limit = len(calls) // no cap: deepagents runs every call of the step at once
+	}
+	sem := make(chan struct{}, max(limit, 1))
 	var wg sync.WaitGroup
+	// Under compat "deepagents" the first child to fail cancels its
+	// siblings and fails this agent, as an exception raised in one task of a
+	// LangGraph step fails the step and the run (**Better**, delegation.md
+	// §9: here failure stays in the child).
+	childCtx, cancelChildren := context.WithCancelCause(ctx)
+	defer cancelChildren(nil)
+	var (
+		failMu   sync.Mutex
+		failedBy *agent
+		failure  error
+	)
 
 	// Children are planned in call order, so ids and invocation numbers are
-	// deterministic, and start from the workspace before this message's
-	// other tools change it.
+	// deterministic, and start from the workspace before this message
+	// changes it.
 	for i, c := range calls {
 		if c.Name != TaskToolName || !a.canDelegate {
 			continue
@@ -428,35 +462,73 @@ func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (done boo
 			select {
 			case sem <- struct{}{}:
 				defer func() { <-sem }()
-			case <-ctx.Done():
+			case <-childCtx.Done():
 			}
 			start := e.now()
-			p.result = e.runChild(ctx, p.child)
+			var cerr error
+			p.result, cerr = e.runChild(childCtx, p.child)
+			if compat && cerr != nil {
+				failMu.Lock()
+				if failedBy == nil && context.Cause(childCtx) == nil {
+					failedBy, failure = p.child, cerr
+					cancelChildren(fmt.Errorf("its sibling '%s' failed", p.child.info.Name))
+				}
+				failMu.Unlock()
+			}
 			e.emit(a.info.ID, EventToolFinished, ToolFinished{ToolCallID: call.ID, Name: call.Name,
 				IsError: p.result.IsError, DurationMS: e.now().Sub(start).Milliseconds()})
 		}(&outs[i], c)
 	}
 
+	structuredCalls := 0
+	if a.structured != nil {
+		for _, c := range calls {
+			if c.Name == a.structured.def.Name {
+				structuredCalls++
+			}
+		}
+	}
 	for i, c := range calls {
 		if c.Name == TaskToolName && a.canDelegate {
 			continue
 		}
 		e.emit(a.info.ID, EventToolStarted, ToolStarted{ToolCallID: c.ID, Name: c.Name, Args: c.Args})
 		start := e.now()
-		content, isErr := e.runTool(a, c)
+		var content string
+		var isErr bool
+		if structuredCalls > 1 && c.Name == a.structured.def.Name {
+			content, isErr = multipleStructured(a.structured.def.Name, structuredCalls), true
+			a.structuredFails++
+		} else {
+			a.ws.begin()
+			content, isErr = e.runTool(a, c)
+			outs[i].staged = a.ws.end()
+		}
 		if a.structured != nil && c.Name == a.structured.def.Name && !isErr {
 			done = true
 		}
 		outs[i].result = &Message{Role: RoleTool, Content: content, ToolCallID: c.ID, IsError: isErr}
 		e.emit(a.info.ID, EventToolFinished, ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: isErr,
 			DurationMS: e.now().Sub(start).Milliseconds()})
-		e.emitFileChanges(a, "")
 	}
 	wg.Wait()
 
+	if failedBy != nil {
+		// deepagents adds nothing of the failed step to the parent: no
+		// result of any of its calls, no state.
+		for i := range outs {
+			if p := &outs[i]; p.child != nil {
+				e.emit(a.info.ID, EventDelegationFinished, DelegationFinished{ToolCallID: calls[i].ID, ChildID: p.child.info.ID,
+					IsError: true, Returned: []string{}, HeldBack: []string{"receipt", "messages", "files"}})
+			}
+		}
+		return false, fmt.Errorf("subagent '%s' failed: %v; under compat 'deepagents' a child's failure fails its parent", failedBy.info.Name, failure)
+	}
 	for i := range outs {
 		p := &outs[i]
 		if p.child == nil {
+			a.ws.apply(p.staged)
+			e.emitFileChanges(a, "")
 			e.appendMessage(a, p.result)
 			continue
 		}
@@ -470,7 +542,19 @@ func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (done boo
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
+	if a.structured != nil && !done && structuredCalls > 0 && a.structuredFails >= structuredAttempts {
+		return false, fmt.Errorf("it gave no valid structured answer after %d attempts: it must call %s once, with arguments that match its schema",
+			structuredAttempts, a.structured.def.Name)
+	}
 	return done, nil
+}
+
+// multipleStructured is the result of each structured call when a message
+// holds several: deepagents (langchain createAgent's ToolStrategy) raises
+// MultipleStructuredOutputsError and, handling it, sends the error back for
+// the model to try again.
+func multipleStructured(name string, n int) string {
+	return fmt.Sprintf("Invalid answer: %d calls of %s in one message, but exactly one structured answer is expected. Call %s once.", n, name, name)
 }
 
 func (e *Engine) emitFileChanges(a *agent, from string) {
@@ -515,14 +599,18 @@ func (e *Engine) runTool(a *agent, c ToolCall) (string, bool) {
 // otherwise the child is built with the context of its mode. It returns the
 // child, or the tool result when there is none.
 func (e *Engine) planChild(a *agent, c ToolCall) (*agent, *Message) {
-	args, err := parseTaskArgs(c.Args)
-	if err != nil {
-		return nil, &Message{Role: RoleTool, Content: err.Error(), ToolCallID: c.ID, IsError: true}
-	}
 	if a.isFork {
+		// deepagentsjs checks the fork marker before anything else
+		// (src/middleware/subagents.ts:848).
+		var args taskArgs
+		_ = json.Unmarshal(c.Args, &args)
 		e.emit(a.info.ID, EventDelegationRefused, DelegationRefused{ToolCallID: c.ID, Reason: RefusedNested,
 			SubagentType: args.SubagentType, Message: NestedRefusal})
 		return nil, &Message{Role: RoleTool, Content: NestedRefusal, ToolCallID: c.ID, Kind: KindRefusal}
+	}
+	args, err := parseTaskArgs(c.Args, e.team.Main.Compat == CompatDeepagents)
+	if err != nil {
+		return nil, &Message{Role: RoleTool, Content: err.Error(), ToolCallID: c.ID, IsError: true}
 	}
 	sub := e.team.Subagent(args.SubagentType)
 	if sub == nil {
@@ -534,7 +622,7 @@ func (e *Engine) planChild(a *agent, c ToolCall) (*agent, *Message) {
 
 	var start childStart
 	if sub.Mode == ModeFork {
-		start = forkContext(a, sub, args.Description)
+		start = forkContext(a, e.team, sub, args.Description)
 	} else {
 		start = isolatedContext(e.team, sub, args.Description)
 	}
@@ -554,11 +642,17 @@ func (e *Engine) planChild(a *agent, c ToolCall) (*agent, *Message) {
 			TaskCallID: c.ID, Invocation: inv},
 		parent: a, model: model,
 		system: start.system, tools: start.tools, structured: sub.structured,
-		maxSteps: sub.MaxSteps, timeout: sub.Timeout,
+		maxSteps: sub.MaxSteps, summary: sub.Summarization, timeout: sub.Timeout,
 		canDelegate: hasTool(start.tools, TaskToolName), isFork: sub.Mode == ModeFork,
-		history: start.inherited, prefix: []int{0},
-		// A fork inherits the parent's todos; an isolated child does not.
+		history: start.inherited, inherited: start.inherited, prefix: []int{0},
+		// A fork inherits the parent's todos; an isolated child does not
+		// (deepagentsjs FORK_EXCLUDED_STATE_KEYS leaves todos in,
+		// src/middleware/subagents.ts:103; EXCLUDED_STATE_KEYS at :77 and
+		// Python's _EXCLUDED_STATE_KEYS take them out).
 		ws: a.ws.fork(sub.Mode == ModeFork),
+	}
+	for _, r := range start.inherited {
+		child.inheritedLen += r.Len()
 	}
 	e.emit(a.info.ID, EventDelegationStarted, DelegationStarted{ToolCallID: c.ID, ChildID: id,
 		SubagentType: sub.Name, Mode: sub.Mode, Description: args.Description})
@@ -571,9 +665,10 @@ func (e *Engine) planChild(a *agent, c ToolCall) (*agent, *Message) {
 }
 
 // runChild runs a child to its end and returns its receipt (delegation.md
-// §5, §9): its report, or an error receipt when it failed. A failure stays
-// in the child.
-func (e *Engine) runChild(ctx context.Context, c *agent) *Message {
+// §5, §9): its report, or an error receipt when it failed, with the error.
+// The failure stays in the child unless the caller decides otherwise
+// (compat "deepagents").
+func (e *Engine) runChild(ctx context.Context, c *agent) (*Message, error) {
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -585,11 +680,15 @@ func (e *Engine) runChild(ctx context.Context, c *agent) *Message {
 	} else {
 		err = ctx.Err()
 	}
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && c.timeout > 0 {
+	switch {
+	case err == nil:
+	case errors.Is(err, context.DeadlineExceeded) && c.timeout > 0:
 		err = fmt.Errorf("it ran out of time after %s", c.timeout)
+	case errors.Is(err, context.Canceled) && context.Cause(ctx) != nil && !errors.Is(context.Cause(ctx), context.Canceled):
+		err = fmt.Errorf("it was cancelled: %w", context.Cause(ctx))
 	}
 	receipt := &Message{Role: RoleTool, ToolCallID: c.info.TaskCallID, Kind: KindReceipt}
-	fin := AgentFinished{Status: StatusDone, Steps: c.calls}
+	fin := AgentFinished{Status: StatusDone, Steps: c.turns}
 	if err != nil {
 		receipt.Content, receipt.IsError = failureReceipt(c.info.Name, err), true
 		fin.Status, fin.Error = StatusFailed, err.Error()
@@ -598,7 +697,7 @@ func (e *Engine) runChild(ctx context.Context, c *agent) *Message {
 	}
 	fin.Receipt = receipt.Content
 	e.emit(c.info.ID, EventAgentFinished, fin)
-	return receipt
+	return receipt, err
 }
 
 // emit appends an event to the session's log. Encoding is left to the

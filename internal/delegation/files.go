@@ -24,6 +24,51 @@ type workspace struct {
 	recent  []FileChange   // since the last takeRecent, for files.changed events
 	todos   []Todo
 	sorted  []string // the paths in order; nil when a path was added or removed since
+	// staged, while a tool call of an assistant message runs, collects what
+	// the call changes instead of changing the workspace: every call of one
+	// message reads the state as it was before the message (delegation.md §8).
+	staged *stage
+}
+
+// stage is what one tool call changed, applied once every call of its
+// message has run, in call order. deepagents runs each tool call of an
+// AIMessage as its own task of one graph step, each reading the state of
+// the step's start, and reduces their updates in call order (LangGraph's
+// ToolNode fan-out; the files channel's reducer, _file_data_reducer,
+// middleware/filesystem.py:1009, merges each update over the last per path).
+type stage struct {
+	changes []FileChange
+	todos   []Todo
+	setTodo bool
+}
+
+// begin starts staging the changes of one tool call.
+func (w *workspace) begin() { w.staged = &stage{} }
+
+// end stops staging and returns what the call changed.
+func (w *workspace) end() *stage {
+	st := w.staged
+	w.staged = nil
+	return st
+}
+
+// apply makes a staged call's changes, in the order the call made them.
+func (w *workspace) apply(st *stage) {
+	if st == nil {
+		return
+	}
+	for _, ch := range st.changes {
+		if ch.Deleted {
+			if _, ok := w.files[ch.Path]; ok {
+				w.remove(ch.Path)
+			}
+		} else {
+			w.write(ch.Path, ch.Content)
+		}
+	}
+	if st.setTodo {
+		w.todos = st.todos
+	}
 }
 
 func newWorkspace(files map[string]string) *workspace {
@@ -54,6 +99,10 @@ func (w *workspace) record(ch FileChange) {
 }
 
 func (w *workspace) write(p, content string) {
+	if w.staged != nil {
+		w.staged.changes = append(w.staged.changes, FileChange{Path: p, Content: content})
+		return
+	}
 	if _, ok := w.files[p]; !ok {
 		w.sorted = nil
 	}
@@ -62,9 +111,22 @@ func (w *workspace) write(p, content string) {
 }
 
 func (w *workspace) remove(p string) {
+	if w.staged != nil {
+		w.staged.changes = append(w.staged.changes, FileChange{Path: p, Deleted: true})
+		return
+	}
 	w.sorted = nil
 	delete(w.files, p)
 	w.record(FileChange{Path: p, Deleted: true})
+}
+
+// setTodos replaces the todo list (staged while a tool call runs).
+func (w *workspace) setTodos(todos []Todo) {
+	if w.staged != nil {
+		w.staged.todos, w.staged.setTodo = todos, true
+		return
+	}
+	w.todos = todos
 }
 
 // takeRecent returns the changes since it was last called.
@@ -466,7 +528,7 @@ func runWriteTodos(w *workspace, args json.RawMessage) (string, error) {
 			return "", toolErrorf("Invalid arguments for write_todos: todos[%d].content is empty.", i)
 		}
 	}
-	w.todos = a.Todos
+	w.setTodos(a.Todos)
 	done := 0
 	for _, t := range a.Todos {
 		if t.Status == "completed" {

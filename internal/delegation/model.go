@@ -47,9 +47,16 @@ type Request struct {
 	// ResponseFormat is the JSON Schema of the agent's structured response,
 	// when it has one; adapters that support a native JSON mode may use it.
 	ResponseFormat json.RawMessage
+	// ToolChoice is ToolChoiceRequired when the model must answer with a
+	// tool call (an agent with a response_format gives its answer only
+	// through its structured tool); "" leaves it to the model.
+	ToolChoice string
 	// Stream, when set, receives text as the model produces it.
 	Stream func(delta string)
 }
+
+// ToolChoiceRequired asks the model for a tool call, not text.
+const ToolChoiceRequired = "required"
 
 // Usage is what an endpoint reports it counted; the engine records it beside
 // its own count.

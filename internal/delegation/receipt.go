@@ -3,12 +3,16 @@ package delegation
 import (
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // receiptText is the report a child sends back (delegation.md §5): its
 // structured response as compact JSON when it has one; otherwise the text of
 // its last assistant message with non-empty text, trailing white space
-// trimmed (tool calls are not text); otherwise "".
+// trimmed as Python's str.rstrip() trims it (tool calls are not text);
+// otherwise "". deepagents walks the child's messages back the same way
+// (middleware/subagents.py:486-505: `msg.text.rstrip()`, first non-empty
+// AIMessage from the end).
 func receiptText(child *agent) string {
 	if child.structuredAnswer != "" {
 		return child.structuredAnswer
@@ -18,11 +22,23 @@ func receiptText(child *agent) string {
 		if m.Role != RoleAssistant {
 			continue
 		}
-		if text := strings.TrimRight(m.Content, " \t\r\n"); strings.TrimSpace(text) != "" {
+		if text := pyRStrip(m.Content); text != "" {
 			return text
 		}
 	}
 	return ""
+}
+
+// pyRStrip trims trailing white space as Python's str.rstrip() does: every
+// character for which str.isspace() is true, the ideographic space U+3000
+// and the other Unicode spaces included, and the separators U+001C–U+001F
+// that Go's unicode.IsSpace leaves out.
+func pyRStrip(s string) string {
+	return strings.TrimRightFunc(s, pyIsSpace)
+}
+
+func pyIsSpace(r rune) bool {
+	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
 }
 
 // failureReceipt is the receipt of a child that failed (§9): it says what

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -18,7 +19,8 @@ type Spec struct {
 	// old name for isolated).
 	Mode Mode
 	// Tools are names from the stack; nil means the parent's tools without
-	// task. A fork child ignores it: it gets the parent's tools unchanged.
+	// task and write_todos for an isolated child, and the parent's tools
+	// unchanged for a fork. A fork's own tools are used as given, with task.
 	Tools  []string
 	Model  string
 	Skills []string
@@ -28,6 +30,9 @@ type Spec struct {
 	MaxSteps int
 	// Timeout ends the child with an error receipt; 0 means none.
 	Timeout time.Duration
+	// Summarization is this child's own threshold; zero fields take the
+	// defaults, never the parent's (delegation.md §7).
+	Summarization Summarization
 }
 
 // Merge says how a child's files come back (delegation.md §6).
@@ -42,11 +47,27 @@ const (
 	MergeSnapshot Merge = "snapshot"
 )
 
-// Summarization configures when an agent's history is summarized (§7).
+// Summarization configures when an agent's history is summarized (§7). It
+// is always on, as in deepagents; zero fields take the defaults.
 type Summarization struct {
-	MaxTokens    int // 0: never
-	KeepMessages int // messages kept after the summary
+	MaxTokens    int // summarize when the context reaches this; 0 means DefaultSummaryMaxTokens
+	KeepMessages int // messages kept after the summary; 0 means DefaultKeepMessages
 }
+
+// Compat names an engine whose behaviour a team follows where ours
+// deliberately differs (delegation.md §9).
+type Compat string
+
+const (
+	// CompatNone keeps our choices: failure stays in the child, the delta
+	// merge, the concurrency cap.
+	CompatNone Compat = ""
+	// CompatDeepagents switches all three to deepagents' behaviour: a
+	// child's failure fails its parent and cancels its siblings, children's
+	// whole file maps are merged (snapshot), and the task calls of one
+	// message all run at once.
+	CompatDeepagents Compat = "deepagents"
+)
 
 // MainSpec is the main agent and the team's settings.
 type MainSpec struct {
@@ -57,9 +78,15 @@ type MainSpec struct {
 	NoGeneralPurpose bool
 	Model            string
 	MaxSteps         int // 0 means DefaultMaxSteps
-	MaxConcurrency   int // task calls of one message run at once; 0 means DefaultMaxConcurrency
-	FilesMerge       Merge
-	Summarization    Summarization
+	// MaxConcurrency is how many task calls of one message run at once; 0
+	// means DefaultMaxConcurrency, and after BuildTeam 0 means no cap
+	// (compat "deepagents").
+	MaxConcurrency int
+	FilesMerge     Merge
+	Summarization  Summarization
+	// Compat switches our deliberate differences to another engine's
+	// behaviour; "" keeps ours.
+	Compat Compat
 }
 
 // TeamSpec is everything a team is built from.
@@ -70,9 +97,20 @@ type TeamSpec struct {
 
 // Defaults.
 const (
-	DefaultMaxSteps       = 50
+	// DefaultMaxSteps is the model calls an agent may make. deepagents caps
+	// its graph at recursion_limit 9_999 steps (libs/deepagents/deepagents/
+	// graph.py:937, create_deep_agent's with_config; deepagentsjs
+	// src/agent.ts:546, 10_000), and an agent's turn is two steps (the model
+	// node, then the tools node): about 4,999 model calls, for the main agent
+	// and, through the inherited config, for every child.
+	DefaultMaxSteps       = 4999
 	DefaultMaxConcurrency = 8
-	DefaultKeepMessages   = 6
+	// DefaultSummaryMaxTokens and DefaultKeepMessages are deepagents'
+	// summarization defaults for a model whose context window is unknown
+	// (middleware/summarization.py:284-288, compute_summarization_defaults:
+	// trigger ("tokens", 170000), keep ("messages", 6)).
+	DefaultSummaryMaxTokens = 170000
+	DefaultKeepMessages     = 6
 	// structuredAttempts is how many invalid structured answers a child may
 	// give before it fails.
 	structuredAttempts = 3
@@ -86,13 +124,15 @@ const GeneralPurposeName = "general-purpose"
 // turned off.
 var GeneralPurpose = Spec{
 	Name: GeneralPurposeName,
-	Description: "General-purpose agent for researching complex questions, searching for files and content, " +
-		"and carrying out multi-step tasks. Use it when a search may take several tries, or to keep a long " +
-		"piece of work out of your own context. It has the same tools as you, except task.",
-	SystemPrompt: "You are a subagent, working on one task for another agent. " +
-		"The agent that called you sees only your final message: not your tool calls, not their results, " +
-		"not your intermediate notes. Put the complete answer in your final message: the findings, " +
-		"the paths of any files you wrote, and anything the caller must do next.",
+	// Ours, at the size and with the content of deepagents'
+	// DEFAULT_GENERAL_PURPOSE_DESCRIPTION (346 characters) and
+	// DEFAULT_SUBAGENT_PROMPT (286), middleware/subagents.py:299 and 247-250.
+	Description: "General-purpose agent for researching complex questions, searching for files and content, and carrying out " +
+		"multi-step tasks. When you are looking for a keyword or a file and are not confident you will find the right match " +
+		"in the first few tries, use this agent to do the search for you. It has all the tools you have, except task, so it cannot delegate.",
+	SystemPrompt: "You are a subagent: another agent has given you one task, and you have the standard tools to carry it out.\n\n" +
+		"The agent that called you sees only your final message, not your intermediate work, your tool calls and their " +
+		"results, or any notes you kept. Make your final message the whole answer.",
 	Mode: ModeIsolated,
 }
 
@@ -112,8 +152,12 @@ type Team struct {
 // tools resolved.
 type Subagent struct {
 	Spec
-	tools      []*tool // for isolated children; fork children use the parent's
+	tools      []*tool // its own tools: an isolated child's, or a fork's that lists some
 	structured *structuredTool
+	// forkOwnTools is set for a fork whose spec lists its tools; forkTaskAt
+	// is where task goes among them.
+	forkOwnTools bool
+	forkTaskAt   int
 }
 
 // Subagent returns the named subagent, or nil.
@@ -138,7 +182,7 @@ func (t *Team) SubagentTools(name string) []ToolDef {
 	if s == nil {
 		return nil
 	}
-	return defs(t.childTools(s))
+	return defs(t.childTools(s, t.mainTools))
 }
 
 var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
@@ -159,25 +203,33 @@ func BuildTeam(ts TeamSpec) (*Team, error) {
 	if m.MaxConcurrency < 0 {
 		errs.Add("agent.max_concurrency", "max_concurrency must be 1 or more; got %d", m.MaxConcurrency)
 	}
-	if m.MaxConcurrency == 0 {
-		m.MaxConcurrency = DefaultMaxConcurrency
-	}
 	switch m.FilesMerge {
-	case "":
-		m.FilesMerge = MergeDelta
-	case MergeDelta, MergeSnapshot:
+	case "", MergeDelta, MergeSnapshot:
 	default:
 		errs.Add("agent.files_merge", "files_merge must be 'delta' or 'snapshot'; got '%s'", m.FilesMerge)
 	}
-	if m.Summarization.MaxTokens < 0 {
-		errs.Add("agent.summarization.max_tokens", "max_tokens must be 0 (off) or more; got %d", m.Summarization.MaxTokens)
+	switch m.Compat {
+	case CompatNone:
+		if m.FilesMerge == "" {
+			m.FilesMerge = MergeDelta
+		}
+		if m.MaxConcurrency == 0 {
+			m.MaxConcurrency = DefaultMaxConcurrency
+		}
+	case CompatDeepagents:
+		// The three settings compat switches are ours to set, not the
+		// user's: a contradiction is reported rather than silently won.
+		if m.FilesMerge == MergeDelta {
+			errs.Add("agent.files_merge", "files_merge 'delta' contradicts compat 'deepagents', which merges each child's whole file map as deepagents does; remove one of the two")
+		}
+		if m.MaxConcurrency > 0 {
+			errs.Add("agent.max_concurrency", "max_concurrency contradicts compat 'deepagents', which runs every task call of a message at once as deepagents does; remove one of the two")
+		}
+		m.FilesMerge, m.MaxConcurrency = MergeSnapshot, 0
+	default:
+		errs.Add("agent.compat", "compat must be 'deepagents' (follow deepagents where we deliberately differ) or empty (our behaviour); got '%s'", m.Compat)
 	}
-	if m.Summarization.KeepMessages < 0 {
-		errs.Add("agent.summarization.keep_messages", "keep_messages must be 1 or more; got %d", m.Summarization.KeepMessages)
-	}
-	if m.Summarization.KeepMessages == 0 {
-		m.Summarization.KeepMessages = DefaultKeepMessages
-	}
+	errs = append(errs, checkSummarization("agent.summarization", &m.Summarization)...)
 	if m.Tools == nil {
 		m.Tools = DefaultTools()
 	}
@@ -225,9 +277,6 @@ func BuildTeam(ts TeamSpec) (*Team, error) {
 		if sub != nil {
 			t.Subagents = append(t.Subagents, sub)
 			t.byName[s.Name] = sub
-		}
-		if s.Mode == ModeFork && s.Tools != nil {
-			t.Warnings.Add(field+".tools", "ignored under mode='fork': a fork child gets the parent's tools unchanged, so its prompt prefix matches the parent's")
 		}
 	}
 	if len(errs) > 0 {
@@ -284,21 +333,22 @@ func buildSubagent(s Spec, field string, parentTools []string, seen map[string]b
 	if s.Timeout < 0 {
 		errs.Add(field+".timeout_ms", "timeout_ms must be 0 (none) or more")
 	}
+	errs = append(errs, checkSummarization(field+".summarization", &s.Summarization)...)
 	sub := &Subagent{Spec: s}
 
+	// A fork without tools of its own takes its parent's, unchanged, when it
+	// starts (forkContext); with tools of its own it gets those and task.
 	names := s.Tools
-	if names == nil {
-		for _, n := range parentTools {
-			if n != TaskToolName {
-				names = append(names, n)
-			}
-		}
+	if names == nil && s.Mode != ModeFork {
+		names = isolatedDefault(parentTools)
 	}
+	hasTask := false
 	for i, n := range names {
 		if n == TaskToolName {
-			if s.Tools != nil && s.Mode != ModeFork {
+			if s.Mode != ModeFork {
 				errs.Add(fmt.Sprintf("%s.tools[%d]", field, i), "SubAgent '%s' cannot have the task tool: a subagent cannot delegate further", name)
 			}
+			hasTask = true
 			continue
 		}
 		tl := stackTool(n)
@@ -307,6 +357,15 @@ func buildSubagent(s Spec, field string, parentTools []string, seen map[string]b
 			continue
 		}
 		sub.tools = append(sub.tools, tl)
+	}
+	sub.forkOwnTools = s.Mode == ModeFork && s.Tools != nil
+	sub.forkTaskAt = -1
+	if sub.forkOwnTools {
+		// task stays where the spec lists it, or comes last.
+		sub.forkTaskAt = len(sub.tools)
+		if hasTask {
+			sub.forkTaskAt = slices.Index(names, TaskToolName)
+		}
 	}
 
 	if rf := bytes.TrimSpace(s.ResponseFormat); len(rf) > 0 && !bytes.Equal(rf, []byte("null")) {
@@ -329,19 +388,77 @@ func buildSubagent(s Spec, field string, parentTools []string, seen map[string]b
 	return sub, nil
 }
 
-// childTools is the tool list a child of s starts with for an isolated
-// child; a fork child's list is built from its parent's in forkContext.
-func (t *Team) childTools(s *Subagent) []*tool {
-	if s.Mode == ModeFork {
-		tools := append([]*tool(nil), t.mainTools...)
-		if s.structured != nil {
-			tools = append(tools, &s.structured.tool)
-		}
-		return tools
+// checkSummarization checks one agent's summarization settings and fills
+// in the defaults. A child gets the defaults, not its parent's settings:
+// deepagents builds each agent's summarization middleware from that
+// agent's own model (graph.py:673, create_summarization_middleware(
+// subagent_model, backend)).
+func checkSummarization(field string, s *Summarization) FieldErrors {
+	var errs FieldErrors
+	if s.MaxTokens < 0 {
+		errs.Add(field+".max_tokens", "max_tokens must be 1 or more (0 means the default, %d); got %d", DefaultSummaryMaxTokens, s.MaxTokens)
 	}
-	tools := append([]*tool(nil), s.tools...)
+	if s.KeepMessages < 0 {
+		errs.Add(field+".keep_messages", "keep_messages must be 1 or more (0 means the default, %d); got %d", DefaultKeepMessages, s.KeepMessages)
+	}
+	if s.MaxTokens <= 0 {
+		s.MaxTokens = DefaultSummaryMaxTokens
+	}
+	if s.KeepMessages <= 0 {
+		s.KeepMessages = DefaultKeepMessages
+	}
+	return errs
+}
+
+// isolatedDefault is an isolated child's tools when its spec lists none:
+// the parent's, without task (a child cannot delegate) and without
+// write_todos. deepagents gives a subagent its spec's tools or the parent's
+// own tools (graph.py:726-728) and the default subagent middleware
+// (graph.py:667-675: filesystem, summarization, patch tool calls); the todo
+// list is middleware of the main agent only, so no subagent inherits it.
+func isolatedDefault(parentTools []string) []string {
+	var names []string
+	for _, n := range parentTools {
+		if n != TaskToolName && n != WriteTodosToolName {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// childTools is the tool list a child of s starts with. A fork without
+// tools of its own gets the parent's unchanged, task included (its prompt
+// prefix then matches the parent's); a fork with its own gets them and
+// task, and loses that match. deepagentsjs builds a fork from
+// `agentParams.tools ?? defaultTools` and mirrors the task tool into it
+// (src/middleware/subagents.ts:720-731, npm deepagents 1.14.1).
+func (t *Team) childTools(s *Subagent, parent []*tool) []*tool {
+	var tools []*tool
+	switch {
+	case s.Mode == ModeFork && !s.forkOwnTools:
+		tools = append(tools, parent...)
+	case s.Mode == ModeFork:
+		task := t.taskTool()
+		tools = append(tools, s.tools[:s.forkTaskAt]...)
+		if task != nil {
+			tools = append(tools, task)
+		}
+		tools = append(tools, s.tools[s.forkTaskAt:]...)
+	default:
+		tools = append(tools, s.tools...)
+	}
 	if s.structured != nil {
 		tools = append(tools, &s.structured.tool)
 	}
 	return tools
+}
+
+// taskTool is the team's task tool, or nil when the main agent has none.
+func (t *Team) taskTool() *tool {
+	for _, tl := range t.mainTools {
+		if tl.def.Name == TaskToolName {
+			return tl
+		}
+	}
+	return nil
 }

@@ -7,19 +7,25 @@ import (
 )
 
 // maybeSummarize replaces the head of an agent's history with a summary when
-// its next call would pass the team's token threshold (delegation.md §7).
-// Nothing is deleted: the summary is a new message of the agent's list, the
-// folded messages stay in their lists, and their text is written to
+// its next call reaches the agent's own token threshold (delegation.md §7):
+// deepagents counts the system prompt, the tools and the effective messages
+// (middleware/summarization.py:1375) and triggers when the count reaches the
+// threshold, `>=` (deepagentsjs src/middleware/summarization.ts:483; the
+// Python middleware defers to langchain's, summarization.py:632). The
+// summary is asked for inside the model step, so it uses none of the
+// agent's max_steps. Nothing is deleted: the
+// summary is a new message of the agent's list, the folded messages stay in
+// their lists, and their text is written to
 // /conversation_history/<agent-id>.md. The cut never separates a tool call
 // from its results. A fork child later inherits this effective history.
 func (e *Engine) maybeSummarize(ctx context.Context, a *agent) error {
-	cfg := e.team.Main.Summarization
+	cfg := a.summary
 	if cfg.MaxTokens <= 0 {
 		return nil
 	}
 	msgTokens, _ := a.tokensOf(a.history)
 	before := a.systemTokens + a.toolTokens + msgTokens
-	if before <= cfg.MaxTokens {
+	if before < cfg.MaxTokens {
 		return nil
 	}
 	refs := a.refs()
@@ -56,10 +62,7 @@ func (e *Engine) maybeSummarize(ctx context.Context, a *agent) error {
 	e.emitFileChanges(a, "")
 
 	kept := rangesOf(refs[cut:])
-	cutoff := 0
-	if refs[cut].owner == a {
-		cutoff = refs[cut].index
-	}
+	cutoff := a.rawIndex(refs[cut])
 	summary := &Message{Role: RoleUser, Kind: KindSummary, Content: fmt.Sprintf(
 		"[Summary of the conversation so far. The full earlier history is in %s.]\n\n%s", filePath, resp.Content)}
 	a.history = nil
@@ -70,6 +73,32 @@ func (e *Engine) maybeSummarize(ctx context.Context, a *agent) error {
 		FilePath: filePath, FoldedMessages: cut, TokensBefore: before,
 		TokensAfter: a.systemTokens + a.toolTokens + after})
 	return nil
+}
+
+// rawIndex is where a message of the agent's effective history stands in
+// its raw message list, the one deepagents' state holds: for a fork, the
+// history it inherited, then its own messages; the summary messages left
+// out, since deepagents keeps each summary in its summarization event, not
+// among the messages. cutoff_index counts in that list, so
+// `[latest summary] + raw[cutoff_index:]` is what every later call sees.
+func (a *agent) rawIndex(r ref) int {
+	if r.owner == a {
+		n := a.inheritedLen
+		for _, m := range a.msgs[:r.index] {
+			if m.Kind != KindSummary {
+				n++
+			}
+		}
+		return n
+	}
+	n := 0
+	for _, h := range a.inherited {
+		if h.AgentID == r.owner.info.ID && r.index >= h.From && r.index < h.To {
+			return n + r.index - h.From
+		}
+		n += h.Len()
+	}
+	return n
 }
 
 // ref is one message of a history with where it lives.

@@ -3,41 +3,46 @@ package delegation
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 )
 
 // taskDescriptionHead and taskDescriptionTail frame the list of subagents in
-// the task tool's description (delegation.md §3). The text is ours.
-const taskDescriptionHead = `Launch an ephemeral subagent to carry out a multi-step task in a context of its own, and get back its final report.
+// the task tool's description (delegation.md §3). The text is ours, saying
+// what deepagents' TASK_TOOL_DESCRIPTION says (middleware/subagents.py:285-296)
+// at the size the articles measured: 1,419 characters with the default
+// list.
+const taskDescriptionHead = `Launch an ephemeral subagent to carry out a complex, multi-step task in a context window of its own, and get back one final report.
 
-Available subagent types, and what each is for:
+Available subagent types and what each one is for:
 `
 
 const taskDescriptionTail = `
 
-When to use it:
-- Multi-step work whose intermediate steps (searches, file reads, trial and error) would crowd your own context: only the result comes back to you.
-- Several independent tasks: send several task calls in one message and they run concurrently.
+Set subagent_type to choose one. Usage notes:
+- Independent tasks can run at the same time: send several task calls in a single message and they run concurrently.
+- Each call is stateless, unless the subagent's line says it inherits your conversation: the subagent sees only the description you write and returns one final report. Put every detail in the description and say exactly what the report should contain.
+- The report comes back to you, not to the user: the user never sees it, so relay what matters in your own reply. Its files come back to you too.
+- Say whether the subagent should create content, analyse, or only research, since it cannot see what the user asked for.
+- When a subagent's description says to use it proactively, do so without waiting to be asked.
+- When general-purpose is the only subagent, use it for any complex, context-heavy task; it has the same tools as you.`
 
-When not to use it:
-- Work you can do yourself in a step or two.
-- Work whose intermediate steps you need to see: only the final report comes back.
+// ForkSuffix ends a fork subagent's line of the task description, at the
+// size of deepagents' FORKED_SUBAGENT_TOOL_NOTE (86 characters, deepagentsjs
+// src/middleware/subagents.ts:134). It is load-bearing: without it "each
+// call is stateless" is the only signal the model gets, and it may refuse
+// to delegate to a fork.
+const ForkSuffix = " (inherits your whole conversation and system prompt: no need to restate the context)"
 
-How to use it:
-1. Each invocation is stateless, unless the subagent inherits your conversation: you cannot send it further messages and it cannot ask you anything. Write a self-contained description with every detail the subagent needs, and say exactly what it should return.
-2. Files the subagent writes are shared with you; its todo list is not.
-3. The report is shown to you, not to the user: relay what matters to the user yourself.`
-
-// ForkSuffix ends a fork subagent's line of the task description. It is
-// load-bearing: without it "each invocation is stateless" is the only signal
-// the model gets, and it may refuse to delegate to a fork.
-const ForkSuffix = " (This subagent inherits your full conversation and system prompt: you need not restate context, only describe the task.)"
-
-// NestedRefusal is the task tool's result in a fork child (§3.1).
+// NestedRefusal is the task tool's result in a fork child (§3.1): deepagents'
+// FORK_RECURSION_REFUSAL, returned as the tool's text when the state carries
+// the fork marker (deepagentsjs src/middleware/subagents.ts:48 and :848).
 const NestedRefusal = "You are a subagent and cannot delegate to another subagent. Complete this task yourself instead of calling this tool again."
 
 // UnknownTypeMessage is the task tool's result for a subagent_type that names
-// no subagent (§3.2): text for the model, not an error that stops the run.
+// no subagent (§3.2): text for the model, not an error that stops the run
+// (middleware/subagents.py:547-549; deepagentsjs throws instead,
+// src/middleware/subagents.ts:852-858, and ends the run: we follow Python).
 func UnknownTypeMessage(name string, allowed []string) string {
 	quoted := make([]string, len(allowed))
 	for i, n := range allowed {
@@ -73,8 +78,8 @@ func newTaskTool(subagents []*Subagent) *tool {
 		Name:        TaskToolName,
 		Description: TaskDescription(subagents),
 		Parameters: schema([]string{"description", "subagent_type"},
-			"description", prop("string", "The complete task for the subagent: self-contained, with every detail it needs and what it should return."),
-			"subagent_type", prop("string", "Which subagent to use: one of the names listed above.")),
+			"description", prop("string", "The whole task for the subagent to carry out on its own: give it every piece of context it needs and say what form its report should take."),
+			"subagent_type", prop("string", "Which subagent to run. It must be one of the subagent types listed in this tool's description.")),
 	}}
 }
 
@@ -85,10 +90,31 @@ type taskArgs struct {
 	SubagentType string `json:"subagent_type"`
 }
 
-func parseTaskArgs(args json.RawMessage) (taskArgs, error) {
+// parseTaskArgs reads a task call's arguments. An argument the tool does
+// not take is refused, naming it, so the model learns its invented key
+// went nowhere (**Better**: deepagents validates the call against
+// TaskToolSchema, middleware/subagents.py:272-282, whose pydantic model
+// ignores extra keys, and deepagentsjs's zod object strips them; with
+// lenient set, as under compat "deepagents", they are dropped the same way).
+func parseTaskArgs(args json.RawMessage, lenient bool) (taskArgs, error) {
 	var a taskArgs
 	if err := decodeArgs(TaskToolName, args, &a); err != nil {
 		return a, err
+	}
+	if !lenient {
+		var all map[string]json.RawMessage
+		_ = json.Unmarshal(args, &all)
+		var extra []string
+		for k := range all {
+			if k != "description" && k != "subagent_type" {
+				extra = append(extra, "'"+k+"'")
+			}
+		}
+		if len(extra) > 0 {
+			sort.Strings(extra)
+			return a, toolErrorf("Invalid arguments for task: it takes only description and subagent_type, not %s; "+
+				"put everything the subagent needs in description and call task again.", strings.Join(extra, ", "))
+		}
 	}
 	return a, required(TaskToolName, "description", a.Description, "subagent_type", a.SubagentType)
 }

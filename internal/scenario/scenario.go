@@ -43,15 +43,18 @@ type Agent struct {
 	MaxSteps       int            `json:"max_steps,omitempty"`
 	MaxConcurrency int            `json:"max_concurrency,omitempty"`
 	FilesMerge     string         `json:"files_merge,omitempty"`
+	Compat         *string        `json:"compat,omitempty"`
 	Summarization  *Summarization `json:"summarization,omitempty"`
 	TimeoutMS      int            `json:"timeout_ms,omitempty"`
 	Model          string         `json:"model,omitempty"`
 	BaseURL        string         `json:"base_url,omitempty"`
 }
 
-// Summarization is when an agent's history is summarized.
+// Summarization is when an agent's history is summarized: when its context
+// reaches max_tokens (0 or absent: 170,000), keeping keep_messages (0 or
+// absent: 6).
 type Summarization struct {
-	MaxTokens    int `json:"max_tokens"`
+	MaxTokens    int `json:"max_tokens,omitempty"`
 	KeepMessages int `json:"keep_messages,omitempty"`
 }
 
@@ -69,6 +72,7 @@ type Subagent struct {
 	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
 	MaxSteps       int             `json:"max_steps,omitempty"`
 	TimeoutMS      int             `json:"timeout_ms,omitempty"`
+	Summarization  *Summarization  `json:"summarization,omitempty"`
 }
 
 // Model says where the model's answers come from.
@@ -229,8 +233,9 @@ func (f File) TeamSpec() delegation.TeamSpec {
 			MaxConcurrency:   a.MaxConcurrency,
 			FilesMerge:       delegation.Merge(a.FilesMerge),
 		}
-		if s := a.Summarization; s != nil {
-			ts.Main.Summarization = delegation.Summarization{MaxTokens: s.MaxTokens, KeepMessages: s.KeepMessages}
+		ts.Main.Summarization = a.Summarization.spec()
+		if a.Compat != nil {
+			ts.Main.Compat = delegation.Compat(*a.Compat)
 		}
 	}
 	if f.Model != nil && ts.Main.Model == "" {
@@ -241,10 +246,19 @@ func (f File) TeamSpec() delegation.TeamSpec {
 			Name: s.Name, Description: s.Description, SystemPrompt: s.SystemPrompt,
 			Mode: delegation.Mode(s.Mode), Tools: s.Tools, Model: s.Model, Skills: s.Skills,
 			ResponseFormat: s.ResponseFormat, MaxSteps: s.MaxSteps,
-			Timeout: time.Duration(s.TimeoutMS) * time.Millisecond,
+			Timeout:       time.Duration(s.TimeoutMS) * time.Millisecond,
+			Summarization: s.Summarization.spec(),
 		})
 	}
 	return ts
+}
+
+// spec is the engine's form; nil means the defaults.
+func (s *Summarization) spec() delegation.Summarization {
+	if s == nil {
+		return delegation.Summarization{}
+	}
+	return delegation.Summarization{MaxTokens: s.MaxTokens, KeepMessages: s.KeepMessages}
 }
 
 // Timeout is the whole session's time limit, or 0 for none.

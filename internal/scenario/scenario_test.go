@@ -36,8 +36,39 @@ func TestParse(t *testing.T) {
 		if sc.Tokenizer() != "o200k_base" || sc.Provider != ProviderScripted || sc.Script == nil {
 			t.Fatalf("tokenizer %s, provider %s", sc.Tokenizer(), sc.Provider)
 		}
-		if len(sc.Warnings) != 1 || sc.Warnings[0].Field != "subagents[0].tools" {
+		if len(sc.Warnings) != 0 {
 			t.Fatalf("warnings = %v", sc.Warnings)
+		}
+		// The fork lists its own tools: it runs with them and task.
+		var tools []string
+		for _, d := range sc.Team.SubagentTools("reporter") {
+			tools = append(tools, d.Name)
+		}
+		if !reflect.DeepEqual(tools, []string{"read_file", "task"}) {
+			t.Fatalf("the reporter's tools = %v", tools)
+		}
+		if sc.Team.Main.Compat != delegation.CompatNone || sc.Team.Main.Summarization.MaxTokens != 170000 || sc.Team.Main.MaxSteps != 4999 {
+			t.Fatalf("team = %+v", sc.Team.Main)
+		}
+	})
+	t.Run("compat and a subagent's own summarization reach the engine", func(t *testing.T) {
+		sc, err := Parse([]byte(`{"name":"x","prompt":"y","agent":{"compat":"deepagents"},
+			"subagents":[{"name":"a","description":"d","summarization":{"max_tokens":900,"keep_messages":2}}],
+			"script":{"main":[{"content":"done"}]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.Team.Main.Compat != delegation.CompatDeepagents || sc.Team.Main.FilesMerge != delegation.MergeSnapshot {
+			t.Fatalf("main = %+v", sc.Team.Main)
+		}
+		if got := sc.Team.Subagent("a").Summarization; got != (delegation.Summarization{MaxTokens: 900, KeepMessages: 2}) {
+			t.Fatalf("a's summarization = %+v", got)
+		}
+	})
+	t.Run("compat says what it accepts", func(t *testing.T) {
+		fe := parseErrors(t, `{"name":"x","prompt":"y","agent":{"compat":"langchain"},"script":{"main":[{"content":"done"}]}}`)
+		if len(fe) == 0 || fe[0].Field != "agent.compat" {
+			t.Fatalf("errors = %v", fe)
 		}
 	})
 	t.Run("only name and prompt are required, with a script for the scripted model", func(t *testing.T) {

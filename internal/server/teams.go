@@ -722,8 +722,7 @@ func teamPreview(f scenario.File) templates.TeamPreview {
 	p.Built = true
 	p.Warnings = viewErrors(team.Warnings)
 	for _, def := range team.MainTools() {
-		b, _ := json.Marshal(def)
-		n := counter.Count(string(b))
+		n := counter.Count(delegation.ToolJSON(def)) // as the engine counts it
 		p.Tools = append(p.Tools, templates.ToolView{Name: def.Name, Tokens: n})
 		p.ToolTokens += n
 		if def.Name == delegation.TaskToolName {

@@ -376,8 +376,7 @@ func TestTeamPreview(t *testing.T) {
 		}
 		total := 0
 		for i, def := range defs {
-			b, _ := json.Marshal(def)
-			n := counter.Count(string(b))
+			n := counter.Count(delegation.ToolJSON(def))
 			total += n
 			row := rows.Eq(i)
 			if row.AttrOr("data-tool", "") != def.Name || strings.TrimSpace(row.Find("td.num").Text()) != strconv.Itoa(n) {

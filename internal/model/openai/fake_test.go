@@ -40,6 +40,7 @@ type wireBody struct {
 	} `json:"stream_options"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 	ResponseFormat    json.RawMessage `json:"response_format"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
 }
 
 type wireMsg struct {

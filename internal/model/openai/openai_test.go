@@ -826,6 +826,40 @@ func TestNativeJSONSchema(t *testing.T) {
 	})
 }
 
+// TestToolChoiceRequired: an agent with a response_format must answer
+// through its tool (delegation.md §10), so the request requires a tool call;
+// in native JSON mode the answer is the text, and nothing is forced.
+func TestToolChoiceRequired(t *testing.T) {
+	tools := []delegation.ToolDef{{Name: "Verdict", Description: "Answer.", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	for _, c := range []struct {
+		name   string
+		native bool
+		choice string
+		want   string
+	}{
+		{"required when asked", false, delegation.ToolChoiceRequired, `"required"`},
+		{"left to the model otherwise", false, "", ""},
+		{"not forced in native JSON mode", true, delegation.ToolChoiceRequired, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request, req *wireReq) {
+				reply(w, req, turn{content: `{"ok":true}`})
+			})
+			req := userReq("x")
+			req.Tools, req.ToolChoice = tools, c.choice
+			if c.native {
+				req.ResponseFormat = json.RawMessage(`{"title":"Verdict","type":"object"}`)
+			}
+			if _, err := newModel(t, f.url(), func(cfg *Config) { cfg.NativeJSONSchema = c.native }).Generate(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(f.requests()[0].Body.ToolChoice); got != c.want {
+				t.Fatalf("tool_choice = %s, want %s", got, c.want)
+			}
+		})
+	}
+}
+
 func TestNew(t *testing.T) {
 	for _, bad := range []string{"ftp://example.com/v1", "localhost:8080/v1", "/v1", "http://", "not a url", "http://x/v1?key=k"} {
 		if _, err := New(Config{BaseURL: bad, Model: "m"}); err == nil || !strings.Contains(err.Error(), "model.base_url") {

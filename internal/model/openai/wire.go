@@ -130,6 +130,12 @@ func (m *Model) buildRequest(req *delegation.Request) *call {
 		// Only with tools: OpenAI rejects parallel_tool_calls without them.
 		c.req.ParallelToolCalls = true
 	}
+	if req.ToolChoice == delegation.ToolChoiceRequired && c.structured == "" && len(c.req.Tools) > 0 {
+		// An agent with a response_format answers only through its tool, as
+		// deepagents binds it with tool_choice "any"; in native JSON mode the
+		// answer is the text itself, so nothing is forced.
+		c.req.ToolChoice = "required"
+	}
 	if c.structured != "" {
 		c.req.ResponseFormat = &goopenai.ChatCompletionResponseFormat{
 			Type: goopenai.ChatCompletionResponseFormatTypeJSONSchema,
