@@ -61,8 +61,11 @@ func configErrorsTable(r runs) (Table, error) {
 		{"mode 'handoff'", buildResult(x(delegation.Spec{Mode: "handoff"}), modeOf), "accepted: x has mode 'isolated'", "handoff is accepted as the old name of isolated"},
 		{"an empty subagent list", buildResult(delegation.TeamSpec{Subagents: []delegation.Spec{}}, names),
 			"accepted: the subagents are general-purpose", "an empty subagent list still gets general-purpose"},
-		{"general-purpose off and no subagent", buildResult(delegation.TeamSpec{Main: delegation.MainSpec{NoGeneralPurpose: true}}, names),
-			"At least one subagent must be specified", "general-purpose off with no subagent fails with the exact text"},
+		{"the task tool with no one to delegate to (general-purpose off, no subagent)", buildResult(delegation.TeamSpec{Main: delegation.MainSpec{NoGeneralPurpose: true}}, names),
+			"At least one subagent must be specified", "a task tool with an empty subagent list fails with the exact text, as deepagents' middleware does"},
+		{"general-purpose off, no subagent, and no task tool", buildResult(delegation.TeamSpec{Main: delegation.MainSpec{NoGeneralPurpose: true,
+			Tools: []string{"ls", "read_file"}}}, func(t *delegation.Team) string { return "a team without delegation" }),
+			"accepted: a team without delegation", "without a task tool no subagent is needed, as create_deep_agent then leaves the task tool out"},
 		{"two subagents named x", buildResult(delegation.TeamSpec{Subagents: []delegation.Spec{{Name: "x", Description: "a"}, {Name: "x", Description: "b"}}}, names),
 			"Duplicate subagent name 'x'; each subagent must have a unique name.", "a duplicate name is an error with the exact text of delegation.md §2"},
 	}
@@ -124,6 +127,28 @@ func configErrorsTable(r runs) (Table, error) {
 		check("the sentence is the engine's own UnknownTypeMessage",
 			readBack == delegation.UnknownTypeMessage("researcher", []string{delegation.GeneralPurposeName}), "%q", readBack),
 	)
+	why := map[string]string{
+		"response_format a string or a number": "ours names the type it got, as delegation.md §2 asks; deepagents' Python raises its own ValueError",
+		"an empty list at the middleware level": "SubAgentMiddleware(subagents=[]) raises this; our team raises it when its task tool has nobody to list, " +
+			"which is that middleware with an empty list (create_deep_agent instead leaves the task tool out when general-purpose is off and there is no subagent: our last build row)",
+	}
+	ours := map[string]string{
+		"response_format a string or a number":  tab.Rows[2][1] + " / " + tab.Rows[3][1],
+		"an empty list at the middleware level": tab.Rows[6][1],
+		"task with an unknown subagent_type":    tab.Rows[len(tab.Rows)-1][1],
+	}
+	for _, ar := range tab.Article.Rows {
+		v := Versus{What: ar[0], Article: ar[1], Ours: ours[ar[0]], Why: why[ar[0]]}
+		for _, r := range tab.Rows {
+			if r[0] == ar[0] {
+				v.Ours = r[1]
+			}
+		}
+		if v.Why == "" {
+			v.Why = "the same text"
+		}
+		tab.Versus = append(tab.Versus, v)
+	}
 	return tab, nil
 }
 

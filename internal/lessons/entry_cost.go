@@ -12,11 +12,16 @@ var entryCost = lessonDef{
 		"the parent did 1, 4 and 8 steps. Look at the first-call input of each child: the isolated column does not " +
 		"move, the fork column grows by the same amount with every step the parent took — the fork's entry fee.",
 	variants: []variantDef{
-		{"1-step", "The parent did 1 step"},
-		{"4-step", "4 steps"},
-		{"8-step", "8 steps"},
+		{name: "1-step", label: "The parent did 1 step"},
+		{name: "4-step", label: "4 steps"},
+		{name: "8-step", label: "8 steps"},
 	},
 	table: entryCostTable,
+	claims: []claim{
+		{"did 1,", "1 step", "the parent did"},
+		{", 4 and", "4 steps", "the parent did"},
+		{"and 8 steps", "8 steps", "the parent did"},
+	},
 }
 
 // entry is what starting each child cost after some steps of the parent.
@@ -62,24 +67,31 @@ func entryCostTable(r runs) (Table, error) {
 	tab := Table{
 		Title: "Each child's first call, as the parent does more first",
 		Columns: []string{"the parent did", "isolated (tokens)", "fork (tokens)", "difference",
-			"isolated: whole input", "fork: whole input", "fork: messages"},
-	}
-	for _, e := range es {
-		tab.Rows = append(tab.Rows, []string{stepsCell(e.steps), itoa(e.isoCtx), itoa(e.forkCtx),
-			itoa(e.forkCtx - e.isoCtx), itoa(e.isoInput), itoa(e.forkInput), itoa(e.forkMsgs)})
+			"isolated: whole input", "fork: whole input", "fork: messages", "fork: tokens a step since 1 step"},
 	}
 	one, four, eight := es[0], es[1], es[2]
 	perStep := float64(eight.forkCtx-one.forkCtx) / 7
+	for _, e := range es {
+		growth := "–"
+		if e.steps > 1 {
+			growth = fmt.Sprintf("%.0f", float64(e.forkCtx-one.forkCtx)/float64(e.steps-1))
+		}
+		tab.Rows = append(tab.Rows, []string{stepsCell(e.steps), itoa(e.isoCtx), itoa(e.forkCtx),
+			itoa(e.forkCtx - e.isoCtx), itoa(e.isoInput), itoa(e.forkInput), itoa(e.forkMsgs), growth})
+	}
 	tab.Article = &ArticleTable{
-		Columns: []string{"the parent did", "isolated (tokens)", "fork (tokens)", "difference"},
+		Columns: []string{"the parent did", "isolated (tokens)", "fork (tokens)", "difference", "fork: tokens a step since 1 step"},
 		Rows: [][]string{
-			{"1 step", "12", "217", "205"},
-			{"4 steps", "12", "388", "376"},
-			{"8 steps", "12", "616", "604"},
+			{"1 step", "12", "217", "205", "–"},
+			{"4 steps", "12", "388", "376", "57"},
+			{"8 steps", "12", "616", "604", "57"},
 		},
 	}
 	tab.Note = fmt.Sprintf("Tokens here are the system prompt and the messages, as in the article (the whole input adds the tool "+
-		"definitions); our steps are our own, so the fork grows by %.0f tokens a step against the article's 57 or so.", perStep)
+		"definitions); our steps and our task are our own, so the fork grows by %.0f tokens a step against the article's 57 or so: "+
+		"the same shape, a flat isolated column and a fork column that grows by the same amount every step.", perStep)
+	tab.Versus = versusByIndex(tab, "the same shape; the steps the parent takes are our own, so the sizes differ",
+		"isolated (tokens)", "fork (tokens)", "fork: tokens a step since 1 step")
 	tab.Checks = append(tab.Checks,
 		check("the isolated child's entry cost is the same after 1, 4 and 8 steps",
 			one.isoCtx == four.isoCtx && four.isoCtx == eight.isoCtx && one.isoInput == eight.isoInput,

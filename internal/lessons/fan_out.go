@@ -20,6 +20,9 @@ var fanOut = lessonDef{
 		"back in call order; each context holds only its own task, each child pays its own prompt prefix, and " +
 		"the parent alone merges the three conclusions.",
 	table: fanOutTable,
+	claims: []claim{
+		{"three", "3", "call order"},
+	},
 }
 
 // span is when an agent ran: from its first model call to its end.
@@ -156,6 +159,14 @@ func fanOutTable(r runs) (Table, error) {
 			"%d tokens each, %d for the three", prefix0, prefixes),
 		check("the parent's synthesis call holds all three receipts", merged, "the parent's last call"),
 	)
+	tab.Versus = []Versus{
+		{What: "structure", Article: tab.Article.Rows[0][1], Ours: fmt.Sprintf("%d researchers sent in one message, each in a context of its own", len(ds)),
+			Why: "the article states the pattern; the run follows it"},
+		{What: "what comes back", Article: tab.Article.Rows[0][3], Ours: "one receipt each, in call order; the parent's last call holds all three",
+			Why: "the same: only the conclusions reach the parent"},
+		{What: "the cost (Article 3, §4)", Article: "N children ≈ N prompt prefixes", Ours: fmt.Sprintf("%d children, %d prefixes of %d tokens: %d", len(ds), len(ds), prefix0, prefixes),
+			Why: "each child pays its own system prompt and tool definitions"},
+	}
 	return tab, nil
 }
 

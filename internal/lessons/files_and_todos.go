@@ -67,7 +67,7 @@ func filesAndTodosTable(r runs) (Table, error) {
 	}
 	tab.Note = "Same as the article; we read it from delegation.finished's returned and held_back lists."
 	tab.Checks = append(tab.Checks,
-		check("the child inherited write_todos from the main agent's tools", hasToolNamed(d.child.Tools, delegation.WriteTodosToolName) && todos > 0,
+		check("the child has write_todos because its spec lists it, and used it", hasToolNamed(d.child.Tools, delegation.WriteTodosToolName) && todos > 0,
 			"the child's tools: %s", strings.Join(toolNames(d.child.Tools), ", ")),
 		check("delegation.finished returns the receipt and the files", slices.Equal(fin.Returned, []string{"receipt", "files"}),
 			"returned: %s", strings.Join(fin.Returned, ", ")),
@@ -78,5 +78,6 @@ func filesAndTodosTable(r runs) (Table, error) {
 			len(v.list(d.main.ID)) == 4 && d.receipt.Content == `{"done":"Drafted the release note.","files":["/child.md"]}`,
 			"the parent has %d messages; the receipt is %s", len(v.list(d.main.ID)), d.receipt.Content),
 	)
+	tab.Versus = versusArticle(tab, "comes back?", "comes back?", "the same rule: deepagents leaves messages, todos and the structured response out of what it returns")
 	return tab, nil
 }

@@ -41,14 +41,27 @@ type Lesson struct {
 	Scenario    []byte // the first variant's scenario (kept for existing callers)
 	Variants    []Variant
 
-	table func(runs) (Table, error)
+	table  func(runs) (Table, error)
+	claims []claim
 }
+
+// claim ties a figure a lesson's text states to the cell of its computed
+// table that must hold it: phrase is a piece of the lesson's description, a
+// scenario's description or the table's note, with one number in it (in
+// digits, or a word from two to twenty); the cell is the row whose first
+// cell is row, in the column named col. A test checks every claim, and that
+// every other figure in those texts is a section number, an input of the
+// scenario, or one of the article's own figures.
+type claim struct{ phrase, row, col string }
 
 // Variant is one scenario of a lesson. Name is unique in the lesson (a
 // lesson with one variant names it after itself).
 type Variant struct {
 	Name, Label string
 	Scenario    []byte
+	// Expect is the status the run ends with: done, or failed for a variant
+	// that shows deepagents failing where we do not (compat "deepagents").
+	Expect string
 }
 
 // Table is what a lesson reproduces, computed from its runs, never typed in.
@@ -65,6 +78,14 @@ type Table struct {
 	Note string
 	// Checks are the structural facts the run must show, each computed.
 	Checks []Check
+	// Versus sets the article's figures and ours side by side, row by
+	// row, each with why they differ or agree.
+	Versus []Versus
+}
+
+// Versus is one figure of the article beside ours.
+type Versus struct {
+	What, Article, Ours, Why string
 }
 
 // ArticleTable is the article's own figures, typed in from it.
@@ -87,9 +108,10 @@ type lessonDef struct {
 	name, title, article, description string
 	variants                          []variantDef
 	table                             func(runs) (Table, error)
+	claims                            []claim
 }
 
-type variantDef struct{ name, label string }
+type variantDef struct{ name, label, expect string }
 
 // registry lists every lesson; All sorts them by name.
 var registry = []lessonDef{
@@ -129,7 +151,7 @@ func All() []Lesson {
 func load() []Lesson {
 	out := make([]Lesson, 0, len(registry))
 	for _, d := range registry {
-		l := Lesson{Name: d.name, Title: d.title, Description: d.description, Article: d.article, table: d.table}
+		l := Lesson{Name: d.name, Title: d.title, Description: d.description, Article: d.article, table: d.table, claims: d.claims}
 		vs := d.variants
 		if len(vs) == 0 {
 			vs = []variantDef{{name: d.name, label: d.title}}
@@ -139,7 +161,11 @@ func load() []Lesson {
 			if err != nil {
 				panic(fmt.Sprintf("lesson %s: %v", d.name, err))
 			}
-			l.Variants = append(l.Variants, Variant{Name: v.name, Label: v.label, Scenario: doc})
+			expect := v.expect
+			if expect == "" {
+				expect = delegation.StatusDone
+			}
+			l.Variants = append(l.Variants, Variant{Name: v.name, Label: v.label, Scenario: doc, Expect: expect})
 		}
 		l.Scenario = l.Variants[0].Scenario
 		out = append(out, l)
@@ -202,8 +228,9 @@ func (l Lesson) Table(runs map[string]*trace.Trace) (Table, error) {
 }
 
 // Run runs the variant's scenario to its end and returns its trace. The
-// error is set when the scenario is invalid or the session did not finish
-// done (the trace, when there is one, is returned all the same).
+// error is set when the scenario is invalid or the session did not end as
+// the variant expects (the trace, when there is one, is returned all the
+// same).
 func (v Variant) Run(ctx context.Context) (*trace.Trace, error) {
 	sc, err := scenario.Parse(v.Scenario)
 	if err != nil {
@@ -229,8 +256,12 @@ func (v Variant) Run(ctx context.Context) (*trace.Trace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("variant %s: build the trace: %w", v.Name, err)
 	}
-	if res.Status != delegation.StatusDone {
-		return t, fmt.Errorf("variant %s: the session ended %s: %v", v.Name, res.Status, res.Err)
+	want := v.Expect
+	if want == "" {
+		want = delegation.StatusDone
+	}
+	if res.Status != want {
+		return t, fmt.Errorf("variant %s: the session ended %s, not %s: %v", v.Name, res.Status, want, res.Err)
 	}
 	return t, nil
 }

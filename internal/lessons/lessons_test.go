@@ -80,8 +80,8 @@ func TestEveryLesson(t *testing.T) {
 			var took time.Duration
 			for _, v := range l.Variants {
 				tr := runs[v.Name]
-				if tr.Session.Status != delegation.StatusDone {
-					t.Fatalf("variant %s ended %s: %s", v.Name, tr.Session.Status, tr.Session.Error)
+				if tr.Session.Status != v.Expect {
+					t.Fatalf("variant %s ended %s, want %s: %s", v.Name, tr.Session.Status, v.Expect, tr.Session.Error)
 				}
 				took += playTime(tr)
 			}
@@ -96,6 +96,7 @@ func TestEveryLesson(t *testing.T) {
 				t.Fatalf("table: %v", err)
 			}
 			checkShape(t, tab)
+			checkTexts(t, l, tab)
 			for _, c := range tab.Checks {
 				if !c.OK {
 					t.Errorf("check failed: %s (%s)", c.Claim, c.Detail)
@@ -207,6 +208,15 @@ func checkShape(t *testing.T, tab Table) {
 	for _, c := range tab.Checks {
 		if c.Claim == "" || c.Detail == "" {
 			t.Errorf("check without a claim or a detail: %+v", c)
+		}
+	}
+	// The page shows the article and ours row by row.
+	if len(tab.Versus) == 0 {
+		t.Errorf("no row sets the article's figures (or deepagents' behaviour) beside ours")
+	}
+	for _, v := range tab.Versus {
+		if v.What == "" || v.Article == "" || v.Ours == "" || v.Why == "" {
+			t.Errorf("a versus row lacks a part: %+v", v)
 		}
 	}
 }
@@ -390,10 +400,10 @@ func testOrderNumber(t *testing.T, tab Table, runs map[string]*trace.Trace) {
 	row := func(first string) (string, string) {
 		return cell(t, tab, first, "isolated"), cell(t, tab, first, "fork")
 	}
-	// The fork: the system prompt, the parent's question, its ls call and
-	// result, and the task.
-	if i, f := row("opening messages (system prompt + context)"); i != "2" || f != "5" {
-		t.Errorf("opening messages %s and %s, want 2 and 5", i, f)
+	// The fork: the system prompt, the parent's question, its three calls
+	// and their results, and the task.
+	if i, f := row("opening messages (system prompt + context)"); i != "2" || f != "9" {
+		t.Errorf("opening messages %s and %s, want 2 and 9", i, f)
 	}
 	if i, f := row("A-7731 in its first call's context"); i != "0" || f != "1" {
 		t.Errorf("A-7731 appears %s and %s times, want 0 and 1", i, f)
@@ -485,7 +495,7 @@ func testReadOnlyExplorer(t *testing.T, tab Table, runs map[string]*trace.Trace)
 }
 
 func testFailureIsolation(t *testing.T, tab Table, runs map[string]*trace.Trace) {
-	tr := runs["failure-isolation"]
+	tr := runs["ours"]
 	if r := receiptOf(t, tr, agentNamed(t, tr, "flaky")); !r.IsError {
 		t.Errorf("the failed child's receipt is not marked is_error: %q", r.Content)
 	}

@@ -12,11 +12,11 @@ var lostUpdate = lessonDef{
 	article: "Ours: delegation.md §6 (Better), on deepagents' file merge",
 	description: "Ours, delegation.md §6 (Better): two siblings run at once, one edits /config.md and deletes /old.md, " +
 		"the other only writes /report.md. Compare the final files: merging each child's whole file map (deepagents' " +
-		"'snapshot') lets the untouched sibling's stale copy overwrite the edit and revive the deleted file; merging " +
+		"'snapshot', what compat 'deepagents' does) lets the untouched sibling's stale copy overwrite the edit and revive the deleted file; merging " +
 		"each child's changes ('delta') loses nothing.",
 	variants: []variantDef{
-		{"snapshot", "files_merge: snapshot (deepagents)"},
-		{"delta", "files_merge: delta (ours)"},
+		{name: "snapshot", label: "deepagents (compat: deepagents, whole file maps merged)"},
+		{name: "delta", label: "ours (files_merge: delta)"},
 	},
 	table: lostUpdateTable,
 }
@@ -83,7 +83,11 @@ func lostUpdateTable(r runs) (Table, error) {
 		}
 		tab.Rows = append(tab.Rows, []string{p, fileCell(start, p), what, s, d, l})
 	}
-	tab.Note = "deepagents' behaviour, reproduced by files_merge 'snapshot'; the articles do not measure it, so there are no article figures."
+	tab.Note = "deepagents' behaviour, reproduced by compat 'deepagents' (which merges whole file maps, like files_merge 'snapshot'); the articles do not measure it."
+	for _, row := range tab.Rows {
+		tab.Versus = append(tab.Versus, Versus{What: row[0] + " after both children", Article: row[3], Ours: row[4],
+			Why: "deepagents copies each child's whole file map back, per path, in call order; we apply each child's changes"})
+	}
 	tab.Checks = append(tab.Checks,
 		check("under snapshot, the editor's edit of /config.md is lost to the writer's stale copy",
 			snap.t.Files["/config.md"] == start["/config.md"] && strings.Join(did["/config.md"], ",") == "editor edited",

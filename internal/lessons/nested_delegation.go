@@ -16,6 +16,10 @@ var nestedDelegation = lessonDef{
 		"tools: the isolated helper has seven, no task, so it cannot even try; the fork has all eight, calls " +
 		"task, and gets a fixed refusal it reads before doing the job itself. The parent never sees the attempt.",
 	table: nestedDelegationTable,
+	claims: []claim{
+		{"has seven, no task", "helper", "tools"},
+		{"has all eight", "forker", "tools"},
+	},
 }
 
 func nestedDelegationTable(r runs) (Table, error) {
@@ -107,5 +111,11 @@ func nestedDelegationTable(r runs) (Table, error) {
 		check("the parent never learns of the attempt: the refusal is only in the fork's own list", inParent == 0,
 			"the refusal appears %d times in the parent's messages", inParent),
 	)
+	tab.Versus = []Versus{
+		{What: "the isolated child's tools", Article: "7, no task", Ours: tab.Rows[0][2] + ", task: " + tab.Rows[0][3], Why: "the same: an isolated child is built without task"},
+		{What: "the fork's tools", Article: "8, task included", Ours: tab.Rows[1][2] + ", task: " + tab.Rows[1][3], Why: "the same: a fork gets the parent's tools"},
+		{What: "the fork's task call", Article: "refused with a fixed sentence", Ours: tab.Rows[1][5], Why: "the same sentence, deepagents' own"},
+		{What: "the parent sees the attempt", Article: "no", Ours: tab.Rows[1][7], Why: "the refusal is only in the fork's own list"},
+	}
 	return tab, nil
 }

@@ -17,6 +17,12 @@ var oneDelegation = lessonDef{
 		"its system prompt and the task description verbatim, with seven tools and no task; the parent's " +
 		"question is nowhere in it.",
 	table: oneDelegationTable,
+	claims: []claim{
+		{"four model calls", "4", "call"},
+		{"call 2", "2", "call"},
+		{"from two messages", "2", "messages (system prompt + context)"},
+		{"with seven tools", "2", "tools"},
+	},
 }
 
 // delegationRun is a run with one delegation: the main agent, its one child,
@@ -98,8 +104,8 @@ func oneDelegationTable(r runs) (Table, error) {
 			{"4", "parent", "4", "0", "8, with task"},
 		},
 	}
-	tab.Note = fmt.Sprintf("The only figure that differs is the general-purpose prompt's length (%d characters against 286): the prompt is our own text.",
-		chars(delegation.GeneralPurpose.SystemPrompt))
+	tab.Note = fmt.Sprintf("The only figure that differs is the general-purpose prompt's length (%d characters against 286): "+
+		"the prompt is our own text, of deepagents' size.", chars(delegation.GeneralPurpose.SystemPrompt))
 
 	first, err := v.firstCall(d.child.ID)
 	if err != nil {
@@ -123,6 +129,8 @@ func oneDelegationTable(r runs) (Table, error) {
 				len(d.child.Tools) == 7 && !hasToolNamed(d.child.Tools, delegation.TaskToolName),
 			"parent: %s; child: %s", strings.Join(toolNames(d.main.Tools), ", "), strings.Join(toolNames(d.child.Tools), ", ")),
 	)
+	tab.Versus = versusByIndex(tab, "the same calls and counts; the general-purpose prompt is ours, sized to deepagents' 286 characters",
+		"who", "messages (system prompt + context)", "system prompt (characters)", "tools")
 	return tab, nil
 }
 

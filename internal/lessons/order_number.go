@@ -16,9 +16,13 @@ var orderNumber = lessonDef{
 	article: "Article 2 (isolated or fork), §2 and §5",
 	description: "Article 2 (isolated or fork), §2 and §5: the same one-line task, 'Report the order number above', " +
 		"sent in one message to an isolated reporter and to a fork reporter. Look at the children's first calls: " +
-		"two messages and no A-7731 against nine messages with it, while the two task calls cost the parent " +
+		"two messages and no A-7731 against nine messages with it, while the task calls cost the parent " +
 		"exactly the same.",
 	table: orderNumberTable,
+	claims: []claim{
+		{"two messages", "opening messages (system prompt + context)", "isolated"},
+		{"nine messages", "opening messages (system prompt + context)", "fork"},
+	},
 }
 
 // callTokens is what one tool call costs in its message, counted the way the
@@ -103,9 +107,17 @@ func orderNumberTable(r runs) (Table, error) {
 			{"the parent's task call (tokens)", "36", "36"},
 		},
 	}
-	tab.Note = fmt.Sprintf("Our parent does one step before delegating where the article's did more, so the fork opens with %d messages "+
-		"and %d tokens rather than 9 and 326 (the entry-cost lesson shows the growth); the isolated 2 messages, the 0 against 1 "+
-		"occurrences and the equal cost to the parent match.", fork.msgs, fork.tokens)
+	tab.Note = fmt.Sprintf("The messages match the article's; the tokens are our texts' and our parent's own steps (the fork opens with %d tokens "+
+		"against 326, the isolated child with %d against 12, our empty prompt and a task of our own), in the same direction and of the same order.",
+		fork.tokens, iso.tokens)
+	tab.Versus = versusArticle(tab, "isolated", "isolated", "")
+	for _, x := range versusArticle(tab, "fork", "fork", "") {
+		x.What += " (fork)"
+		tab.Versus = append(tab.Versus, x)
+	}
+	for i := range tab.Versus {
+		tab.Versus[i].Why = "the same shape: the fork reads the parent's whole conversation; token counts are our tokenizer's, over our texts"
+	}
 
 	tab.Checks = append(tab.Checks,
 		check("the isolated reporter starts from 2 messages: its system prompt and the task", iso.msgs == 2,
@@ -120,6 +132,8 @@ func orderNumberTable(r runs) (Table, error) {
 			"isolated: %q; fork: %q", iso.d.receipt.Content, fork.d.receipt.Content),
 		check("the two task calls cost the parent the same", iso.callTok == fork.callTok && iso.d.task == fork.d.task,
 			"%d and %d tokens, the same description", iso.callTok, fork.callTok),
+		check("the fork opens with nine messages, as in the article: the parent did three steps first", fork.msgs == 9,
+			"%d messages", fork.msgs),
 		check("the isolated child has 7 tools without task; the fork the parent's 8",
 			iso.toolsN == 7 && fork.toolsN == 8 && hasToolNamed(fork.d.child.Tools, delegation.TaskToolName), "%d and %d", iso.toolsN, fork.toolsN),
 	)

@@ -108,5 +108,7 @@ func parentAfterTable(r runs) (Table, error) {
 			"the child's list: %d messages; found in the parent: %d", len(childList), leaked),
 		check("the file the child wrote is in the parent's files", hasFile, "/child.md: %q", v.t.Files["/child.md"]),
 	)
+	tab.Versus = versusByIndex(tab, "the same four messages; the receipt is the article's sentence, the tokens are our tokenizer's and our texts'",
+		"role", "what", "characters", "tokens")
 	return tab, nil
 }

@@ -86,5 +86,11 @@ func pipelineTable(r runs) (Table, error) {
 		check("the reviewer found the bug because the code was in its task", strings.Contains(ds[1].receipt.Content, "1900"),
 			"%q", clip(ds[1].receipt.Content, 80)),
 	)
+	tab.Versus = []Versus{
+		{What: "structure", Article: "A's output is B's input, in series", Ours: fmt.Sprintf("%d stages, one after another", len(ds)),
+			Why: "the article states the pattern; the run follows it"},
+		{What: "the hand-over", Article: "the downstream task holds the upstream artifact in full", Ours: tab.Rows[len(tab.Rows)-1][3],
+			Why: "an isolated child sees nothing but its task, so the task must carry the artifact"},
+	}
 	return tab, nil
 }

@@ -111,5 +111,11 @@ func readOnlyExplorerTable(r runs) (Table, error) {
 			"receipt %d tokens; the explorer's context at its last call %d", d.receipt.Tokens, contextTokens(last)),
 		check("no file changed", maps.Equal(v.t.Files, sc.File.Files), "%d files, as at the start", len(v.t.Files)),
 	)
+	tab.Versus = []Versus{
+		{What: "the explorer's tools", Article: tab.Article.Rows[0][1], Ours: tab.Rows[0][2],
+			Why: "our stack's read-only tools; the article's harness is hand-written"},
+		{What: "what comes back", Article: tab.Article.Rows[1][1], Ours: tab.Rows[4][2],
+			Why: "our code base and summary, shaped as the article's example"},
+	}
 	return tab, nil
 }

@@ -16,13 +16,13 @@ var receipt = lessonDef{
 	title:   "The receipt: the last message with text, or a structured response",
 	article: "Article 1 (the task tool), §2–§3",
 	description: "Article 1 (the task tool), §2–§3: what an isolated child starts from, and what comes back as " +
-		"its receipt. Compare the two runs: without a response_format the receipt is the child's last message " +
+		"its receipt. Compare the runs: without a response_format the receipt is the child's last message " +
 		"with non-empty text (an earlier 'I just wrote a file' and an empty last message do not count), prose " +
 		"that does not parse; with response_format Findings the child gets an eighth tool named after the schema " +
 		"and the receipt is compact JSON.",
 	variants: []variantDef{
-		{"text", "No response_format"},
-		{"structured", "response_format Findings"},
+		{name: "text", label: "No response_format"},
+		{name: "structured", label: "response_format Findings"},
 	},
 	table: receiptTable,
 }
@@ -149,6 +149,8 @@ func receiptTable(r runs) (Table, error) {
 		check("the structured response itself is held back: the parent gets only the receipt",
 			slices.Contains(held, "structured_response"), "held back: %s", strings.Join(held, ", ")),
 	)
+	tab.Versus = versusByIndex(tab, "the structured receipt and the article's Findings are the same; the prose report and the Findings tool's size are ours",
+		"the child's tools", "the receipt", "parses as JSON?")
 	return tab, nil
 }
 

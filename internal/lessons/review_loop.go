@@ -108,5 +108,11 @@ func reviewLoopTable(r runs) (Table, error) {
 	main, _ := v.agent("main")
 	tab.Checks = append(tab.Checks, check("the parent ended once approved", v.t.Session.Status == delegation.StatusDone &&
 		len(v.turns(main.ID)) == 2*n+1, "%d parent calls for %d rounds", len(v.turns(main.ID)), n))
+	tab.Versus = []Versus{
+		{What: "who decides", Article: "the reviewer, with a structured verdict (pass / fail + the issues)", Ours: "the reviewer's Verdict: " + tab.Rows[len(tab.Rows)-1][3],
+			Why: "the same: its response_format makes the verdict JSON the parent can act on"},
+		{What: "rounds", Article: "capped (e.g. 3)", Ours: fmt.Sprintf("%d, approved in the last", len(tab.Rows)),
+			Why: "the parent's script stops at the first approval, within the cap"},
+	}
 	return tab, nil
 }

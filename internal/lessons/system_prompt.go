@@ -9,14 +9,14 @@ var systemPrompt = lessonDef{
 	title:   "System prompts: the fork concatenates, the isolated child does not inherit",
 	article: "Article 2 (isolated or fork), §3",
 	description: "Article 2 (isolated or fork), §3: the system prompt each child's first model call received, " +
-		"for the four combinations of a parent prompt (20 characters) and a child prompt (11). Look at the fork " +
+		"for every combination of a parent prompt (20 characters) and a child prompt (11). Look at the fork " +
 		"column: with both present it is the parent's, a blank line, then the child's (20 + 2 + 11 = 33), never a " +
 		"replacement; the isolated column never holds the parent's.",
 	variants: []variantDef{
-		{"parent-only", "Parent 20 characters, child none"},
-		{"both", "Parent 20, child 11"},
-		{"child-only", "Parent none, child 11"},
-		{"neither", "Neither"},
+		{name: "parent-only", label: "Parent 20 characters, child none"},
+		{name: "both", label: "Parent 20, child 11"},
+		{name: "child-only", label: "Parent none, child 11"},
+		{name: "neither", label: "Neither"},
 	},
 	table: systemPromptTable,
 }
@@ -73,7 +73,7 @@ func systemPromptTable(r runs) (Table, error) {
 		Columns: tab.Columns,
 		Rows: [][]string{
 			{"20 characters", "none", "20 characters (the parent's)", "empty"},
-			{"20 characters", "11 characters", "33 characters (joined)", "11 characters"},
+			{"20 characters", "11 characters", "33 characters (20 + 2 + 11, joined)", "11 characters"},
 			{"none", "11 characters", "11 characters", "11 characters"},
 			{"none", "none", "empty", "empty"},
 		},
@@ -95,5 +95,7 @@ func systemPromptTable(r runs) (Table, error) {
 		check("the isolated child never receives the parent's prompt",
 			all["both"].iso == all["both"].own && all["parent-only"].iso == "", "isolated with both: %q", all["both"].iso),
 	)
+	tab.Versus = versusByIndex(tab, "the same prompts, of the article's lengths, give the same result",
+		"the fork child gets", "the isolated child gets")
 	return tab, nil
 }

@@ -14,15 +14,15 @@ var taskDescription = lessonDef{
 	title:   "The task tool's description: a fixed text plus one line per subagent",
 	article: "Article 1 (the task tool), §1; Article 2 (isolated or fork), §1",
 	description: "Article 1 (the task tool), §1, and Article 2 (isolated or fork), §1: the task tool's description " +
-		"is a fixed text plus one line per subagent, built from the team. Compare the five teams: adding a " +
+		"is a fixed text plus one line per subagent, built from the team. Compare the teams: adding a " +
 		"subagent adds a line, naming one general-purpose replaces the built-in line, and a fork subagent's " +
 		"line ends with a load-bearing sentence.",
 	variants: []variantDef{
-		{"default", "Default team"},
-		{"researcher", "researcher added"},
-		{"override", "general-purpose overridden"},
-		{"pair-isolated", "iso1 and fk1, both isolated"},
-		{"pair-fork", "iso1 isolated, fk1 fork"},
+		{name: "default", label: "Default team"},
+		{name: "researcher", label: "researcher added"},
+		{name: "override", label: "general-purpose overridden"},
+		{name: "pair-isolated", label: "iso1 and fk1, both isolated"},
+		{name: "pair-fork", label: "iso1 isolated, fk1 fork"},
 	},
 	table: taskDescriptionTable,
 }
@@ -90,6 +90,11 @@ func taskDescriptionTable(r runs) (Table, error) {
 		tab.Rows = append(tab.Rows, []string{name, strings.Join(heads, " / "), itoa(x.chars),
 			signed(x.chars - rows["default"].chars), itoa(x.tokens)})
 	}
+	article := map[string]int{"default": 1419, "researcher": 1438, "override": 1081, "pair-isolated": 1443, "pair-fork": 1525}
+	tab.Columns = append(tab.Columns, "the article's characters", "ours against the article's")
+	for i, name := range names {
+		tab.Rows[i] = append(tab.Rows[i], itoa(article[name]), pctDiff(rows[name].chars, article[name]))
+	}
 	tab.Article = &ArticleTable{
 		Columns: []string{"team", "characters"},
 		Rows: [][]string{
@@ -97,8 +102,15 @@ func taskDescriptionTable(r runs) (Table, error) {
 			{"pair-isolated", "1443"}, {"pair-fork", "1525 (the fork sentence: about 80–86 characters)"},
 		},
 	}
-	tab.Note = fmt.Sprintf("Our fixed text is our own (%d characters against 1419) and our fork sentence is longer (%d against about 86); "+
-		"the researcher line is the article's own, so it adds the same 19 characters.", rows["default"].chars, chars(delegation.ForkSuffix))
+	tab.Note = fmt.Sprintf("Our fixed text is our own, sized to deepagents' (%d characters against the article's 1419, %s) and so is our "+
+		"fork sentence (%d characters against deepagents' 86); the researcher line is the article's own, so it adds the same 19 characters.",
+		rows["default"].chars, pctDiff(rows["default"].chars, 1419), chars(delegation.ForkSuffix))
+	tab.Versus = versusRows(tab, 0, "characters", "the article's characters",
+		"our fixed text and lines are ours, sized to deepagents' within 5 %; the subagents' own descriptions are the article's")
+	within := true
+	for _, name := range names {
+		within = within && withinPct(rows[name].chars, article[name], 15)
+	}
 
 	d, res, ov, pi, pf := rows["default"], rows["researcher"], rows["override"], rows["pair-isolated"], rows["pair-fork"]
 	added := "- researcher: 查资料的"
@@ -113,8 +125,10 @@ func taskDescriptionTable(r runs) (Table, error) {
 		check("adding researcher adds exactly its line after general-purpose",
 			len(res.lines) == 2 && res.lines[1] == added && res.chars-d.chars == chars("\n"+added),
 			"%d → %d characters (+%d; the line and its newline are %d)", d.chars, res.chars, res.chars-d.chars, chars("\n"+added)),
+		check("every team's description is within 15 % of the article's characters", within,
+			"default %d, researcher %d, override %d, pairs %d and %d", d.chars, res.chars, ov.chars, pi.chars, pf.chars),
 		check("a subagent named general-purpose replaces the built-in one: one line, and a shorter description",
-			len(ov.lines) == 1 && ov.lines[0] == "- general-purpose: Does whatever it is asked." && ov.chars < d.chars,
+			len(ov.lines) == 1 && ov.lines[0] == "- general-purpose: Any job." && ov.chars < d.chars,
 			"%d → %d characters; lines %q", d.chars, ov.chars, ov.lines),
 		check("making fk1 a fork adds exactly the fork sentence to its line",
 			pf.chars-pi.chars == chars(delegation.ForkSuffix) && len(pf.lines) == 3 && strings.HasSuffix(pf.lines[2], delegation.ForkSuffix) &&

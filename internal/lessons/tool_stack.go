@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/tokens"
 )
 
 var toolStack = lessonDef{
@@ -14,10 +15,20 @@ var toolStack = lessonDef{
 	title:   "The tool stack and what each tool costs",
 	article: "Article 1 (the task tool), §1",
 	description: "Article 1 (the task tool), §1: the default stack of eight tools and the token cost of each " +
-		"definition, from the main agent's agent.started event. Look at task: it is one of the most expensive " +
-		"tools, a fixed price paid on every model call whether or not the agent ever delegates.",
+		"definition, from the main agent's agent.started event, beside the article's figures and deepagents' own " +
+		"estimate (approx: a definition's JSON characters divided by four). Look at task: second only to grep, " +
+		"a fixed price paid on every model call whether or not the agent ever delegates.",
 	table: toolStackTable,
+	claims: []claim{
+		{"stack of eight tools", "8", "rank"},
+	},
 }
+
+// articleTools are the article's token figures, most expensive first.
+var articleTools = []struct {
+	name   string
+	tokens int
+}{{"grep", 597}, {"task", 499}, {"read_file", 456}, {"glob", 414}, {"edit_file", 293}, {"write_file", 191}, {"delete", 161}, {"ls", 118}}
 
 func toolStackTable(r runs) (Table, error) {
 	v := r.view("tool-stack")
@@ -25,22 +36,54 @@ func toolStackTable(r runs) (Table, error) {
 	if err != nil {
 		return Table{}, err
 	}
+	// deepagents' estimate and the characters, from the definitions the
+	// team was given, rebuilt with the engine's own code.
+	sc, err := scenarioOf(v.t)
+	if err != nil {
+		return Table{}, err
+	}
+	approx, _ := tokens.Get("approx")
+	defJSON := map[string]string{}
+	for _, d := range sc.Team.MainTools() {
+		defJSON[d.Name] = delegation.ToolJSON(d)
+	}
+	article := map[string]int{}
+	articleRank := map[string]int{}
+	articleTotal := 0
+	for i, a := range articleTools {
+		article[a.name], articleRank[a.name] = a.tokens, i+1
+		articleTotal += a.tokens
+	}
+
 	tools := slices.Clone(main.Tools)
-	total := 0
+	total, approxTotal := 0, 0
 	for _, t := range tools {
 		total += t.Tokens
+		approxTotal += approx.Count(defJSON[t.Name])
 	}
 	sort.SliceStable(tools, func(i, j int) bool { return tools[i].Tokens > tools[j].Tokens })
 	tab := Table{
-		Title:   "The main agent's tools, most expensive first",
-		Columns: []string{"rank", "tool", "tokens", "share"},
+		Title: "The main agent's tools, most expensive first",
+		Columns: []string{"rank", "tool", "tokens (" + v.t.Session.Tokenizer + ")", "share", "approx (characters / 4)",
+			"characters of its JSON", "the article's tokens", "the article's rank"},
 	}
-	rank := map[string]int{}
+	rank, approxRank := map[string]int{}, map[string]int{}
+	byApprox := slices.Clone(tools)
+	sort.SliceStable(byApprox, func(i, j int) bool {
+		return approx.Count(defJSON[byApprox[i].Name]) > approx.Count(defJSON[byApprox[j].Name])
+	})
+	for i, t := range byApprox {
+		approxRank[t.Name] = i + 1
+	}
+	within := true
 	for i, t := range tools {
 		rank[t.Name] = i + 1
-		tab.Rows = append(tab.Rows, []string{itoa(i + 1), t.Name, itoa(t.Tokens), pct(t.Tokens, total)})
+		a := approx.Count(defJSON[t.Name])
+		within = within && withinPct(t.Tokens, article[t.Name], 15) && withinPct(a, article[t.Name], 15)
+		tab.Rows = append(tab.Rows, []string{itoa(i + 1), t.Name, itoa(t.Tokens), pct(t.Tokens, total), itoa(a),
+			itoa(chars(defJSON[t.Name])), itoa(article[t.Name]), itoa(articleRank[t.Name])})
 	}
-	tab.Rows = append(tab.Rows, []string{"", "total", itoa(total), "100%"})
+	tab.Rows = append(tab.Rows, []string{"", "total", itoa(total), "100%", itoa(approxTotal), "", itoa(articleTotal), ""})
 	tab.Article = &ArticleTable{
 		Columns: []string{"rank", "tool", "tokens", "share"},
 		Rows: [][]string{
@@ -49,10 +92,24 @@ func toolStackTable(r runs) (Table, error) {
 			{"7", "delete", "161", ""}, {"8", "ls", "118", ""}, {"", "total", "2729", "100%"},
 		},
 	}
+	sameOrder := true
+	for name, r := range articleRank {
+		sameOrder = sameOrder && rank[name] == r && approxRank[name] == r
+	}
 	taskTokens := toolTokens(main.Tools, delegation.TaskToolName)
-	tab.Note = fmt.Sprintf("Our tool descriptions are our own and terser (total %d tokens against the article's 2729), "+
-		"so task's share is larger (%s against 18.3%%); the order matches: task and grep on top, ls and delete at the bottom.",
-		total, pct(taskTokens, total))
+	order := "the order differs from the article's"
+	if sameOrder {
+		order = "the order is the article's, with both counts"
+	}
+	tab.Note = fmt.Sprintf("Our tool texts are our own, sized to deepagents' characters; deepagents' own estimate puts the stack at %d tokens "+
+		"against the article's 2729, and task's share is %s against 18.3%%: %s.", approxTotal, pct(taskTokens, total), order)
+	for _, a := range articleTools {
+		tab.Versus = append(tab.Versus, Versus{What: a.name + " (tokens)", Article: itoa(a.tokens),
+			Ours: fmt.Sprintf("%d %s, %d approx", toolTokens(main.Tools, a.name), v.t.Session.Tokenizer, approx.Count(defJSON[a.name])),
+			Why: "our texts say what deepagents' say, sized to its characters (±5 %); the article counted with a tokenizer of its own"})
+	}
+	tab.Versus = append(tab.Versus, Versus{What: "task's share of the stack", Article: "18.3%", Ours: pct(taskTokens, total),
+		Why: "the shares follow the sizes"})
 
 	topFS := ""
 	for _, t := range tools { // most expensive first
@@ -66,12 +123,13 @@ func toolStackTable(r runs) (Table, error) {
 	tab.Checks = append(tab.Checks,
 		check("the main agent has the default stack of eight tools, task last", slices.Equal(names, want),
 			"tools: %s", strings.Join(names, ", ")),
-		check("task is among the two most expensive tools", rank[delegation.TaskToolName] >= 1 && rank[delegation.TaskToolName] <= 2,
-			"task is number %d, %d tokens", rank[delegation.TaskToolName], taskTokens),
+		check("the ranking is the article's, counted exactly and counted as deepagents estimates", sameOrder,
+			"task is number %d (approx: %d), grep number %d (approx: %d)", rank[delegation.TaskToolName], approxRank[delegation.TaskToolName],
+			rank["grep"], approxRank["grep"]),
+		check("every tool's cost is within 15 % of the article's, with both counts", within,
+			"total %d %s and %d approx, against the article's %d", total, v.t.Session.Tokenizer, approxTotal, articleTotal),
 		check("grep is the most expensive of the seven filesystem tools", topFS == "grep",
 			"the most expensive besides task: %s, %d tokens", topFS, toolTokens(main.Tools, topFS)),
-		check("ls and delete are the two cheapest", rank["ls"] >= len(tools)-1 && rank["delete"] >= len(tools)-1,
-			"ls %d tokens, delete %d tokens", toolTokens(main.Tools, "ls"), toolTokens(main.Tools, "delete")),
 	)
 	calls := v.turns(main.ID)
 	every := len(calls) > 0

@@ -3,6 +3,7 @@ package lessons
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -219,4 +220,92 @@ func signed(n int) string {
 		return "+" + itoa(n)
 	}
 	return itoa(n)
+}
+
+// pctDiff is how far ours is from the article's, as a signed percentage.
+func pctDiff(ours, article int) string {
+	if article == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*float64(ours-article)/float64(article))
+}
+
+// withinPct reports whether ours is within pct per cent of the article's.
+func withinPct(ours, article int, pct float64) bool {
+	if article == 0 {
+		return ours == 0
+	}
+	d := 100 * float64(ours-article) / float64(article)
+	return d >= -pct && d <= pct
+}
+
+// versusRows pairs two columns of a table, row by row: the article's
+// figure and ours, named by the row's first cell.
+func versusRows(tab Table, key int, ours, article, why string) []Versus {
+	oi, ai := slices.Index(tab.Columns, ours), slices.Index(tab.Columns, article)
+	if oi < 0 || ai < 0 {
+		return nil
+	}
+	var out []Versus
+	for _, r := range tab.Rows {
+		if r[ai] == "" {
+			continue
+		}
+		out = append(out, Versus{What: r[key], Article: r[ai], Ours: r[oi], Why: why})
+	}
+	return out
+}
+
+// versusArticle pairs the article's table with ours, row by row, matching
+// rows by their first cell: column ours of our table against column
+// article of the article's.
+func versusArticle(tab Table, ours, article, why string) []Versus {
+	if tab.Article == nil {
+		return nil
+	}
+	oi, ai := slices.Index(tab.Columns, ours), slices.Index(tab.Article.Columns, article)
+	if oi < 0 || ai < 0 {
+		return nil
+	}
+	var out []Versus
+	for _, ar := range tab.Article.Rows {
+		v := Versus{What: ar[0], Article: ar[ai], Ours: "(not measured here)", Why: why}
+		for _, r := range tab.Rows {
+			if r[0] == ar[0] {
+				v.Ours = r[oi]
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// versusByIndex pairs our table with the article's when their rows are the
+// same cases in the same order: for each row and each named column (a
+// column of both), the article's cell beside ours.
+func versusByIndex(tab Table, why string, cols ...string) []Versus {
+	if tab.Article == nil {
+		return nil
+	}
+	var out []Versus
+	for i, ar := range tab.Article.Rows {
+		if i >= len(tab.Rows) {
+			break
+		}
+		for _, col := range cols {
+			oi, ai := slices.Index(tab.Columns, col), slices.Index(tab.Article.Columns, col)
+			if oi < 0 || ai < 0 {
+				continue
+			}
+			if ar[ai] == "" || tab.Rows[i][oi] == "" {
+				continue
+			}
+			what := tab.Rows[i][0]
+			if what == "" {
+				what = ar[0]
+			}
+			out = append(out, Versus{What: what + ": " + col, Article: ar[ai], Ours: tab.Rows[i][oi], Why: why})
+		}
+	}
+	return out
 }

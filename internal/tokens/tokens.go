@@ -4,8 +4,11 @@
 // Three tokenizers are available. o200k_base (the default) and cl100k_base
 // are exact byte-pair encoders that give the same token IDs as OpenAI's
 // tiktoken; their vocabularies are bundled, so they work without a network.
-// approx is LangChain's estimate: the number of Unicode code points divided
-// by four, rounded up.
+// approx is LangChain's estimate, count_tokens_approximately: the number of
+// characters (Unicode code points, as Python's len counts them) divided by
+// four, rounded up. deepagents counts a tool definition as its JSON, so the
+// engine hands every counter a tool as delegation.ToolJSON, the JSON Python's
+// json.dumps writes: with approx, a definition of 1,957 characters costs 490.
 //
 // The BPE tokenizers are built for counting many short texts quickly: the
 // split step is a hand-written scanner equivalent to tiktoken's regular
