@@ -204,8 +204,10 @@ func TestStartALessonAndSeeIt(t *testing.T) {
 		}
 	})
 	t.Run("the timeline lists every model call", func(t *testing.T) {
-		if n := doc.Find(`[data-testid="turn"]`).Length(); n != 5 {
-			t.Fatalf("%d turns, want 5", n)
+		// The parent's five turns (three steps, the two task calls, its
+		// answer) and one turn of each reporter.
+		if n := doc.Find(`[data-testid="turn"]`).Length(); n != 7 {
+			t.Fatalf("%d turns, want 7", n)
 		}
 	})
 }
