@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin/studio
 PKGS    := ./...
 
-.PHONY: run build test check-fmt check-generated vet unit chromium bench load fuzz generate lint clean
+.PHONY: run build test check-fmt check-generated vet unit chromium npm bench load fuzz generate lint clean
 
 ## run: build the studio and serve it on 127.0.0.1:7788, sessions in ./studio.db
 run: build
@@ -15,8 +15,9 @@ build:
 	$(GO) build -o $(BIN) ./cmd/studio
 
 ## test: every check CI runs: formatting, vet, generated files up to date,
-## and all tests with the race detector, the browser tests in Chromium included
-test: check-fmt vet check-generated chromium unit
+## and all tests with the race detector, the browser tests in Chromium and
+## the differential tests against deepagents (JS) included
+test: check-fmt vet check-generated chromium npm unit
 
 check-fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -41,6 +42,17 @@ chromium:
 	if [ -n "$$missing" ]; then \
 		echo "installing for the browser tests:$$missing (apt-get install)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+
+# The differential tests run deepagents (JS) from e2e/node_modules, pinned by
+# e2e/package.json and its lockfile; npm ci installs it when the lockfile is
+# newer than the install (npm is installed from Debian when it is missing).
+npm:
+	@command -v npm >/dev/null 2>&1 || { \
+		echo "installing Node.js and npm for the differential tests (apt-get install nodejs npm)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	@if [ ! -f e2e/node_modules/.package-lock.json ] || [ e2e/package-lock.json -nt e2e/node_modules/.package-lock.json ]; then \
+		echo "installing deepagents for the differential tests (npm ci in e2e/)"; \
+		cd e2e && npm ci --no-audit --no-fund --loglevel=error; fi
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)

@@ -12,5 +12,11 @@
 // Screenshots of the key moments (and of the page whenever a wait times out)
 // are saved as PNG files in e2e/artifacts/, which git ignores and CI keeps.
 //
+// deepagents_test.go holds the differential tests: the scenarios in
+// e2e/deepagents/scenarios/ run through our engine and through deepagents
+// (JS, the npm package pinned in e2e/package.json and its lockfile, which
+// `make test` installs into e2e/node_modules with npm ci), driven by
+// e2e/deepagents/run.mjs, and what every model call received is compared.
+//
 // The package has no code of its own: everything is in its _test.go files.
 package e2e

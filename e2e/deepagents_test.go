@@ -1,0 +1,299 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/session"
+)
+
+// The differential tests run the same scripted turns through our engine and
+// through deepagents (JS, npm deepagents 1.14.1, pinned in e2e/package.json
+// and installed by `make test` with npm ci) and compare what every model
+// call received: the system prompt, each message's role and text, the tool
+// calls, and the names of the tools offered. Texts that are ours by design
+// — the general-purpose prompt, the fork preamble, the filesystem tools'
+// results — are compared by what they are, not word for word; everything
+// else must be equal.
+
+// deepagentsGeneralPurposePrompt is DEFAULT_SUBAGENT_PROMPT of deepagentsjs
+// 1.14.1 (src/middleware/subagents.ts); Python's is longer, and ours is
+// sized to Python's.
+const deepagentsGeneralPurposePrompt = "In order to complete the objective that the user asks of you, you have access to a number of standard tools."
+
+// deepagentsPreamble opens deepagentsjs's FORK_TASK_PREAMBLE, which ends with "]\n\n".
+const deepagentsPreamble = "[The messages above are a prior conversation"
+
+type diffMessage struct {
+	Role      string `json:"role"`
+	Text      string `json:"text"`
+	ToolCalls []struct {
+		Name string          `json:"name"`
+		Args json.RawMessage `json:"args"`
+	} `json:"tool_calls"`
+	IsError bool `json:"is_error"`
+}
+
+type diffCall struct {
+	Agent      string        `json:"agent"`
+	Invocation int           `json:"invocation"`
+	System     string        `json:"system"`
+	Messages   []diffMessage `json:"messages"`
+	Tools      []string      `json:"tools"`
+}
+
+// transcript is every model call of a run, one agent's calls after
+// another, each written out as lines to compare.
+type transcript map[string][][]string
+
+func TestDeepagentsDifferential(t *testing.T) {
+	if _, err := os.Stat(filepath.Join("node_modules", "deepagents", "package.json")); err != nil {
+		t.Fatalf("deepagents is not installed in e2e/node_modules (%v): run `make test`, or `cd e2e && npm ci`", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("the differential tests need Node.js: %v", err)
+	}
+	paths, err := filepath.Glob(filepath.Join("deepagents", "scenarios", "*.json"))
+	if err != nil || len(paths) < 5 {
+		t.Fatalf("scenarios: %v (%d found)", err, len(paths))
+	}
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".json")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			doc, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours := runOurs(t, doc)
+			theirs := runDeepagents(t, node, p)
+			compareTranscripts(t, ours, theirs)
+		})
+	}
+}
+
+// recorder keeps every request our engine made.
+type recorder struct {
+	inner delegation.Model
+	mu    sync.Mutex
+	calls []diffCall
+}
+
+func (r *recorder) Generate(ctx context.Context, req *delegation.Request) (*delegation.Response, error) {
+	if req.Purpose == delegation.PurposeTurn {
+		c := diffCall{Agent: req.Caller.Name, Invocation: req.Caller.Invocation, System: req.System}
+		for _, m := range req.Messages {
+			dm := diffMessage{Role: string(m.Role), Text: m.Content, IsError: m.IsError}
+			for _, tc := range m.ToolCalls {
+				dm.ToolCalls = append(dm.ToolCalls, struct {
+					Name string          `json:"name"`
+					Args json.RawMessage `json:"args"`
+				}{tc.Name, tc.Args})
+			}
+			c.Messages = append(c.Messages, dm)
+		}
+		for _, d := range req.Tools {
+			c.Tools = append(c.Tools, d.Name)
+		}
+		r.mu.Lock()
+		r.calls = append(r.calls, c)
+		r.mu.Unlock()
+	}
+	return r.inner.Generate(ctx, req)
+}
+
+func runOurs(t *testing.T, doc []byte) transcript {
+	t.Helper()
+	sc, err := scenario.Parse(doc)
+	if err != nil {
+		t.Fatalf("our engine: %v", err)
+	}
+	inner, err := session.ModelFor(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{inner: inner}
+	res, err := session.Run(context.Background(), sc, session.RunOptions{SessionID: "diff", Model: rec})
+	if err != nil || res.Status != delegation.StatusDone {
+		t.Fatalf("our engine: %v %+v", err, res)
+	}
+	return build(rec.calls, ourPlaceholders)
+}
+
+func runDeepagents(t *testing.T, node, path string) transcript {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("deepagents", "run.mjs"), path)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("deepagents: %v\n%s", err, errOut.String())
+	}
+	var got struct {
+		Calls []diffCall `json:"calls"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("deepagents' output: %v\n%s", err, out.String())
+	}
+	for i := range got.Calls {
+		c := &got.Calls[i]
+		// deepagents sends the system prompt as the first message, and none
+		// when it is empty.
+		if len(c.Messages) > 0 && c.Messages[0].Role == "system" {
+			c.System, c.Messages = c.Messages[0].Text, c.Messages[1:]
+		}
+	}
+	return build(got.Calls, theirPlaceholders)
+}
+
+// placeholders name the texts that are each engine's own.
+type placeholders struct {
+	generalPurpose string
+	preamble       func(string) (rest string, ok bool)
+}
+
+var ourPlaceholders = placeholders{
+	generalPurpose: delegation.GeneralPurpose.SystemPrompt,
+	preamble: func(s string) (string, bool) {
+		return strings.CutPrefix(s, delegation.ForkPreamble)
+	},
+}
+
+var theirPlaceholders = placeholders{
+	generalPurpose: deepagentsGeneralPurposePrompt,
+	preamble: func(s string) (string, bool) {
+		if !strings.HasPrefix(s, deepagentsPreamble) {
+			return s, false
+		}
+		_, rest, ok := strings.Cut(s, "]\n\n")
+		return rest, ok
+	},
+}
+
+var (
+	numbered  = regexp.MustCompile(`(?m)^\s*\d+\t`)
+	pageTitle = regexp.MustCompile(`^@@ lines \d+-\d+ of \d+ @@\n`)
+)
+
+// build writes each call as lines, grouped by agent and invocation.
+func build(calls []diffCall, ph placeholders) transcript {
+	out := transcript{}
+	for _, c := range calls {
+		key := fmt.Sprintf("%s#%d", c.Agent, c.Invocation)
+		lines := []string{"tools: " + strings.Join(c.Tools, ", ")}
+		sys := c.System
+		if sys == ph.generalPurpose {
+			sys = "<the general-purpose prompt>"
+		}
+		lines = append(lines, "system: "+sys)
+		// Which tool each result answers, by position.
+		var pending []string
+		for _, m := range c.Messages {
+			switch m.Role {
+			case "assistant":
+				line := "assistant: " + m.Text
+				pending = pending[:0]
+				for _, tc := range m.ToolCalls {
+					line += " → " + tc.Name + " " + canonical(tc.Args)
+					pending = append(pending, tc.Name)
+				}
+				lines = append(lines, line)
+			case "tool":
+				tool := ""
+				if len(pending) > 0 {
+					tool, pending = pending[0], pending[1:]
+				}
+				lines = append(lines, "tool: "+result(tool, m))
+			default:
+				text := m.Text
+				if rest, ok := ph.preamble(text); ok {
+					text = "<the fork preamble>" + rest
+				}
+				lines = append(lines, m.Role+": "+text)
+			}
+		}
+		out[key] = append(out[key], lines)
+	}
+	return out
+}
+
+// result is a tool result as compared: a filesystem tool's by what it did
+// (its texts are each engine's own), read_file's by the file's lines, the
+// task tool's (receipts, refusals) word for word.
+func result(tool string, m diffMessage) string {
+	failed := m.IsError || strings.HasPrefix(m.Text, "Error")
+	switch tool {
+	case "task", "":
+		return m.Text
+	case "read_file":
+		if failed {
+			return "<read_file failed>"
+		}
+		text := pageTitle.ReplaceAllString(m.Text, "")
+		return "<read_file> " + numbered.ReplaceAllString(text, "")
+	}
+	if failed {
+		return "<" + tool + " failed>"
+	}
+	return "<" + tool + " ok>"
+}
+
+func canonical(args json.RawMessage) string {
+	var v any
+	if json.Unmarshal(args, &v) != nil {
+		return string(args)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func compareTranscripts(t *testing.T, ours, theirs transcript) {
+	t.Helper()
+	keys := map[string]bool{}
+	for k := range ours {
+		keys[k] = true
+	}
+	for k := range theirs {
+		keys[k] = true
+	}
+	var sorted []string
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
+		o, th := ours[k], theirs[k]
+		if len(o) != len(th) {
+			t.Errorf("%s: %d model calls here, %d in deepagents", k, len(o), len(th))
+			continue
+		}
+		for i := range o {
+			if a, b := strings.Join(o[i], "\n"), strings.Join(th[i], "\n"); a != b {
+				t.Errorf("%s, call %d differs:\n--- ours\n%s\n--- deepagents\n%s", k, i+1, a, b)
+			}
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	var n int
+	for _, calls := range ours {
+		n += len(calls)
+	}
+	t.Logf("%d agents, %d model calls, the same in both engines", len(ours), n)
+}
