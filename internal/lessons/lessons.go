@@ -133,6 +133,10 @@ var registry = []lessonDef{
 	readOnlyExplorer,
 	failureIsolation,
 	lostUpdate,
+	whenToDelegate,
+	whatAChildInherits,
+	isolatedOrFork,
+	structuredFork,
 }
 
 var (

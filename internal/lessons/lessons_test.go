@@ -22,24 +22,28 @@ import (
 
 // specific holds each lesson's own assertions, beyond "every check is OK".
 var specific = map[string]func(t *testing.T, tab Table, runs map[string]*trace.Trace){
-	"tool-stack":         testToolStack,
-	"task-description":   testTaskDescription,
-	"one-delegation":     testOneDelegation,
-	"parent-after":       testParentAfter,
-	"receipt":            testReceipt,
-	"files-and-todos":    testFilesAndTodos,
-	"nested-delegation":  testNestedDelegation,
-	"config-errors":      testConfigErrors,
-	"order-number":       testOrderNumber,
-	"system-prompt":      testSystemPrompt,
-	"entry-cost":         testEntryCost,
-	"summarized-fork":    testSummarizedFork,
-	"pipeline":           testPipeline,
-	"fan-out":            testFanOut,
-	"review-loop":        testReviewLoop,
-	"read-only-explorer": testReadOnlyExplorer,
-	"failure-isolation":  testFailureIsolation,
-	"lost-update":        testLostUpdate,
+	"tool-stack":            testToolStack,
+	"task-description":      testTaskDescription,
+	"one-delegation":        testOneDelegation,
+	"parent-after":          testParentAfter,
+	"receipt":               testReceipt,
+	"files-and-todos":       testFilesAndTodos,
+	"nested-delegation":     testNestedDelegation,
+	"config-errors":         testConfigErrors,
+	"order-number":          testOrderNumber,
+	"system-prompt":         testSystemPrompt,
+	"entry-cost":            testEntryCost,
+	"summarized-fork":       testSummarizedFork,
+	"pipeline":              testPipeline,
+	"fan-out":               testFanOut,
+	"review-loop":           testReviewLoop,
+	"read-only-explorer":    testReadOnlyExplorer,
+	"failure-isolation":     testFailureIsolation,
+	"lost-update":           testLostUpdate,
+	"when-to-delegate":      testWhenToDelegate,
+	"what-a-child-inherits": testWhatAChildInherits,
+	"isolated-or-fork":      testIsolatedOrFork,
+	"structured-fork":       testStructuredFork,
 }
 
 // TestEveryLesson runs every lesson, all its variants, through session.Run
@@ -516,6 +520,37 @@ func testLostUpdate(t *testing.T, tab Table, runs map[string]*trace.Trace) {
 	}
 	if _, ok := runs["delta"].Files["/old.md"]; ok {
 		t.Error("delta: /old.md should be deleted")
+	}
+}
+
+func testWhenToDelegate(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	long, short := tab.Rows[0], tab.Rows[1]
+	if alone, delegated := num(t, long[2]), num(t, long[3]); delegated*3 > alone {
+		t.Errorf("the long search: the parent ends at %d delegated, %d alone", delegated, alone)
+	}
+	if alone, delegated := num(t, short[4]), num(t, short[5]); delegated <= alone {
+		t.Errorf("the one-step job: %d tokens delegated, %d alone: delegating should cost more", delegated, alone)
+	}
+}
+
+func testWhatAChildInherits(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	if got := cell(t, tab, "the parent's todo list (held in its state)", "fork"); got != "yes" {
+		t.Errorf("the fork's todos: %q", got)
+	}
+	if got := cell(t, tab, "the parent's todo list (held in its state)", "isolated"); got != "no" {
+		t.Errorf("the isolated child's todos: %q", got)
+	}
+}
+
+func testIsolatedOrFork(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	if got := cell(t, tab, "opening messages (system prompt + context)", "isolated"); got != "2" {
+		t.Errorf("isolated opening: %s", got)
+	}
+}
+
+func testStructuredFork(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	if got := cell(t, tab, "the receipt", "what we get"); got != `{"findings":"3 条线索","confidence":0.82}` {
+		t.Errorf("receipt %s", got)
 	}
 }
 

@@ -122,7 +122,7 @@ func summarizedForkTable(r runs) (Table, error) {
 	tab.Versus = []Versus{
 		{What: "the summarization event", Article: "three fields: where the cut is, the summary message, where the original went",
 			Ours: "cutoff_index " + itoa(s.Data.CutoffIndex) + ", summary_message, file_path " + s.Data.FilePath,
-			Why: "the same three fields (we add the folded count and the tokens)"},
+			Why:  "the same three fields (we add the folded count and the tokens)"},
 		{What: "what the fork inherits", Article: "the summary plus the rest: what the parent lost, the fork cannot see", Ours: tab.Rows[4][1],
 			Why: "the same effective history"},
 	}

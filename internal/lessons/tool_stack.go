@@ -106,7 +106,7 @@ func toolStackTable(r runs) (Table, error) {
 	for _, a := range articleTools {
 		tab.Versus = append(tab.Versus, Versus{What: a.name + " (tokens)", Article: itoa(a.tokens),
 			Ours: fmt.Sprintf("%d %s, %d approx", toolTokens(main.Tools, a.name), v.t.Session.Tokenizer, approx.Count(defJSON[a.name])),
-			Why: "our texts say what deepagents' say, sized to its characters (±5 %); the article counted with a tokenizer of its own"})
+			Why:  "our texts say what deepagents' say, sized to its characters (±5 %); the article counted with a tokenizer of its own"})
 	}
 	tab.Versus = append(tab.Versus, Versus{What: "task's share of the stack", Article: "18.3%", Ours: pct(taskTokens, total),
 		Why: "the shares follow the sizes"})
