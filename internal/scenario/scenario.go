@@ -299,3 +299,25 @@ func WithEndpoint(sc *Scenario, url, model string) (*Scenario, error) {
 	}
 	return Build(f, raw)
 }
+
+// WithCompat runs a scenario with a team setting compat (delegation.md §9):
+// its script, team and prompt stay; the settings compat switches are left
+// to it (files_merge, max_concurrency). An empty compat restores ours.
+func WithCompat(sc *Scenario, compat delegation.Compat) (*Scenario, error) {
+	f := sc.File
+	a := Agent{}
+	if f.Agent != nil {
+		a = *f.Agent
+	}
+	a.FilesMerge, a.MaxConcurrency, a.Compat = "", 0, nil
+	if compat != delegation.CompatNone {
+		c := string(compat)
+		a.Compat = &c
+	}
+	f.Agent = &a
+	raw, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	return Build(f, raw)
+}

@@ -65,6 +65,23 @@ func TestParse(t *testing.T) {
 			t.Fatalf("a's summarization = %+v", got)
 		}
 	})
+	t.Run("WithCompat runs a scenario as deepagents does, dropping the settings compat switches", func(t *testing.T) {
+		sc, err := Parse([]byte(`{"name":"x","prompt":"y","agent":{"files_merge":"delta","max_concurrency":2},"script":{"main":[{"content":"done"}]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		da, err := WithCompat(sc, delegation.CompatDeepagents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if da.Team.Main.Compat != delegation.CompatDeepagents || da.Team.Main.FilesMerge != delegation.MergeSnapshot || !strings.Contains(string(da.Raw), `"compat":"deepagents"`) {
+			t.Fatalf("team %+v, raw %s", da.Team.Main, da.Raw)
+		}
+		ours, err := WithCompat(da, delegation.CompatNone)
+		if err != nil || ours.Team.Main.Compat != delegation.CompatNone || ours.Team.Main.FilesMerge != delegation.MergeDelta {
+			t.Fatalf("back to ours: %v %+v", err, ours)
+		}
+	})
 	t.Run("compat says what it accepts", func(t *testing.T) {
 		fe := parseErrors(t, `{"name":"x","prompt":"y","agent":{"compat":"langchain"},"script":{"main":[{"content":"done"}]}}`)
 		if len(fe) == 0 || fe[0].Field != "agent.compat" {

@@ -24,12 +24,28 @@ func (s *Server) lessonsPage(c echo.Context) error {
 	return render(c, http.StatusOK, templates.LessonsPageView(v))
 }
 
+// Lesson modes: as written (ours), or every variant with compat
+// "deepagents", to see where deepagents does otherwise.
+const (
+	modeOurs       = "ours"
+	modeDeepagents = "deepagents"
+)
+
 // runLesson starts every variant of a lesson and shows the lesson with
-// their sessions (?runs=variant:id,…).
+// their sessions (?runs=variant:id,…); with mode=deepagents every variant
+// runs with compat "deepagents".
 func (s *Server) runLesson(c echo.Context) error {
 	l, err := lessons.Get(c.Param("name"))
 	if err != nil {
 		return delegation.Errorf(delegation.ENOTFOUND, "%v", err)
+	}
+	mode := c.FormValue("mode")
+	switch mode {
+	case "", modeOurs:
+		mode = modeOurs
+	case modeDeepagents:
+	default:
+		return delegation.Errorf(delegation.EINVALID, "unknown mode %q: run a lesson as written (ours) or as deepagents does (deepagents)", mode)
 	}
 	var runs []string
 	for _, v := range l.Variants {
@@ -37,13 +53,22 @@ func (s *Server) runLesson(c echo.Context) error {
 		if err != nil {
 			return err
 		}
+		if mode == modeDeepagents {
+			if sc, err = scenario.WithCompat(sc, delegation.CompatDeepagents); err != nil {
+				return err
+			}
+		}
 		id, err := s.runner.Start(c.Request().Context(), sc)
 		if err != nil {
 			return err
 		}
 		runs = append(runs, v.Name+":"+id)
 	}
-	return c.Redirect(http.StatusSeeOther, "/lessons/"+url.PathEscape(l.Name)+"?runs="+url.QueryEscape(strings.Join(runs, ",")))
+	target := "/lessons/" + url.PathEscape(l.Name) + "?runs=" + url.QueryEscape(strings.Join(runs, ","))
+	if mode == modeDeepagents {
+		target += "&mode=" + modeDeepagents
+	}
+	return c.Redirect(http.StatusSeeOther, target)
 }
 
 // lessonPage is a lesson: its explanation, its runs, and, once they are
@@ -53,7 +78,8 @@ func (s *Server) lessonPage(c echo.Context) error {
 	if err != nil {
 		return delegation.Errorf(delegation.ENOTFOUND, "%v", err)
 	}
-	v := templates.LessonPage{Page: s.page(c, l.Title), Name: l.Name, Title: l.Title, Description: l.Description, Article: l.Article}
+	v := templates.LessonPage{Page: s.page(c, l.Title), Name: l.Name, Title: l.Title, Description: l.Description, Article: l.Article,
+		Deepagents: c.QueryParam("mode") == modeDeepagents}
 	ids := map[string]string{}
 	for _, pair := range strings.Split(c.QueryParam("runs"), ",") {
 		if name, id, ok := strings.Cut(pair, ":"); ok {
@@ -68,7 +94,7 @@ func (s *Server) lessonPage(c echo.Context) error {
 	}
 	traces := map[string]*trace.Trace{}
 	for _, variant := range l.Variants {
-		run := templates.LessonRun{Variant: variant.Name, Label: variant.Label, SessionID: ids[variant.Name]}
+		run := templates.LessonRun{Variant: variant.Name, Label: variant.Label, SessionID: ids[variant.Name], Expect: variant.Expect}
 		if run.SessionID != "" {
 			t, err := s.cfg.DB.Trace(c.Request().Context(), run.SessionID)
 			if err != nil {
@@ -82,9 +108,13 @@ func (s *Server) lessonPage(c echo.Context) error {
 	}
 	if !v.Running && len(traces) == len(l.Variants) {
 		tbl, err := l.Table(traces)
-		if err != nil {
+		switch {
+		case err != nil && v.Deepagents:
+			v.Error = "Run as deepagents does, these sessions end differently from ours, and the table, which reads our behaviour, " +
+				"cannot be computed from them (" + err.Error() + "): open the sessions to see what deepagents does."
+		case err != nil:
 			v.Error = "The table cannot be computed from these runs: " + err.Error()
-		} else {
+		default:
 			v.Table = tableView(tbl)
 			v.Chart = entryChart(tbl)
 		}
@@ -94,6 +124,9 @@ func (s *Server) lessonPage(c echo.Context) error {
 
 func tableView(t lessons.Table) *templates.TableView {
 	tv := &templates.TableView{Title: t.Title, Columns: t.Columns, Rows: t.Rows, Note: t.Note}
+	for _, x := range t.Versus {
+		tv.Versus = append(tv.Versus, templates.VersusView{What: x.What, Article: x.Article, Ours: x.Ours, Why: x.Why})
+	}
 	if t.Article != nil {
 		tv.ArticleColumns, tv.ArticleRows = t.Article.Columns, t.Article.Rows
 	}

@@ -548,4 +548,51 @@ func TestLessonPage(t *testing.T) {
 	if doc.Find(`[data-testid="chart"] polyline`).Length() != 2 {
 		t.Fatal("no entry cost chart with both modes")
 	}
+	if n := doc.Find(`[data-testid="table-versus"] tbody tr`).Length(); n == 0 {
+		t.Fatal("no row-by-row comparison of the article's figures and ours")
+	}
+	if doc.Find(`[data-testid="run-lesson-deepagents"]`).Length() != 1 {
+		t.Fatal("no way to run the lesson as deepagents does")
+	}
+}
+
+// TestLessonAsDeepagents runs a lesson with compat "deepagents": every
+// variant's scenario says so, and where deepagents fails the run the page
+// says the runs differ from ours rather than hiding them.
+func TestLessonAsDeepagents(t *testing.T) {
+	s := newStudio(t, "")
+	res, _ := s.form("/lessons/failure-isolation", "/lessons/failure-isolation/run", url.Values{"mode": {"deepagents"}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("run: %d", res.StatusCode)
+	}
+	loc, _ := url.Parse(res.Header.Get("Location"))
+	if loc.Query().Get("mode") != "deepagents" {
+		t.Fatalf("redirect %s has no mode", loc)
+	}
+	for _, r := range strings.Split(loc.Query().Get("runs"), ",") {
+		_, id, _ := strings.Cut(r, ":")
+		s.waitDone(id)
+		res, _ := s.c.Get(s.ts.URL + "/api/sessions/" + id + "/trace")
+		var tr struct {
+			Session  struct{ Status string } `json:"session"`
+			Scenario struct {
+				Agent struct{ Compat string } `json:"agent"`
+			} `json:"scenario"`
+		}
+		if err := json.NewDecoder(res.Body).Decode(&tr); err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if tr.Scenario.Agent.Compat != "deepagents" || tr.Session.Status != "failed" {
+			t.Fatalf("session %s: compat %q, status %s: want every variant run as deepagents, and failed", id, tr.Scenario.Agent.Compat, tr.Session.Status)
+		}
+	}
+	_, doc := s.get(loc.String())
+	if doc.Find(`[data-testid="mode-deepagents"]`).Length() != 1 || !strings.Contains(doc.Find(`[data-testid="errors"]`).Text(), "deepagents") {
+		t.Fatalf("page: %s", doc.Find("main").Text())
+	}
+	if res, _ := s.form("/lessons/failure-isolation", "/lessons/failure-isolation/run", url.Values{"mode": {"langgraph"}}); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("an unknown mode: %d", res.StatusCode)
+	}
+
 }
