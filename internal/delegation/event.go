@@ -256,6 +256,10 @@ type DelegationRefused struct {
 
 // Summarized is the data of summarization (delegation.md §7).
 type Summarized struct {
+	// CutoffIndex is a position in the agent's raw message list, the list
+	// deepagents' state holds: for a fork the history it inherited, then its
+	// own messages, in both cases without summary messages. Every later call
+	// sees [SummaryMessage] + raw[CutoffIndex:].
 	CutoffIndex    int      `json:"cutoff_index"`
 	SummaryMessage *Message `json:"summary_message"`
 	FilePath       string   `json:"file_path"`
