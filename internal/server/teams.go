@@ -478,6 +478,7 @@ func readTeamForm(v url.Values) templates.TeamForm {
 			MaxSteps:       v.Get("agent.max_steps"),
 			MaxConcurrency: v.Get("agent.max_concurrency"),
 			FilesMerge:     v.Get("agent.files_merge"),
+			Compat:         v.Get("agent.compat"),
 			MaxTokens:      v.Get("agent.summarization.max_tokens"),
 			KeepMessages:   v.Get("agent.summarization.keep_messages"),
 			TimeoutMS:      v.Get("agent.timeout_ms"),
@@ -556,6 +557,9 @@ func formFile(form templates.TeamForm) (scenario.File, delegation.FieldErrors) {
 	if !a.GeneralPurpose {
 		off := false
 		agent.GeneralPurpose = &off
+	}
+	if c := strings.TrimSpace(a.Compat); c != "" {
+		agent.Compat = &c
 	}
 	maxTokens := num("agent.summarization.max_tokens", "max_tokens", a.MaxTokens)
 	keep := num("agent.summarization.keep_messages", "keep_messages", a.KeepMessages)
@@ -641,6 +645,9 @@ func fileForm(f scenario.File) templates.TeamForm {
 		form.Agent.MaxSteps = numText(a.MaxSteps)
 		form.Agent.MaxConcurrency = numText(a.MaxConcurrency)
 		form.Agent.FilesMerge = a.FilesMerge
+		if a.Compat != nil {
+			form.Agent.Compat = *a.Compat
+		}
 		form.Agent.TimeoutMS = numText(a.TimeoutMS)
 		form.Agent.Model, form.Agent.BaseURL = a.Model, a.BaseURL
 		if sm := a.Summarization; sm != nil {

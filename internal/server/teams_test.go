@@ -293,6 +293,19 @@ func TestTeamValidation(t *testing.T) {
 		}
 	})
 
+	t.Run("compat deepagents with files_merge delta is an error at files_merge", func(t *testing.T) {
+		v := teamValues(base, "name", "both-ways", "agent.compat", "deepagents", "agent.files_merge", "delta", "action", "save")
+		res, doc, _ := s.postTeam("/teams", v)
+		if res.StatusCode != http.StatusBadRequest {
+			t.Fatalf("status %d, want 400", res.StatusCode)
+		}
+		if got := teamFieldError(doc, "agent.files_merge"); !strings.Contains(got, "contradicts compat 'deepagents'") {
+			t.Fatalf("at agent.files_merge: %q", got)
+		}
+		if got := teamFormValues(doc.Find(`[data-testid="team-form"]`)).Get("agent.compat"); got != "deepagents" {
+			t.Fatalf("compat typed %q, kept %q", "deepagents", got)
+		}
+	})
 	t.Run("general-purpose off with no subagent", func(t *testing.T) {
 		v := teamValues(base, "name", "nobody", "action", "save")
 		v.Del("agent.general_purpose")

@@ -61,7 +61,8 @@ type AgentForm struct {
 	MaxSteps       string
 	MaxConcurrency string
 	FilesMerge     string
-	MaxTokens      string // summarization threshold; empty or 0: off
+	Compat         string // "" (ours) or "deepagents"
+	MaxTokens      string // summarization threshold; empty or 0: 170,000
 	KeepMessages   string
 	TimeoutMS      string
 	Model, BaseURL string // the main agent's own model, over the team's
@@ -294,10 +295,17 @@ func MergeChoices(v string) []Choice {
 		"snapshot", "snapshot: deepagents' whole-map merge (loses updates)")
 }
 
+// CompatChoices are the engines a team may follow where ours deliberately
+// differs.
+func CompatChoices(v string) []Choice {
+	return choices(v, "", "ours: failure stays in the child, delta merge, capped fan-out",
+		"deepagents", "deepagents: a failure fails the run, whole maps merged, no cap")
+}
+
 // TokenizerChoices are the tokenizers.
 func TokenizerChoices(v string) []Choice {
 	return choices(v, "", "default (o200k_base)", "o200k_base", "o200k_base", "cl100k_base", "cl100k_base",
-		"approx", "approx (JSON length / 4)")
+		"approx", "approx (characters / 4, as deepagents estimates)")
 }
 
 // ProviderChoices are the model providers.
