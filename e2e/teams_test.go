@@ -335,10 +335,14 @@ func TestTeamEditor(t *testing.T) {
 		describePreview)
 	fixed := eval[taskPreview](tb, readTaskPreview)
 	wantLines := []string{gpLine, forkLine, "- reviewer: Double-checks the findings.", "- editor: Has no name yet.", "- writer: Writes the report."}
+	// The subagent list is the first run of "- " lines; the usage notes
+	// come after it, past a blank line.
 	var gotLines []string
 	for _, l := range strings.Split(fixed.Text, "\n") {
-		if strings.HasPrefix(l, "- ") && strings.Contains(l, ": ") && !strings.HasPrefix(l, "- Multi-step") && !strings.HasPrefix(l, "- Several") && !strings.HasPrefix(l, "- Work") {
+		if strings.HasPrefix(l, "- ") {
 			gotLines = append(gotLines, l)
+		} else if len(gotLines) > 0 {
+			break
 		}
 	}
 	if !slices.Equal(gotLines, wantLines) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
 )
 
 type studio struct {
@@ -595,4 +596,15 @@ func TestLessonAsDeepagents(t *testing.T) {
 		t.Fatalf("an unknown mode: %d", res.StatusCode)
 	}
 
+}
+
+// TestForkPreamblePreview: a fork's opening message is the fixed preamble,
+// then its task; the pane's preview names the preamble and shows the task.
+func TestForkPreamblePreview(t *testing.T) {
+	task := "Find the boiling point of water at sea level."
+	v := messageView("s", trace.Message{ID: "a1.0", AgentID: "a1", Role: "user", Kind: string(delegation.KindForkPreamble),
+		Content: delegation.ForkPreamble + task})
+	if !strings.HasPrefix(v.Preview, "[the fork preamble, ") || !strings.HasSuffix(v.Preview, task) || !v.More {
+		t.Fatalf("preview %q (more %v)", v.Preview, v.More)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -94,6 +95,12 @@ func messageView(sessionID string, msg trace.Message) templates.MessageView {
 		v.ToolCallID = *msg.ToolCallID
 	}
 	v.Preview, v.More = preview(msg.Content, previewLen)
+	// A fork's opening message is the fixed preamble, then its task: the
+	// preview names the preamble and shows the task, which is what differs.
+	if rest, ok := strings.CutPrefix(msg.Content, delegation.ForkPreamble); ok && msg.Kind == string(delegation.KindForkPreamble) {
+		v.Preview, _ = preview(fmt.Sprintf("[the fork preamble, %d characters] %s", utf8.RuneCountInString(delegation.ForkPreamble), rest), previewLen)
+		v.More = true
+	}
 	for _, tc := range msg.ToolCalls {
 		args, _ := preview(readableJSON(tc.Args), 300)
 		v.ToolCalls = append(v.ToolCalls, templates.ToolCallView{ID: tc.ID, Name: tc.Name, Args: args})
