@@ -57,15 +57,7 @@ func (w *workspace) apply(st *stage) {
 	if st == nil {
 		return
 	}
-	for _, ch := range st.changes {
-		if ch.Deleted {
-			if _, ok := w.files[ch.Path]; ok {
-				w.remove(ch.Path)
-			}
-		} else {
-			w.write(ch.Path, ch.Content)
-		}
-	}
+	w.applyChanges(st.changes)
 	if st.setTodo {
 		w.todos = st.todos
 	}
@@ -118,6 +110,20 @@ func (w *workspace) remove(p string) {
 	w.sorted = nil
 	delete(w.files, p)
 	w.record(FileChange{Path: p, Deleted: true})
+}
+
+// applyChanges makes writes and deletes, in order; a delete of a file that
+// is gone already changes nothing.
+func (w *workspace) applyChanges(changes []FileChange) {
+	for _, ch := range changes {
+		if ch.Deleted {
+			if _, ok := w.files[ch.Path]; ok {
+				w.remove(ch.Path)
+			}
+		} else {
+			w.write(ch.Path, ch.Content)
+		}
+	}
 }
 
 // setTodos replaces the todo list (staged while a tool call runs).

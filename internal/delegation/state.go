@@ -19,15 +19,7 @@ func mergeFiles(parent, child *workspace, merge Merge) bool {
 		}
 		return len(child.files) > 0
 	}
-	for _, ch := range child.changes {
-		if ch.Deleted {
-			if _, ok := parent.files[ch.Path]; ok {
-				parent.remove(ch.Path)
-			}
-		} else {
-			parent.write(ch.Path, ch.Content)
-		}
-	}
+	parent.applyChanges(child.changes)
 	return len(child.changes) > 0
 }
 
