@@ -26,6 +26,7 @@ func LongScenario(mainSteps, childSteps int) []byte {
 		}
 		return map[string]any{"content": fmt.Sprintf("Looking at step %d.", i), "tool_calls": []any{call}}
 	}
+	noSummary := map[string]any{"max_tokens": 1 << 40}
 	var main, child []any
 	for i := 0; i < mainSteps-1; i++ {
 		main = append(main, turn(i, "main"))
@@ -40,9 +41,13 @@ func LongScenario(mainSteps, childSteps int) []byte {
 	child = append(child, map[string]any{"content": "The largest checksum is 0x1792f."})
 	doc, err := json.Marshal(map[string]any{
 		"name": "bench", "prompt": "Work through the notes, then delegate the summary.",
-		"agent":     map[string]any{"max_steps": mainSteps + 10},
-		"subagents": []any{map[string]any{"name": "general-purpose", "description": "Does the work.", "max_steps": childSteps + 10}},
-		"script":    map[string]any{"main": main, "general-purpose": []any{child}},
+		// Summarization is always on (170,000 tokens); the benchmarks measure
+		// how the cost of a step grows with the history, so it is set out of
+		// reach, for every agent.
+		"agent": map[string]any{"max_steps": mainSteps + 10, "summarization": noSummary},
+		"subagents": []any{map[string]any{"name": "general-purpose", "description": "Does the work.", "max_steps": childSteps + 10,
+			"summarization": noSummary}},
+		"script": map[string]any{"main": main, "general-purpose": []any{child}},
 	})
 	if err != nil {
 		panic(err) // plain maps of strings and numbers always encode
