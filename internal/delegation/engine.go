@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -432,8 +433,11 @@ func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (bool, er
 	// siblings and fails this agent, as an exception raised in one task of a
 	// LangGraph step fails the step and the run (**Better**, delegation.md
 	// §9: here failure stays in the child).
-	childCtx, cancelChildren := context.WithCancelCause(ctx)
-	defer cancelChildren(nil)
+	childCtx, cancelChildren := ctx, context.CancelCauseFunc(func(error) {})
+	if slices.ContainsFunc(calls, func(c ToolCall) bool { return c.Name == TaskToolName }) {
+		childCtx, cancelChildren = context.WithCancelCause(ctx)
+		defer cancelChildren(nil)
+	}
 	var (
 		failMu   sync.Mutex
 		failedBy *agent

@@ -24,10 +24,12 @@ type workspace struct {
 	recent  []FileChange   // since the last takeRecent, for files.changed events
 	todos   []Todo
 	sorted  []string // the paths in order; nil when a path was added or removed since
-	// staged, while a tool call of an assistant message runs, collects what
-	// the call changes instead of changing the workspace: every call of one
-	// message reads the state as it was before the message (delegation.md §8).
-	staged *stage
+	// staging is set while a tool call of an assistant message runs: what
+	// the call changes is collected in staged (made on its first change)
+	// instead of changing the workspace, since every call of one message
+	// reads the state as it was before the message (delegation.md §8).
+	staging bool
+	staged  *stage
 }
 
 // stage is what one tool call changed, applied once every call of its
@@ -43,13 +45,21 @@ type stage struct {
 }
 
 // begin starts staging the changes of one tool call.
-func (w *workspace) begin() { w.staged = &stage{} }
+func (w *workspace) begin() { w.staging, w.staged = true, nil }
 
-// end stops staging and returns what the call changed.
+// end stops staging and returns what the call changed, nil for nothing.
 func (w *workspace) end() *stage {
 	st := w.staged
-	w.staged = nil
+	w.staging, w.staged = false, nil
 	return st
+}
+
+// stage returns the stage of the running call, made on its first change.
+func (w *workspace) stage() *stage {
+	if w.staged == nil {
+		w.staged = &stage{}
+	}
+	return w.staged
 }
 
 // apply makes a staged call's changes, in the order the call made them.
@@ -91,8 +101,9 @@ func (w *workspace) record(ch FileChange) {
 }
 
 func (w *workspace) write(p, content string) {
-	if w.staged != nil {
-		w.staged.changes = append(w.staged.changes, FileChange{Path: p, Content: content})
+	if w.staging {
+		st := w.stage()
+		st.changes = append(st.changes, FileChange{Path: p, Content: content})
 		return
 	}
 	if _, ok := w.files[p]; !ok {
@@ -103,8 +114,9 @@ func (w *workspace) write(p, content string) {
 }
 
 func (w *workspace) remove(p string) {
-	if w.staged != nil {
-		w.staged.changes = append(w.staged.changes, FileChange{Path: p, Deleted: true})
+	if w.staging {
+		st := w.stage()
+		st.changes = append(st.changes, FileChange{Path: p, Deleted: true})
 		return
 	}
 	w.sorted = nil
@@ -128,8 +140,9 @@ func (w *workspace) applyChanges(changes []FileChange) {
 
 // setTodos replaces the todo list (staged while a tool call runs).
 func (w *workspace) setTodos(todos []Todo) {
-	if w.staged != nil {
-		w.staged.todos, w.staged.setTodo = todos, true
+	if w.staging {
+		st := w.stage()
+		st.todos, st.setTodo = todos, true
 		return
 	}
 	w.todos = todos
