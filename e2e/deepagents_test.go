@@ -73,8 +73,9 @@ func TestDeepagentsDifferential(t *testing.T) {
 	}
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".json")
+		// One at a time: each runs a Node process, and the browser tests
+		// beside them must not starve on a busy machine.
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
 			doc, err := os.ReadFile(p)
 			if err != nil {
 				t.Fatal(err)
