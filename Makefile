@@ -76,6 +76,7 @@ fuzz:
 
 generate:
 	$(GO) tool templ generate -path web/templates
+	$(GO) generate ./internal/tokens
 
 lint: check-fmt vet
 

@@ -5,15 +5,14 @@ import (
 	"math"
 	"sync"
 	"unicode/utf8"
-
-	loader "github.com/pkoukk/tiktoken-go-loader"
 )
 
 // bpe is an exact tiktoken byte-pair encoder: a split function and a rank
-// table, loaded on first use.
+// table, opened on first use.
 type bpe struct {
 	name  string
-	url   string                    // the key the offline loader looks the vocabulary up by
+	url   string                    // where tiktoken downloads the vocabulary: the tests' reference loads it by this
+	table string                    // the embedded rank table (vocab.go)
 	split func(s string, i int) int // end of the piece that starts at s[i]
 
 	once  sync.Once
@@ -21,32 +20,34 @@ type bpe struct {
 	cache *countCache // piece -> token count, for pieces not in voc
 }
 
-// The offline loader finds its bundled file by the base name of the URL
-// tiktoken would download; the full URLs are kept for clarity.
+// The tests' reference (tiktoken-go with its offline loader) finds its
+// bundled file by the base name of the URL tiktoken would download.
 var (
 	o200k = &bpe{
 		name:  nameO200K,
 		url:   "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+		table: o200kTable,
 		split: nextO200K,
 	}
 	cl100k = &bpe{
 		name:  nameCL100K,
 		url:   "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+		table: cl100kTable,
 		split: nextCL100K,
 	}
 )
 
-// load reads the bundled vocabulary once. The vocabulary is embedded in the
-// loader module, so failure means a broken build; there is no error to
-// return from Count, so it panics.
+// load opens the embedded vocabulary once. It is part of the binary, so
+// failure means a broken build; there is no error to return from Count, so
+// it panics.
 func (e *bpe) load() {
 	e.once.Do(func() {
 		loadClasses()
-		ranks, err := loader.NewOfflineLoader().LoadTiktokenBpe(e.url)
+		v, err := openVocab(e.table)
 		if err != nil {
-			panic(fmt.Sprintf("tokens: loading the bundled %s vocabulary: %v", e.name, err))
+			panic(fmt.Sprintf("tokens: the embedded %s table is broken (run go generate ./internal/tokens): %v", e.name, err))
 		}
-		e.voc = newVocab(ranks)
+		e.voc = v
 		e.cache = new(countCache)
 	})
 }
