@@ -362,6 +362,10 @@ func (e *Engine) callModel(ctx context.Context, a *agent, purpose Purpose, conte
 		Stream: func(delta string) {
 			e.emitLive(a.info.ID, EventModelDelta, ModelDelta{ModelCallID: call.ID, Text: delta})
 		},
+		Retry: func(r ModelRetry) {
+			r.ModelCallID = call.ID
+			e.emitLive(a.info.ID, EventModelRetry, r)
+		},
 	}
 	if a.structured != nil && purpose == PurposeTurn {
 		req.ResponseFormat = a.structured.def.Parameters
@@ -381,7 +385,7 @@ func (e *Engine) callModel(ctx context.Context, a *agent, purpose Purpose, conte
 	fin.Usage = resp.Usage
 	var out *Message
 	if purpose == PurposeTurn {
-		out = &Message{Role: RoleAssistant, Content: resp.Content, ToolCalls: e.withIDs(a, idx, resp.ToolCalls)}
+		out = &Message{Role: RoleAssistant, Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: e.withIDs(a, idx, resp.ToolCalls)}
 		e.appendMessage(a, out)
 		fin.OutputMessageID, fin.OutputTokens = out.ID, out.Tokens
 	}

@@ -17,6 +17,7 @@ const (
 	EventModelStarted       EventType = "model.started"
 	EventModelFinished      EventType = "model.finished"
 	EventModelDelta         EventType = "model.delta" // live only: never stored
+	EventModelRetry         EventType = "model.retry" // live only: never stored
 	EventMessageAdded       EventType = "message.added"
 	EventToolStarted        EventType = "tool.started"
 	EventToolFinished       EventType = "tool.finished"
@@ -197,6 +198,18 @@ type ModelFinished struct {
 type ModelDelta struct {
 	ModelCallID string `json:"model_call_id"`
 	Text        string `json:"text"`
+}
+
+// ModelRetry is the data of model.retry: an attempt of a model call failed
+// and is about to be made again.
+type ModelRetry struct {
+	ModelCallID string `json:"model_call_id"`
+	Attempt     int    `json:"attempt"`  // the attempt that failed, from 1
+	Attempts    int    `json:"attempts"` // how many may be made in all
+	// Cause is rate_limit, server_error, timeout, connection or stream.
+	Cause  string `json:"cause"`
+	Error  string `json:"error"`
+	WaitMS int64  `json:"wait_ms"`
 }
 
 // MessageAdded is the data of message.added.

@@ -34,10 +34,14 @@ type ToolCall struct {
 // Message is one entry of an agent's message list. A message belongs to
 // exactly one agent and is stored once; contexts refer to it by position.
 type Message struct {
-	ID         string     `json:"id"`
-	AgentID    string     `json:"agent_id"`
-	Role       Role       `json:"role"`
-	Content    string     `json:"content"`
+	ID      string `json:"id"`
+	AgentID string `json:"agent_id"`
+	Role    Role   `json:"role"`
+	Content string `json:"content"`
+	// Reasoning is a reasoning model's thinking before this answer: its own
+	// part of the message, shown apart and not counted in Tokens, because
+	// it is never sent back to the model.
+	Reasoning  string     `json:"reasoning,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls"`
 	ToolCallID string     `json:"tool_call_id"`
 	IsError    bool       `json:"is_error"`

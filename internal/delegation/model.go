@@ -53,6 +53,9 @@ type Request struct {
 	ToolChoice string
 	// Stream, when set, receives text as the model produces it.
 	Stream func(delta string)
+	// Retry, when set, is told of each failed attempt the adapter is about
+	// to make again, so a slow call shows why it is slow.
+	Retry func(ModelRetry)
 }
 
 // ToolChoiceRequired asks the model for a tool call, not text.
@@ -63,12 +66,22 @@ const ToolChoiceRequired = "required"
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// CachedTokens are the prompt tokens the endpoint read from its prompt
+	// cache (a fork's shared prefix is what makes them).
+	CachedTokens int `json:"cached_tokens,omitempty"`
+	// ReasoningTokens are the completion tokens a reasoning model spent
+	// thinking, not in its answer.
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
 }
 
 // Response is the model's answer: text, tool calls, or both. For
 // PurposeSummary, Content is the summary.
 type Response struct {
-	Content   string
+	Content string
+	// Reasoning is what a reasoning model wrote before its answer, when
+	// the endpoint returns it (reasoning_content). It is kept on the
+	// message, apart from its content, and never sent back to the model.
+	Reasoning string
 	ToolCalls []ToolCall
 	Usage     *Usage
 }

@@ -1,7 +1,10 @@
 package openai
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,23 +22,31 @@ import (
 )
 
 // Errors a caller may test for with errors.Is. Every error Generate returns
-// has a message written for a person; these only classify it.
+// has a message written for a person, saying what happened and what to do;
+// these only classify it. None of them is retried: a retry cannot fix it.
 var (
 	// ErrContextLength: the request is longer than the model's context.
 	ErrContextLength = errors.New("the context is longer than the model accepts")
-	// ErrAuth: the endpoint rejected the API key (401 or 403).
+	// ErrAuth: the endpoint rejected the API key, or wanted one (401, 403).
 	ErrAuth = errors.New("the endpoint rejected the API key")
-	// ErrModelNotFound: the endpoint does not know the model (404).
+	// ErrModelNotFound: the endpoint does not know the model, or the base
+	// URL is not a chat-completions API (404).
 	ErrModelNotFound = errors.New("model not found")
+	// ErrQuota: the account has no quota or credit left.
+	ErrQuota = errors.New("the account is out of quota")
+	// ErrUnreachable: nothing answers at the base URL (refused, no such
+	// host, TLS failure).
+	ErrUnreachable = errors.New("the endpoint cannot be reached")
+	// ErrTruncated: the answer was cut off at a length limit
+	// (finish_reason "length").
+	ErrTruncated = errors.New("the answer was cut off at the length limit")
+	// ErrContentFilter: the endpoint's content filter withheld the answer
+	// or refused the request.
+	ErrContentFilter = errors.New("the endpoint's content filter withheld the answer")
+	// ErrRefused: the endpoint refused the request for another reason (a
+	// 4xx the request would get again).
+	ErrRefused = errors.New("the endpoint refused the request")
 )
-
-// maxRetryAfter caps how long a Retry-After may hold a call: a server asking
-// for an hour would look like a hang.
-const maxRetryAfter = 60 * time.Second
-
-// errAttemptTimeout is the cause of an attempt's context when CallTimeout
-// ended it, to tell it from the caller's cancellation.
-var errAttemptTimeout = errors.New("attempt timed out")
 
 // classified is an error with a message for a person that still answers
 // errors.Is for its class.
@@ -47,111 +58,190 @@ type classified struct {
 func (e *classified) Error() string { return e.msg }
 func (e *classified) Unwrap() error { return e.class }
 
-// failure is what went wrong with one attempt.
-type failure struct {
-	err   error  // returned as is when the failure is not retried
-	retry bool   // worth another attempt
-	what  string // what the attempt got, for the error after the last one
-	// retryAfter is the endpoint's Retry-After, when it sent one.
-	retryAfter    time.Duration
-	hasRetryAfter bool
+func fail(class error, format string, args ...any) *failure {
+	return &failure{err: &classified{class: class, msg: fmt.Sprintf(format, args...)}}
 }
 
-// attemptInfo is what the recorder saw of one attempt's HTTP response.
-// One goroutine uses it: http.Client.Do and the body reads run in the
-// goroutine that makes the attempt.
-type attemptInfo struct {
-	status  int
-	header  http.Header
-	sawDone bool
+// endpointError is what an endpoint said went wrong, read from whichever
+// shape its body has: OpenAI's {"error": {"message", "type", "code"}};
+// {"error": "Not Found", "message": "Cannot POST …", "status": 404} (Express
+// and NestJS servers, Ollama's {"error": "…"}); vLLM's top-level
+// {"object": "error", "message", "type", "code"}; FastAPI's {"detail": …};
+// or plain text.
+type endpointError struct {
+	status     int // the HTTP status; 0 for an error sent inside a 200
+	bodyStatus int // a status the body gives (status, statusCode, a numeric code)
+	code, typ  string
+	msg        string
+	raw        string // the whole body, to find the name of a rejected parameter
 }
 
-type infoKey struct{}
+// kind is the error's code and type, lower case, for matching.
+func (e endpointError) kind() string { return strings.ToLower(e.code + " " + e.typ) }
 
-// recorder is the HTTP client go-openai uses: it keeps each response's
-// status and headers in the attempt's attemptInfo, since go-openai's errors
-// drop the headers (Retry-After), and watches streams for [DONE].
-type recorder struct{ next *http.Client }
-
-// Do sends the request and records what came back.
-func (r recorder) Do(req *http.Request) (*http.Response, error) {
-	resp, err := r.next.Do(req)
-	if info, ok := req.Context().Value(infoKey{}).(*attemptInfo); ok && resp != nil {
-		info.status, info.header = resp.StatusCode, resp.Header
-		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-			resp.Body = &doneWatcher{ReadCloser: resp.Body, info: info}
-		}
+// effectiveStatus is the HTTP status, or the body's when the error came
+// with 200 (an error event in a stream).
+func (e endpointError) effectiveStatus() int {
+	if e.status != 0 {
+		return e.status
 	}
-	return resp, err
+	return e.bodyStatus
 }
 
-// withRetries makes attempts until one succeeds, a failure is not worth
-// retrying, the retries are used up, or ctx ends.
-func (m *Model) withRetries(ctx context.Context, c *call, onDelta func(string)) (*result, error) {
-	for n := 1; ; n++ {
-		if err := ctx.Err(); err != nil {
-			return nil, stopped(ctx)
+func parseErrorBody(b []byte) endpointError {
+	e := endpointError{raw: string(b)}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(b, &doc) != nil {
+		e.msg = plainText(b)
+		return e
+	}
+	top := func(keys ...string) string {
+		for _, k := range keys {
+			if s := jsonText(doc[k]); s != "" {
+				return s
+			}
 		}
-		res, f := m.attempt(ctx, c, onDelta)
-		if f == nil {
-			return res, nil
-		}
-		if ctx.Err() != nil {
-			return nil, stopped(ctx)
-		}
-		if !f.retry {
-			return nil, f.err
-		}
-		if n > m.maxRetries {
-			return nil, fmt.Errorf("the model endpoint at %s failed %d attempts in a row; the last one got %s", m.baseURL, n, f.what)
-		}
-		wait := m.backoff(n)
-		if f.hasRetryAfter {
-			wait = f.retryAfter
-		}
-		m.log.Warn("model call failed; retrying", "endpoint", m.baseURL, "model", c.model,
-			"attempt", n, "of", m.maxRetries+1, "got", f.what, "wait", wait)
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, stopped(ctx)
-			case <-t.C:
+		return ""
+	}
+	var inner map[string]json.RawMessage
+	if raw := doc["error"]; len(raw) > 0 {
+		if json.Unmarshal(raw, &inner) == nil {
+			e.msg, e.typ = jsonText(inner["message"]), jsonText(inner["type"])
+			e.code = jsonText(inner["code"])
+			if st := jsonText(inner["status"]); e.typ == "" {
+				e.typ = st // Google's {"error": {"code": 400, "status": "INVALID_ARGUMENT"}}
+			}
+			if e.msg == "" {
+				e.msg = jsonText(inner["detail"])
+			}
+		} else {
+			// {"error": "Not Found", "message": "Cannot POST …"}: the error
+			// is a heading; the message, when there is one, the detail.
+			e.msg = jsonText(raw)
+			if m := top("message", "detail"); m != "" && m != e.msg {
+				e.msg += ": " + m
 			}
 		}
 	}
+	if e.msg == "" {
+		e.msg = top("message", "detail", "msg", "title")
+	}
+	if e.typ == "" {
+		e.typ = top("type")
+	}
+	if e.code == "" {
+		e.code = top("code")
+	}
+	for _, s := range []string{e.code, top("status"), top("statusCode"), top("status_code")} {
+		if n, err := strconv.Atoi(s); err == nil && n >= 400 && n <= 599 {
+			e.bodyStatus = n
+			break
+		}
+	}
+	if e.msg == "" && len(doc) > 0 {
+		e.msg = string(bytes.TrimSpace(b))
+	}
+	return e
 }
 
-// stopped is the error for a call the caller cancelled. It wraps ctx's
-// error: the engine tells a child's timeout by context.DeadlineExceeded.
-func stopped(ctx context.Context) error {
-	return fmt.Errorf("the model call was stopped: %w", ctx.Err())
+// jsonText reads a message-like JSON value as text: a string, a number, a
+// list of either (joined), FastAPI's [{"loc": [...], "msg": "…"}], or an
+// object, compacted.
+func jsonText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil {
+		var parts []string
+		for _, item := range list {
+			var d struct {
+				Loc []any  `json:"loc"`
+				Msg string `json:"msg"`
+			}
+			if json.Unmarshal(item, &d) == nil && d.Msg != "" {
+				var loc []string
+				for _, l := range d.Loc {
+					loc = append(loc, fmt.Sprint(l))
+				}
+				parts = append(parts, strings.TrimPrefix(strings.Join(loc, ".")+": ", ": ")+d.Msg)
+			} else if t := jsonText(item); t != "" {
+				parts = append(parts, t)
+			}
+		}
+		return strings.Join(parts, "; ")
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) == nil {
+		return buf.String()
+	}
+	return string(raw)
 }
 
-// attempt makes one call, bounded by CallTimeout.
-func (m *Model) attempt(ctx context.Context, c *call, onDelta func(string)) (*result, *failure) {
-	info := &attemptInfo{}
-	actx, cancel := context.WithCancelCause(context.WithValue(ctx, infoKey{}, info))
-	defer cancel(nil)
-	timer := time.AfterFunc(m.callTimeout, func() { cancel(errAttemptTimeout) })
-	defer timer.Stop()
-	if onDelta != nil {
-		return m.streamOnce(ctx, actx, c, info, timer, onDelta)
+var titleRE = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`)
+
+// plainText is a body that is not JSON: an HTML page is named by its title.
+func plainText(b []byte) string {
+	t := strings.TrimSpace(string(b))
+	if strings.HasPrefix(t, "<") {
+		if m := titleRE.FindStringSubmatch(t); m != nil {
+			return "an HTML page titled " + strconv.Quote(strings.TrimSpace(m[1]))
+		}
+		if strings.Contains(strings.ToLower(t[:min(len(t), 200)]), "<html") {
+			return "an HTML page"
+		}
 	}
-	resp, err := m.client.CreateChatCompletion(actx, c.req)
-	if err != nil {
-		return nil, m.classify(ctx, actx, c, info, err)
+	return t
+}
+
+// contextLengthRE matches how servers word it: OpenAI and vLLM ("maximum
+// context length"), llama.cpp ("exceeds the available context size"),
+// others ("context window").
+var contextLengthRE = regexp.MustCompile(`(?i)context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long`)
+
+func isContextLength(e endpointError) bool {
+	k := e.kind()
+	if strings.Contains(k, "context_length") || strings.Contains(k, "context_window") || strings.Contains(e.typ, "context") {
+		return true
 	}
-	res, ok := fromCompletion(resp)
-	if !ok {
-		return nil, &failure{err: fmt.Errorf("the model endpoint at %s answered with no choices: it may not speak the chat-completions format", m.baseURL)}
+	return contextLengthRE.MatchString(e.msg)
+}
+
+// noToolsRE matches a server saying the model cannot call tools (Ollama:
+// "… does not support tools"; others: "tools are not supported").
+var noToolsRE = regexp.MustCompile(`(?i)(does not|doesn't) support tools|tools? (are|is) not supported|tool[ _]?call(s|ing)? (are|is)? ?not supported`)
+
+// modelMissingRE reads a refusal that says the model does not exist, from
+// a server that sends it as a 400 (mock-openai-api: "Model 'x' does not
+// exist").
+var modelMissingRE = regexp.MustCompile(`(?i)\bmodel\b.*\b(does not exist|doesn't exist|not found|unknown)`)
+
+// authMsgRE reads a bare message ({"error": "Invalid API key"}) that has no
+// code or type to classify it by.
+var authMsgRE = regexp.MustCompile(`(?i)(invalid|incorrect|missing|no) (api[ _-]?)?key|unauthori[sz]ed|authentication`)
+
+func hasAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
 	}
-	return res, nil
+	return false
 }
 
 // classify turns an attempt's error into a failure: retried or not, and
-// with a message that says what happened and what to do.
+// with a message that says what happened and what to do. It reads what the
+// endpoint sent (status and body, kept by the wire layer) rather than
+// go-openai's error types, which lose a body whose "error" is a string.
 func (m *Model) classify(ctx, actx context.Context, c *call, info *attemptInfo, err error) *failure {
 	if ctx.Err() != nil {
 		return &failure{err: stopped(ctx)}
@@ -163,77 +253,180 @@ func (m *Model) classify(ctx, actx context.Context, c *call, info *attemptInfo, 
 		}
 		return &failure{retry: true, what: what}
 	}
-
-	var status int
-	var msg, code, typ string
-	var apiErr *goopenai.APIError
-	var reqErr *goopenai.RequestError
 	switch {
-	case errors.As(err, &apiErr):
-		msg, typ = apiErr.Message, apiErr.Type
+	case info.said != nil:
+		return m.classifyEndpoint(*info.said, c, info)
+	case info.status >= 400:
+		e := parseErrorBody(info.body)
+		e.status = info.status
+		return m.classifyEndpoint(e, c, info)
+	}
+	var apiErr *goopenai.APIError
+	if errors.As(err, &apiErr) && apiErr.Message != "" {
+		// An error event go-openai read that the wire layer did not see.
+		code := ""
 		if apiErr.Code != nil {
 			code = fmt.Sprint(apiErr.Code)
 		}
-		// 0 when it came as an error event inside a stream that had
-		// started with 200.
-		status = apiErr.HTTPStatusCode
-	case errors.As(err, &reqErr):
-		status = reqErr.HTTPStatusCode
-		msg = bodyText(reqErr.Body)
-	default:
-		return m.transportFailure(err)
+		return m.classifyEndpoint(endpointError{msg: apiErr.Message, typ: apiErr.Type, code: code}, c, info)
 	}
-	msg = m.clean(msg)
+	return m.transportFailure(err)
+}
 
-	if isContextLength(code, typ, msg) {
-		return &failure{err: &classified{class: ErrContextLength,
-			msg: fmt.Sprintf("%s: %s", ErrContextLength, orDefault(msg, "the endpoint gave no detail"))}}
-	}
+// classifyEndpoint classifies an error the endpoint sent.
+func (m *Model) classifyEndpoint(e endpointError, c *call, info *attemptInfo) *failure {
+	status := e.effectiveStatus()
+	k := e.kind()
+	msg := m.clean(e.msg)
 	said := ""
 	if msg != "" {
-		said = ": " + msg
+		said = " (the endpoint said: " + msg + ")"
+	}
+	statusText := func() string {
+		if status == 0 {
+			return "in the stream"
+		}
+		return fmt.Sprintf("%d %s", status, http.StatusText(status))
+	}
+	if opt := m.rejectedOption(e, c); opt != "" {
+		return &failure{retry: true, now: true, drop: opt, what: fmt.Sprintf("%s rejected (%s)", opt, statusText())}
 	}
 	switch {
-	case status == 0:
-		return &failure{retry: true, what: "an error in the middle of the stream" + said}
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		text := fmt.Sprintf("%s (%d): set %s or the scenario's model.api_key_env", ErrAuth, status, DefaultKeyEnv)
-		if status == http.StatusForbidden && msg != "" {
-			// A 403 is sometimes about something else (a region, a
-			// project's access): the endpoint's words help then. A 401's
-			// words are left out: OpenAI's quote part of the key.
-			text += " (the endpoint said: " + msg + ")"
-		}
-		return &failure{err: &classified{class: ErrAuth, msg: text}}
-	case status == http.StatusNotFound:
+	case isContextLength(e):
+		return fail(ErrContextLength, "%s: %s; shorten the task, or lower agent.summarization.max_tokens so the history is summarized sooner",
+			ErrContextLength, orDefault(msg, "the endpoint gave no detail"))
+	case hasAny(k, "insufficient_quota", "billing", "quota_exceeded", "credit"):
+		return fail(ErrQuota, "the account behind the key in %s is out of quota or credit at %s (%s): add credit or use another key; a retry will not help%s",
+			m.keyEnv, m.baseURL, statusText(), said)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden ||
+		hasAny(k, "invalid_api_key", "authentication", "unauthorized", "permission_denied", "invalid_authentication") ||
+		(k == " " && authMsgRE.MatchString(e.msg)):
+		return m.authFailure(status, msg)
+	case status == http.StatusNotFound || hasAny(k, "model_not_found", "invalid_model") ||
+		((status == http.StatusBadRequest || status == 0) && modelMissingRE.MatchString(e.msg)):
 		text := fmt.Sprintf("model %q not found at %s: check model.model", c.model, m.baseURL)
 		if !strings.Contains(strings.ToLower(msg), "model") {
 			text += "; if the name is right, check model.base_url too: it must be the root that /chat/completions is under, often ending in /v1"
 		}
-		return &failure{err: &classified{class: ErrModelNotFound, msg: text}}
-	case status == http.StatusTooManyRequests && (code == "insufficient_quota" || typ == "insufficient_quota"):
-		return &failure{err: fmt.Errorf("the endpoint refused the call: the account is out of quota (429)%s", said)}
-	case retryableStatus(status):
-		f := &failure{retry: true, what: fmt.Sprintf("%d %s%s", status, http.StatusText(status), said)}
+		return fail(ErrModelNotFound, "%s%s", text, said)
+	case hasAny(k, "content_filter", "content_policy"):
+		return fail(ErrContentFilter, "the endpoint's content filter refused the request (%s): rephrase the prompt or the task; a retry would be refused again%s", statusText(), said)
+	case status == http.StatusMethodNotAllowed:
+		return fail(ErrModelNotFound, "%s does not take chat completions (%s): check model.base_url; it must be the root that /chat/completions is under, often ending in /v1%s",
+			m.baseURL, statusText(), said)
+	case (status == http.StatusBadRequest || status == 0) && noToolsRE.MatchString(msg):
+		return fail(ErrRefused, "model %q at %s cannot call tools: pick a model with tool support (llama.cpp's server needs --jinja)%s", c.model, m.baseURL, said)
+	case status == http.StatusTooManyRequests || retryableStatus(status) ||
+		hasAny(k, "rate_limit", "overloaded", "server_error", "timeout", "unavailable", "internal"):
+		f := &failure{retry: true, status: status, what: statusText() + orDefault(prefixed(": ", msg), "")}
 		f.retryAfter, f.hasRetryAfter = retryAfter(info.header, time.Now())
 		return f
-	default:
-		return &failure{err: fmt.Errorf("the endpoint refused the request (%d %s)%s", status, http.StatusText(status), said)}
+	case status == 0 && !hasAny(k, "invalid", "bad_request", "not_supported", "unsupported", "not_found"):
+		// An error event of a kind we do not know, before any text: the
+		// stream may have broken on the server's side.
+		return &failure{retry: true, what: "an error event in the stream" + prefixed(": ", msg)}
 	}
+	text := fmt.Sprintf("the endpoint at %s refused the request (%s)%s", m.baseURL, statusText(), prefixed(": ", msg))
+	if s := m.settingNamed(msg); s != "" {
+		text += fmt.Sprintf("; change or remove %s in this agent's settings", s)
+	}
+	return fail(ErrRefused, "%s", text)
 }
 
-// transportFailure classifies an error without an HTTP status: a broken
-// connection is retried; a request go-openai refused to send, or an answer
-// that is not a chat completion, is not.
+// authFailure says whether the key was wrong or missing, and where it came
+// from. A 401's words are left out: OpenAI's quote part of the key.
+func (m *Model) authFailure(status int, msg string) *failure {
+	code := ""
+	if status != 0 {
+		code = fmt.Sprintf(" (%d)", status)
+	}
+	var text string
+	if m.hasKey {
+		text = fmt.Sprintf("the endpoint at %s rejected the API key in %s%s: check that key, or name the variable that holds the right one with model.api_key_env",
+			m.baseURL, m.keyEnv, code)
+	} else {
+		text = fmt.Sprintf("the endpoint at %s wants an API key%s and none was sent: set %s, or name the variable that holds it with model.api_key_env",
+			m.baseURL, code, m.keyEnv)
+	}
+	if status == http.StatusForbidden && msg != "" {
+		// A 403 is sometimes about something else (a region, a project's
+		// access): the endpoint's words help then.
+		text += " (the endpoint said: " + msg + ")"
+	}
+	return fail(ErrAuth, "%s", text)
+}
+
+// rejectedOption names an optional part of the request the endpoint refused
+// and the request can do without, so the attempt is made again at once
+// without it: stream_options (servers that do not know it), our default
+// parallel_tool_calls, and max_tokens where the endpoint wants
+// max_completion_tokens (OpenAI's reasoning models).
+func (m *Model) rejectedOption(e endpointError, c *call) string {
+	status := e.effectiveStatus()
+	if status != http.StatusBadRequest && status != http.StatusUnprocessableEntity &&
+		!(status == 0 && hasAny(e.kind(), "invalid", "unsupported")) {
+		return ""
+	}
+	raw := e.raw + " " + e.msg
+	switch {
+	case c.sentStreamOptions && strings.Contains(raw, "stream_options") && !m.compat.noStreamOptions.Load():
+		return optStreamOptions
+	case c.sentMaxTokens && strings.Contains(raw, "max_completion_tokens") && !m.compat.maxCompletionTokens.Load():
+		return optMaxTokens
+	case c.defaultParallel && strings.Contains(raw, "parallel_tool_calls") && !m.compat.noParallel.Load():
+		return optParallel
+	}
+	return ""
+}
+
+// settingNamed is the request setting an endpoint's refusal names, if the
+// agent set it.
+func (m *Model) settingNamed(msg string) string {
+	s := m.settings
+	for _, st := range []struct {
+		name string
+		set  bool
+	}{
+		{"temperature", s.Temperature != nil}, {"max_tokens", s.MaxTokens > 0}, {"seed", s.Seed != nil},
+		{"tool_choice", s.ToolChoice != ""}, {"parallel_tool_calls", s.ParallelToolCalls != nil},
+	} {
+		if st.set && strings.Contains(msg, st.name) {
+			return st.name
+		}
+	}
+	return ""
+}
+
+// transportFailure classifies an error without an HTTP status: a reset or
+// cut connection is retried; a refused connection, an unknown host or a
+// failed TLS handshake is not (nothing listens there: a retry finds the
+// same), nor a request go-openai refused to send, nor an answer that is not
+// a chat completion.
 func (m *Model) transportFailure(err error) *failure {
 	var netErr net.Error
+	var dnsErr *net.DNSError
 	var synErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
+	var certErr *tls.CertificateVerificationError
+	var hostErr x509.HostnameError
+	var unknownCA x509.UnknownAuthorityError
+	var recErr tls.RecordHeaderError
 	switch {
 	case errors.As(err, &synErr), errors.As(err, &typeErr):
-		return &failure{err: fmt.Errorf("the model endpoint at %s answered with something that is not a chat completion: %s", m.baseURL, m.clean(err.Error()))}
+		return fail(ErrRefused, "the model endpoint at %s answered with something that is not a chat completion (%s): check model.base_url; it must be the root that /chat/completions is under, often ending in /v1",
+			m.baseURL, m.clean(err.Error()))
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fail(ErrUnreachable, "nothing is listening at %s (connection refused): start the server, or fix model.base_url", m.baseURL)
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return fail(ErrUnreachable, "no host %q for %s: check model.base_url", dnsErr.Name, m.baseURL)
+	case errors.As(err, &certErr), errors.As(err, &hostErr), errors.As(err, &unknownCA):
+		return fail(ErrUnreachable, "the TLS certificate of %s is not trusted (%s): fix the server's certificate, or use its http:// address on a trusted network", m.baseURL, m.clean(err.Error()))
+	case errors.As(err, &recErr):
+		return fail(ErrUnreachable, "%s does not speak TLS: use http:// in model.base_url", m.baseURL)
+	case errors.Is(err, errStreamError):
+		return &failure{retry: true, what: "an error event in the stream"}
 	case errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
-		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return &failure{retry: true, what: "a connection error (" + m.clean(err.Error()) + ")"}
 	case errors.Is(err, goopenai.ErrTooManyEmptyStreamMessages):
 		return &failure{retry: true, what: "a stream with no data in it"}
@@ -250,75 +443,6 @@ func retryableStatus(s int) bool {
 		return true
 	}
 	return s >= 520 && s <= 529
-}
-
-// contextLengthRE matches how servers word it: OpenAI and vLLM ("maximum
-// context length"), llama.cpp ("exceeds the available context size"),
-// others ("context window").
-var contextLengthRE = regexp.MustCompile(`(?i)context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long`)
-
-func isContextLength(code, typ, msg string) bool {
-	if code == "context_length_exceeded" || strings.Contains(typ, "context") {
-		return true
-	}
-	return contextLengthRE.MatchString(msg)
-}
-
-// retryAfter reads how long the endpoint asks to wait: retry-after-ms
-// (OpenAI's), or Retry-After in seconds or as an HTTP date. It is capped
-// by maxRetryAfter.
-func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	if h == nil {
-		return 0, false
-	}
-	var d time.Duration
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		ms, err := strconv.ParseFloat(v, 64)
-		if err != nil || ms < 0 {
-			return 0, false
-		}
-		d = time.Duration(ms * float64(time.Millisecond))
-	} else if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			if s < 0 {
-				return 0, false
-			}
-			d = time.Duration(s * float64(time.Second))
-		} else if t, err := http.ParseTime(v); err == nil {
-			d = max(t.Sub(now), 0)
-		} else {
-			return 0, false
-		}
-	} else {
-		return 0, false
-	}
-	return min(d, maxRetryAfter), true
-}
-
-// bodyText is an error body that is not the usual JSON, made short enough
-// to read in a receipt.
-func bodyText(b []byte) string {
-	var v struct {
-		Error   any    `json:"error"`
-		Message string `json:"message"`
-		Detail  any    `json:"detail"`
-	}
-	if json.Unmarshal(b, &v) == nil {
-		switch {
-		case v.Message != "":
-			return v.Message
-		case v.Error != nil:
-			if s, ok := v.Error.(string); ok {
-				return s
-			}
-			e, _ := json.Marshal(v.Error)
-			return string(e)
-		case v.Detail != nil:
-			e, _ := json.Marshal(v.Detail)
-			return string(e)
-		}
-	}
-	return string(b)
 }
 
 // clean makes an endpoint's text fit an error message: no API key, one
@@ -358,4 +482,12 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// prefixed is p+s, or "" when s is.
+func prefixed(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
 }

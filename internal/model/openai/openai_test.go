@@ -501,31 +501,59 @@ func TestErrorsNotRetried(t *testing.T) {
 		{name: "401", handle: func(w http.ResponseWriter) {
 			apiError(w, 401, "invalid_api_key", "invalid_request_error", "Incorrect API key provided: sk-test-se**********6789. "+testKey)
 		}, is: ErrAuth,
-			exactly: "the endpoint rejected the API key (401): set OPENAI_API_KEY or the scenario's model.api_key_env"},
+			exactly: "the endpoint at BASE rejected the API key in OPENAI_API_KEY (401): check that key, or name the variable that holds the right one with model.api_key_env"},
 		{name: "403 echoing the header", handle: func(w http.ResponseWriter) {
 			apiError(w, 403, nil, "forbidden", "Request with Authorization: Bearer "+testKey+" is not allowed in your region")
-		}, is: ErrAuth, want: []string{"the endpoint rejected the API key (403)", "not allowed in your region"}},
+		}, is: ErrAuth, want: []string{"rejected the API key in OPENAI_API_KEY (403)", "not allowed in your region"}},
 		{name: "404 model", model: "gpt-nope", handle: func(w http.ResponseWriter) {
 			apiError(w, 404, "model_not_found", "invalid_request_error", "The model `gpt-nope` does not exist or you do not have access to it.")
-		}, is: ErrModelNotFound, exactly: `model "gpt-nope" not found at BASE: check model.model`},
+		}, is: ErrModelNotFound, exactly: "model \"gpt-nope\" not found at BASE: check model.model (the endpoint said: The model `gpt-nope` does not exist or you do not have access to it.)"},
 		{name: "404 without a JSON body", handle: func(w http.ResponseWriter) {
 			http.Error(w, "404 page not found", http.StatusNotFound)
 		}, is: ErrModelNotFound, want: []string{`model "test-model" not found at BASE: check model.model`, "check model.base_url"}},
+		// Express and NestJS servers (mock-openai-api among them): "error"
+		// is a string. go-openai returns an empty APIError for it.
+		{name: "404 with a string error, Express style", handle: func(w http.ResponseWriter) {
+			writeJSON(w, 404, map[string]any{"error": "Not Found", "message": "Cannot POST /chat/completions", "status": 404})
+		}, is: ErrModelNotFound, want: []string{`model "test-model" not found at BASE: check model.model`,
+			"check model.base_url too", "(the endpoint said: Not Found: Cannot POST /chat/completions)"}},
+		{name: "404 with a string error, NestJS style", handle: func(w http.ResponseWriter) {
+			writeJSON(w, 404, map[string]any{"statusCode": 404, "error": "Not Found", "message": "Cannot POST /chat/completions"})
+		}, is: ErrModelNotFound, want: []string{"check model.base_url too"}},
+		{name: "400 for an unknown model, mock-openai-api", model: "nope", handle: func(w http.ResponseWriter) {
+			apiError(w, 400, "invalid_model", "invalid_request_error", "Model 'nope' does not exist")
+		}, is: ErrModelNotFound, want: []string{`model "nope" not found at BASE: check model.model`}},
+		{name: "404 from Ollama", model: "llama9", handle: func(w http.ResponseWriter) {
+			writeJSON(w, 404, map[string]any{"error": `model "llama9" not found, try pulling it first`})
+		}, is: ErrModelNotFound, exactly: `model "llama9" not found at BASE: check model.model (the endpoint said: model "llama9" not found, try pulling it first)`},
+		{name: "405: not a chat-completions API", handle: func(w http.ResponseWriter) {
+			http.Error(w, "<html><head><title>405 Not Allowed</title></head></html>", http.StatusMethodNotAllowed)
+		}, is: ErrModelNotFound, want: []string{"does not take chat completions (405 Method Not Allowed): check model.base_url", `an HTML page titled "405 Not Allowed"`}},
 		{name: "context length, OpenAI", handle: func(w http.ResponseWriter) {
 			apiError(w, 400, "context_length_exceeded", "invalid_request_error", "Your input exceeds the context window of this model.")
-		}, is: ErrContextLength, want: []string{"the context is longer than the model accepts: Your input exceeds"}},
+		}, is: ErrContextLength, want: []string{"the context is longer than the model accepts: Your input exceeds", "summarization.max_tokens"}},
 		{name: "context length, vLLM", handle: func(w http.ResponseWriter) {
-			apiError(w, 400, 400, "BadRequestError", "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.")
+			writeJSON(w, 400, map[string]any{"object": "error", "message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.",
+				"type": "BadRequestError", "param": nil, "code": 400})
 		}, is: ErrContextLength, want: []string{"the context is longer than the model accepts", "4096"}},
 		{name: "context length, llama.cpp", handle: func(w http.ResponseWriter) {
 			apiError(w, 400, 400, "exceed_context_size_error", "the request exceeds the available context size, try increasing it")
 		}, is: ErrContextLength, want: []string{"the context is longer than the model accepts"}},
 		{name: "other 400", handle: func(w http.ResponseWriter) {
 			apiError(w, 400, nil, "invalid_request_error", "Invalid schema for function 'x'.")
-		}, want: []string{"the endpoint refused the request (400 Bad Request): Invalid schema for function 'x'."}},
+		}, is: ErrRefused, want: []string{"the endpoint at BASE refused the request (400 Bad Request): Invalid schema for function 'x'."}},
+		{name: "422 from a FastAPI server", handle: func(w http.ResponseWriter) {
+			writeJSON(w, 422, map[string]any{"detail": []any{map[string]any{"loc": []any{"body", "messages", 0, "role"}, "msg": "field required", "type": "missing"}}})
+		}, is: ErrRefused, want: []string{"(422 Unprocessable Entity): body.messages.0.role: field required"}},
+		{name: "a model without tools, Ollama", handle: func(w http.ResponseWriter) {
+			writeJSON(w, 400, map[string]any{"error": map[string]any{"message": "registry.ollama.ai/library/gemma:2b does not support tools", "type": "api_error"}})
+		}, is: ErrRefused, want: []string{`model "test-model" at BASE cannot call tools: pick a model with tool support`}},
 		{name: "out of quota", handle: func(w http.ResponseWriter) {
 			apiError(w, 429, "insufficient_quota", "insufficient_quota", "You exceeded your current quota.")
-		}, want: []string{"out of quota (429)"}},
+		}, is: ErrQuota, want: []string{"out of quota or credit", "(429 Too Many Requests)", "a retry will not help"}},
+		{name: "an error with status 200", handle: func(w http.ResponseWriter) {
+			writeJSON(w, 200, map[string]any{"error": map[string]any{"message": "Invalid API key", "code": "invalid_api_key"}})
+		}, is: ErrAuth, want: []string{"rejected the API key in OPENAI_API_KEY"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -629,14 +657,37 @@ func TestRetries(t *testing.T) {
 		})
 	})
 
-	t.Run("connection refused", func(t *testing.T) {
+	t.Run("connection refused: not retried, nothing listens there", func(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		url := srv.URL + "/v1"
 		srv.Close()
-		m := newModel(t, url, func(c *Config) { c.MaxRetries = 1 })
+		var tries atomic.Int32
+		m := newModel(t, url, func(c *Config) {
+			c.Backoff = func(int) time.Duration { tries.Add(1); return time.Millisecond }
+		})
 		_, err := m.Generate(context.Background(), userReq("x"))
-		if err == nil || !strings.Contains(err.Error(), "failed 2 attempts") || !strings.Contains(err.Error(), "connection error") {
+		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "nothing is listening at "+url+" (connection refused): start the server, or fix model.base_url") {
 			t.Fatalf("err %v", err)
+		}
+		if tries.Load() != 0 {
+			t.Errorf("retried %d times", tries.Load())
+		}
+	})
+
+	t.Run("a connection cut mid-answer is retried", func(t *testing.T) {
+		f := newFake(t, func(w http.ResponseWriter, r *http.Request, req *wireReq) {
+			if req.N == 0 {
+				hj, _ := w.(http.Hijacker)
+				conn, _, _ := hj.Hijack()
+				conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"id\":"))
+				conn.Close()
+				return
+			}
+			reply(w, req, turn{content: "second time"})
+		})
+		resp, err := newModel(t, f.url(), nil).Generate(context.Background(), userReq("x"))
+		if err != nil || resp.Content != "second time" || f.count() != 2 {
+			t.Fatalf("resp %+v err %v after %d requests", resp, err, f.count())
 		}
 	})
 
@@ -890,8 +941,10 @@ func TestKeyFromEnv(t *testing.T) {
 	if got := KeyFromEnv("MY_KEY"); got != "from-named" {
 		t.Errorf("named: %q", got)
 	}
-	if got := KeyFromEnv("UNSET_KEY_VAR_FOR_TEST"); got != "from-default" {
-		t.Errorf("unset named falls back: %q", got)
+	// OPENAI_API_KEY's key is for OpenAI: a scenario that names another
+	// variable for another endpoint must never be sent it.
+	if got := KeyFromEnv("UNSET_KEY_VAR_FOR_TEST"); got != "" {
+		t.Errorf("an unset named variable must not fall back to OPENAI_API_KEY: got %q", got)
 	}
 	if got := KeyFromEnv(""); got != "from-default" {
 		t.Errorf("default: %q", got)

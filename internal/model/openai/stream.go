@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,12 +20,11 @@ import (
 // not the length of the answer.
 func (m *Model) streamOnce(ctx, actx context.Context, c *call, info *attemptInfo, idle *time.Timer,
 	onDelta func(string)) (*result, *failure) {
-	req := c.req
-	req.Stream = true
-	// Without it the endpoint sends no usage at all when streaming.
-	req.StreamOptions = &goopenai.StreamOptions{IncludeUsage: true}
-	st, err := m.client.CreateChatCompletionStream(actx, req)
-	if err != nil {
+	st, err := m.client.CreateChatCompletionStream(actx, m.wireRequest(c, true))
+	if err != nil || info.said != nil {
+		if st != nil {
+			st.Close()
+		}
 		return nil, m.classify(ctx, actx, c, info, err)
 	}
 	defer st.Close()
@@ -67,12 +65,14 @@ func (m *Model) streamOnce(ctx, actx context.Context, c *call, info *attemptInfo
 
 // accumulator puts a streamed answer together.
 type accumulator struct {
-	content  strings.Builder
-	refusal  strings.Builder
-	calls    []*partCall
-	byIndex  map[int]*partCall
-	finished bool
-	usage    *delegation.Usage
+	content   strings.Builder
+	reasoning strings.Builder
+	refusal   strings.Builder
+	calls     []*partCall
+	byIndex   map[int]*partCall
+	finished  bool
+	finish    string // the finish_reason
+	usage     *delegation.Usage
 }
 
 // partCall is a tool call being received: its id and name come in its first
@@ -99,6 +99,7 @@ func (a *accumulator) add(chunk goopenai.ChatCompletionStreamResponse) []string 
 			deltas = append(deltas, d.Content)
 		}
 		a.refusal.WriteString(d.Refusal)
+		a.reasoning.WriteString(d.ReasoningContent)
 		for _, tc := range d.ToolCalls {
 			p := a.part(tc)
 			if p.id == "" {
@@ -119,7 +120,7 @@ func (a *accumulator) add(chunk goopenai.ChatCompletionStreamResponse) []string 
 			p.args.WriteString(d.FunctionCall.Arguments)
 		}
 		if ch.FinishReason != "" && ch.FinishReason != goopenai.FinishReasonNull {
-			a.finished = true
+			a.finished, a.finish = true, string(ch.FinishReason)
 		}
 	}
 	return deltas
@@ -156,7 +157,7 @@ func (a *accumulator) part(tc goopenai.ToolCall) *partCall {
 }
 
 func (a *accumulator) result() *result {
-	r := &result{content: a.content.String(), usage: a.usage}
+	r := &result{content: a.content.String(), reasoning: a.reasoning.String(), usage: a.usage, finishReason: a.finish}
 	if r.content == "" {
 		r.content = a.refusal.String()
 	}
@@ -168,30 +169,3 @@ func (a *accumulator) result() *result {
 	return r
 }
 
-// doneWatcher notes whether a stream's body carried the [DONE] line, which
-// go-openai consumes without saying so.
-type doneWatcher struct {
-	io.ReadCloser
-	info *attemptInfo
-	tail []byte // the end of the previous read: the marker may straddle two
-}
-
-var doneMarkers = [][]byte{[]byte("data: [DONE]"), []byte("data:[DONE]")}
-
-func (w *doneWatcher) Read(p []byte) (int, error) {
-	n, err := w.ReadCloser.Read(p)
-	if n > 0 && !w.info.sawDone {
-		buf := append(append([]byte(nil), w.tail...), p[:n]...)
-		for _, mk := range doneMarkers {
-			if bytes.Contains(buf, mk) {
-				w.info.sawDone = true
-			}
-		}
-		keep := len(doneMarkers[0]) - 1
-		if len(buf) > keep {
-			buf = buf[len(buf)-keep:]
-		}
-		w.tail = buf
-	}
-	return n, err
-}

@@ -33,14 +33,21 @@ type call struct {
 	// structured is the structured-answer tool's name when the endpoint's
 	// native JSON mode stands in for it; "" otherwise.
 	structured string
+	// retrying, when set, is told of each retried attempt.
+	retrying func(delegation.ModelRetry)
+	// What the last attempt sent of the parts an endpoint may refuse
+	// (rejectedOption).
+	sentStreamOptions, sentMaxTokens, defaultParallel bool
 }
 
 // result is an answer as read from the wire, before it is mapped to the
 // engine's Response: the same for a streamed and a whole answer.
 type result struct {
-	content string
-	calls   []rawCall
-	usage   *delegation.Usage
+	content      string
+	reasoning    string
+	calls        []rawCall
+	usage        *delegation.Usage
+	finishReason string
 }
 
 type rawCall struct {
@@ -126,9 +133,30 @@ func (m *Model) buildRequest(req *delegation.Request) *call {
 				Function: &goopenai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params}})
 		}
 	}
+	st := m.settings
 	if len(c.req.Tools) > 0 {
-		// Only with tools: OpenAI rejects parallel_tool_calls without them.
+		// Only with tools: OpenAI rejects parallel_tool_calls and
+		// tool_choice without them.
 		c.req.ParallelToolCalls = true
+		if st.ParallelToolCalls != nil {
+			c.req.ParallelToolCalls = *st.ParallelToolCalls
+		}
+		switch st.ToolChoice {
+		case "":
+		case ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired:
+			c.req.ToolChoice = st.ToolChoice
+		default:
+			for _, t := range c.req.Tools {
+				if t.Function.Name == st.ToolChoice {
+					c.req.ToolChoice = goopenai.ToolChoice{Type: goopenai.ToolTypeFunction, Function: goopenai.ToolFunction{Name: st.ToolChoice}}
+				}
+			}
+		}
+	}
+	c.req.MaxTokens = st.MaxTokens
+	if st.Seed != nil {
+		seed := *st.Seed
+		c.req.Seed = &seed
 	}
 	if req.ToolChoice == delegation.ToolChoiceRequired && c.structured == "" && len(c.req.Tools) > 0 {
 		// An agent with a response_format answers only through its tool, as
@@ -148,6 +176,27 @@ func (m *Model) buildRequest(req *delegation.Request) *call {
 		}
 	}
 	return c
+}
+
+// wireRequest is the request one attempt sends: streamed or not, without
+// what the endpoint was found to refuse.
+func (m *Model) wireRequest(c *call, stream bool) goopenai.ChatCompletionRequest {
+	req := c.req
+	req.Stream = stream
+	c.sentStreamOptions = stream && !m.compat.noStreamOptions.Load()
+	if c.sentStreamOptions {
+		// Without it the endpoint sends no usage at all when streaming.
+		req.StreamOptions = &goopenai.StreamOptions{IncludeUsage: true}
+	}
+	c.sentMaxTokens = req.MaxTokens > 0 && !m.compat.maxCompletionTokens.Load()
+	if req.MaxTokens > 0 && !c.sentMaxTokens {
+		req.MaxCompletionTokens, req.MaxTokens = req.MaxTokens, 0
+	}
+	c.defaultParallel = req.ParallelToolCalls != nil && m.settings.ParallelToolCalls == nil
+	if c.defaultParallel && m.compat.noParallel.Load() {
+		req.ParallelToolCalls, c.defaultParallel = nil, false
+	}
+	return req
 }
 
 func nonEmpty(s string) string {
@@ -170,7 +219,7 @@ func schemaTitle(schema json.RawMessage) string {
 
 // finish maps an answer read from the wire to the engine's Response.
 func (c *call) finish(r *result) *delegation.Response {
-	out := &delegation.Response{Content: r.content, Usage: r.usage}
+	out := &delegation.Response{Content: r.content, Reasoning: r.reasoning, Usage: r.usage}
 	for _, rc := range r.calls {
 		out.ToolCalls = append(out.ToolCalls, delegation.ToolCall{ID: rc.id, Name: rc.name, Args: cleanArgs(rc.args)})
 	}
@@ -237,8 +286,9 @@ func fromCompletion(resp goopenai.ChatCompletionResponse) (*result, bool) {
 	if len(resp.Choices) == 0 {
 		return nil, false
 	}
-	msg := resp.Choices[0].Message
-	r := &result{content: msg.Content}
+	ch := resp.Choices[0]
+	msg := ch.Message
+	r := &result{content: msg.Content, reasoning: msg.ReasoningContent, finishReason: string(ch.FinishReason)}
 	if r.content == "" {
 		var parts []string
 		for _, p := range msg.MultiContent {
@@ -264,10 +314,19 @@ func fromCompletion(resp goopenai.ChatCompletionResponse) (*result, bool) {
 }
 
 // usageOf is nil when the endpoint reported nothing, so the engine does not
-// record a count of zero as if it were one.
+// record a count of zero as if it were one. Cached prompt tokens (a prompt
+// cache hit: what a fork's shared prefix buys) and reasoning tokens (spent
+// thinking, not in the answer) are kept when the endpoint reports them.
 func usageOf(u *goopenai.Usage) *delegation.Usage {
 	if u == nil || (u.PromptTokens == 0 && u.CompletionTokens == 0) {
 		return nil
 	}
-	return &delegation.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	out := &delegation.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	if d := u.PromptTokensDetails; d != nil {
+		out.CachedTokens = d.CachedTokens
+	}
+	if d := u.CompletionTokensDetails; d != nil {
+		out.ReasoningTokens = d.ReasoningTokens
+	}
+	return out
 }
