@@ -63,8 +63,8 @@ func prepare(ctx context.Context, tx *sql.Tx) (*statements, error) {
 		return nil, err
 	}
 	if s.message, err = tx.PrepareContext(ctx, `INSERT INTO messages
-		(sid, agent_id, idx, seq, at, id, role, content, tool_calls, tool_call_id, is_error, tokens, kind)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+		(sid, agent_id, idx, seq, at, id, role, content, tool_calls, tool_call_id, is_error, tokens, kind, reasoning)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
 		return nil, err
 	}
 	if s.call, err = tx.PrepareContext(ctx, `INSERT INTO model_calls
@@ -217,7 +217,7 @@ func insertMessage(ctx context.Context, stmt *sql.Stmt, sid, seq int64, at time.
 		calls = sql.NullString{String: string(b), Valid: true}
 	}
 	if _, err := stmt.ExecContext(ctx, sid, m.AgentID, idx, seq, nanos(at), m.ID, m.Role, m.Content, calls,
-		nullString(m.ToolCallID), m.IsError, m.Tokens, m.Kind); err != nil {
+		nullString(m.ToolCallID), m.IsError, m.Tokens, m.Kind, m.Reasoning); err != nil {
 		return fmt.Errorf("message %s: %w", m.ID, err)
 	}
 	return nil

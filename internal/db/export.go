@@ -92,7 +92,7 @@ func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace
 		return nil, 0, err
 	}
 
-	rows, err = tx.QueryContext(ctx, `SELECT id, agent_id, role, content, tool_calls, tool_call_id, is_error, tokens, kind
+	rows, err = tx.QueryContext(ctx, `SELECT id, agent_id, role, content, tool_calls, tool_call_id, is_error, tokens, kind, reasoning
 		FROM messages WHERE sid = ? ORDER BY seq`, key)
 	if err != nil {
 		return nil, 0, err
@@ -100,7 +100,7 @@ func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace
 	for rows.Next() {
 		var m trace.Message
 		var calls, callID sql.NullString
-		if err := rows.Scan(&m.ID, &m.AgentID, &m.Role, &m.Content, &calls, &callID, &m.IsError, &m.Tokens, &m.Kind); err != nil {
+		if err := rows.Scan(&m.ID, &m.AgentID, &m.Role, &m.Content, &calls, &callID, &m.IsError, &m.Tokens, &m.Kind, &m.Reasoning); err != nil {
 			rows.Close()
 			return nil, 0, err
 		}

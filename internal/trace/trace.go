@@ -73,6 +73,7 @@ type Message struct {
 	AgentID    string     `json:"agent_id"`
 	Role       string     `json:"role"`
 	Content    string     `json:"content"`
+	Reasoning  string     `json:"reasoning,omitempty"` // a reasoning model's thinking, apart from the content
 	ToolCalls  []ToolCall `json:"tool_calls"`
 	ToolCallID *string    `json:"tool_call_id"`
 	IsError    bool       `json:"is_error"`
@@ -385,13 +386,13 @@ func messageOf(m *delegation.Message) Message {
 	if calls == nil {
 		calls = []ToolCall{}
 	}
-	return Message{ID: m.ID, AgentID: m.AgentID, Role: string(m.Role), Content: m.Content, ToolCalls: calls,
+	return Message{ID: m.ID, AgentID: m.AgentID, Role: string(m.Role), Content: m.Content, Reasoning: m.Reasoning, ToolCalls: calls,
 		ToolCallID: optional(m.ToolCallID), IsError: m.IsError, Tokens: m.Tokens, Kind: string(m.Kind)}
 }
 
 func (m Message) domain() *delegation.Message {
 	out := &delegation.Message{ID: m.ID, AgentID: m.AgentID, Role: delegation.Role(m.Role), Content: m.Content,
-		ToolCalls: m.ToolCalls, IsError: m.IsError, Tokens: m.Tokens, Kind: delegation.Kind(m.Kind)}
+		Reasoning: m.Reasoning, ToolCalls: m.ToolCalls, IsError: m.IsError, Tokens: m.Tokens, Kind: delegation.Kind(m.Kind)}
 	if len(out.ToolCalls) == 0 {
 		out.ToolCalls = nil
 	}
