@@ -808,6 +808,11 @@ func (x *exporter) chatSpan(c *callInfo) span {
 	switch {
 	case output != nil:
 		out := genMessageOf(output)
+		if output.Reasoning != "" {
+			// The model's thinking is its own part, first, as it came; it
+			// is output only: the model never receives it back.
+			out.Parts = append([]any{textPart{Type: "reasoning", Content: output.Reasoning}}, out.Parts...)
+		}
 		out.FinishReason = "stop"
 		if len(output.ToolCalls) > 0 {
 			out.FinishReason = "tool_call"
@@ -863,6 +868,14 @@ func (x *exporter) chatSpan(c *callInfo) span {
 	if u := c.reportedUsage; u != nil {
 		attrs = append(attrs, integer("delegation.reported_input_tokens", int64(u.PromptTokens)),
 			integer("delegation.reported_output_tokens", int64(u.CompletionTokens)))
+		if u.CachedTokens > 0 {
+			attrs = append(attrs, integer("gen_ai.usage.cache_read.input_tokens", int64(u.CachedTokens)),
+				integer("llm.token_count.prompt_details.cache_read", int64(u.CachedTokens)))
+		}
+		if u.ReasoningTokens > 0 {
+			attrs = append(attrs, integer("gen_ai.usage.reasoning.output_tokens", int64(u.ReasoningTokens)),
+				integer("llm.token_count.completion_details.reasoning", int64(u.ReasoningTokens)))
+		}
 	}
 	switch {
 	case call.Error != "":

@@ -48,6 +48,7 @@ type Agent struct {
 	TimeoutMS      int            `json:"timeout_ms,omitempty"`
 	Model          string         `json:"model,omitempty"`
 	BaseURL        string         `json:"base_url,omitempty"`
+	Settings
 }
 
 // Summarization is when an agent's history is summarized: when its context
@@ -73,6 +74,7 @@ type Subagent struct {
 	MaxSteps       int             `json:"max_steps,omitempty"`
 	TimeoutMS      int             `json:"timeout_ms,omitempty"`
 	Summarization  *Summarization  `json:"summarization,omitempty"`
+	Settings
 }
 
 // Model says where the model's answers come from.
@@ -82,6 +84,99 @@ type Model struct {
 	BaseURL          string `json:"base_url,omitempty"`
 	APIKeyEnv        string `json:"api_key_env,omitempty"`
 	NativeJSONSchema bool   `json:"native_json_schema,omitempty"`
+	Settings
+}
+
+// Settings are the request parameters of an agent's calls to an
+// OpenAI-compatible endpoint, settable on the model (every agent), the main
+// agent and each subagent. Unset fields are inherited: a subagent's from
+// the main agent, the main agent's from the model; tool_choice, which is
+// about an agent's own tools, is set per agent only.
+type Settings struct {
+	Stream            *bool       `json:"stream,omitempty"`
+	MaxTokens         int         `json:"max_tokens,omitempty"`
+	Temperature       *float64    `json:"temperature,omitempty"`
+	Seed              *int        `json:"seed,omitempty"`
+	ToolChoice        *ToolChoice `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool       `json:"parallel_tool_calls,omitempty"`
+}
+
+// Over returns s with the fields it leaves unset taken from parent, except
+// tool_choice.
+func (s Settings) Over(parent Settings) Settings {
+	if s.Stream == nil {
+		s.Stream = parent.Stream
+	}
+	if s.MaxTokens == 0 {
+		s.MaxTokens = parent.MaxTokens
+	}
+	if s.Temperature == nil {
+		s.Temperature = parent.Temperature
+	}
+	if s.Seed == nil {
+		s.Seed = parent.Seed
+	}
+	if s.ParallelToolCalls == nil {
+		s.ParallelToolCalls = parent.ParallelToolCalls
+	}
+	return s
+}
+
+// ToolChoice is "auto", "none", "required", or the name of a tool; in the
+// file it is that string or OpenAI's {"type": "function", "function":
+// {"name": …}}.
+type ToolChoice struct{ Name string }
+
+// The tool_choice values that name no tool.
+var toolChoiceModes = []string{"auto", "none", "required"}
+
+func (c *ToolChoice) UnmarshalJSON(b []byte) error {
+	if json.Unmarshal(b, &c.Name) == nil {
+		return nil
+	}
+	var obj struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return err
+	}
+	c.Name = obj.Function.Name
+	return nil
+}
+
+func (c ToolChoice) MarshalJSON() ([]byte, error) {
+	for _, m := range toolChoiceModes {
+		if c.Name == m {
+			return json.Marshal(c.Name)
+		}
+	}
+	return json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": c.Name}})
+}
+
+// AgentSettings returns the settings of the named agent ("main" or a
+// subagent's name), with what it inherits. The built-in general-purpose
+// subagent, when not declared, has the main agent's.
+func (f File) AgentSettings(name string) Settings {
+	var model, main Settings
+	if f.Model != nil {
+		model = f.Model.Settings
+	}
+	if f.Agent != nil {
+		main = f.Agent.Settings
+	}
+	main = main.Over(model)
+	if name == "main" {
+		return main
+	}
+	for _, s := range f.Subagents {
+		if s.Name == name {
+			return s.Settings.Over(main)
+		}
+	}
+	main.ToolChoice = nil
+	return main
 }
 
 // Providers.
@@ -214,8 +309,43 @@ func (sc *Scenario) checkModel() delegation.FieldErrors {
 		if f.Model.Model == "" {
 			errs.Add("model.model", `name the model to call, e.g. "gpt-4.1-mini"`)
 		}
+		errs = append(errs, sc.checkToolChoices()...)
 	default:
 		errs.Add("model.provider", "unknown provider '%s'; use 'scripted' or 'openai'", sc.Provider)
+	}
+	return errs
+}
+
+// checkToolChoices checks that a tool_choice naming a tool names one of its
+// agent's tools.
+func (sc *Scenario) checkToolChoices() delegation.FieldErrors {
+	var errs delegation.FieldErrors
+	if sc.Team == nil {
+		return nil
+	}
+	check := func(field string, c *ToolChoice, tools []delegation.ToolDef) {
+		if c == nil {
+			return
+		}
+		names := []string{}
+		for _, t := range tools {
+			if t.Name == c.Name {
+				return
+			}
+			names = append(names, t.Name)
+		}
+		for _, m := range toolChoiceModes {
+			if c.Name == m {
+				return
+			}
+		}
+		errs.Add(field, "%q is neither auto, none nor required, nor one of this agent's tools (%s)", c.Name, strings.Join(names, ", "))
+	}
+	if a := sc.File.Agent; a != nil {
+		check("agent.tool_choice", a.ToolChoice, sc.Team.MainTools())
+	}
+	for i, s := range sc.File.Subagents {
+		check(fmt.Sprintf("subagents[%d].tool_choice", i), s.ToolChoice, sc.Team.SubagentTools(s.Name))
 	}
 	return errs
 }
@@ -290,9 +420,41 @@ func WithEndpoint(sc *Scenario, url, model string) (*Scenario, error) {
 	f := sc.File
 	m := Model{Provider: ProviderOpenAI, Model: model, BaseURL: url}
 	if f.Model != nil {
-		m.APIKeyEnv, m.NativeJSONSchema = f.Model.APIKeyEnv, f.Model.NativeJSONSchema
+		m.APIKeyEnv, m.NativeJSONSchema, m.Settings = f.Model.APIKeyEnv, f.Model.NativeJSONSchema, f.Model.Settings
 	}
 	f.Model, f.Script = &m, nil
+	return rebuild(f)
+}
+
+// WithoutStreaming turns streaming off for every agent, whatever the file
+// says (--no-stream): for a server that cannot stream, or cannot stream
+// tool calls. The scenario as run, in the trace, says so.
+func WithoutStreaming(sc *Scenario) (*Scenario, error) {
+	f := sc.File
+	off := false
+	if f.Model == nil {
+		f.Model = &Model{}
+	} else {
+		m := *f.Model
+		f.Model = &m
+	}
+	f.Model.Stream = &off
+	if f.Agent != nil {
+		a := *f.Agent
+		a.Stream, f.Agent = nil, &a
+	}
+	subs := make([]Subagent, len(f.Subagents))
+	for i, s := range f.Subagents {
+		s.Stream = nil
+		subs[i] = s
+	}
+	if f.Subagents != nil {
+		f.Subagents = subs
+	}
+	return rebuild(f)
+}
+
+func rebuild(f File) (*Scenario, error) {
 	raw, err := json.Marshal(f)
 	if err != nil {
 		return nil, err

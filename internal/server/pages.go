@@ -235,7 +235,9 @@ func (s *Server) messagePage(c echo.Context) error {
 	if c.QueryParam("fragment") != "" {
 		return render(c, http.StatusOK, templates.MessageBody(msg.Content))
 	}
-	return render(c, http.StatusOK, templates.MessagePage(s.page(c, "Message "+msg.ID), m.t.Session.ID, messageView(m.t.Session.ID, *msg), msg.Content))
+	v := messageView(m.t.Session.ID, *msg)
+	v.Reasoning = msg.Reasoning
+	return render(c, http.StatusOK, templates.MessagePage(s.page(c, "Message "+msg.ID), m.t.Session.ID, v, msg.Content))
 }
 
 func (s *Server) callPage(c echo.Context) error {

@@ -101,6 +101,7 @@ func messageView(sessionID string, msg trace.Message) templates.MessageView {
 		v.Preview, _ = preview(fmt.Sprintf("[the fork preamble, %d characters] %s", utf8.RuneCountInString(delegation.ForkPreamble), rest), previewLen)
 		v.More = true
 	}
+	v.Reasoning, _ = preview(msg.Reasoning, previewLen) // whole on the message page
 	for _, tc := range msg.ToolCalls {
 		args, _ := preview(readableJSON(tc.Args), 300)
 		v.ToolCalls = append(v.ToolCalls, templates.ToolCallView{ID: tc.ID, Name: tc.Name, Args: args})

@@ -107,3 +107,55 @@ func TestEachSubagentOnItsEndpoint(t *testing.T) {
 		t.Fatalf("endpoint B got keys %v", b.keys)
 	}
 }
+
+// TestSettingsPerAgent: each agent's request settings reach the wire with
+// its calls, inherited where the agent sets none.
+func TestSettingsPerAgent(t *testing.T) {
+	var mu sync.Mutex
+	bodies := map[string][]map[string]any{} // by system prompt
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		msgs := req["messages"].([]any)
+		system := msgs[0].(map[string]any)["content"].(string)
+		mu.Lock()
+		bodies[system] = append(bodies[system], req)
+		mu.Unlock()
+		msg := map[string]any{"role": "assistant", "content": "done"}
+		if system == "MAIN" && len(msgs) == 2 {
+			msg = map[string]any{"role": "assistant", "tool_calls": []any{
+				map[string]any{"id": "c1", "type": "function", "function": map[string]any{"name": "task", "arguments": `{"description":"x","subagent_type":"helper"}`}}}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "x", "object": "chat.completion", "model": "m",
+			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": "stop"}}})
+	}))
+	defer srv.Close()
+	doc := fmt.Sprintf(`{"name": "settings", "prompt": "go",
+		"agent": {"system_prompt": "MAIN", "temperature": 0, "tool_choice": "auto"},
+		"model": {"provider": "openai", "model": "m", "base_url": %q, "seed": 3, "max_tokens": 500},
+		"subagents": [{"name": "helper", "description": "d", "system_prompt": "HELPER", "max_tokens": 50, "parallel_tool_calls": false}]}`,
+		srv.URL+"/v1")
+	sc, err := scenario.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), sc, RunOptions{Sink: delegation.SinkFunc(func(delegation.Event) {})})
+	if err != nil || res.Status != delegation.StatusDone {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	main, helper := bodies["MAIN"], bodies["HELPER"]
+	if len(main) != 2 || len(helper) != 1 {
+		t.Fatalf("%d main calls, %d helper calls", len(main), len(helper))
+	}
+	for key, want := range map[string]any{"temperature": 0.0, "seed": 3.0, "max_tokens": 500.0, "tool_choice": "auto", "parallel_tool_calls": true} {
+		if got := main[0][key]; got != want {
+			t.Errorf("main %s = %v, want %v", key, got, want)
+		}
+	}
+	for key, want := range map[string]any{"temperature": 0.0, "seed": 3.0, "max_tokens": 50.0, "tool_choice": nil, "parallel_tool_calls": false} {
+		if got := helper[0][key]; got != want {
+			t.Errorf("helper %s = %v, want %v", key, got, want)
+		}
+	}
+}

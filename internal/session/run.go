@@ -4,6 +4,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -65,63 +66,89 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts RunOptions) (*delegati
 	return eng.Run(ctx, sc.File.Prompt), nil
 }
 
-// endpoints builds the OpenAI-compatible models of a scenario: the
-// scenario's endpoint, the main agent's own base_url if it has one, and a
-// subagent's own base_url and key variable if it has them (otherwise its
-// parent's). Keys come from the environment, never from the file.
+// endpoints builds the OpenAI-compatible models of a scenario, one per
+// agent that needs its own: the scenario's endpoint, the main agent's own
+// base_url if it has one, a subagent's own base_url and key variable if it
+// has them (otherwise its parent's), each with its agent's request settings.
+// Keys come from the environment, never from the file.
 func endpoints(sc *scenario.Scenario) (delegation.Model, error) {
 	f := sc.File
 	m := f.Model
-	type endpoint struct{ url, keyEnv string }
+	type endpoint struct {
+		url, keyEnv string
+		settings    string // the settings, encoded: a comparable key
+	}
 	models := map[endpoint]delegation.Model{}
-	get := func(e endpoint) (delegation.Model, error) {
+	get := func(url, keyEnv string, st scenario.Settings) (delegation.Model, error) {
+		enc, _ := json.Marshal(st)
+		e := endpoint{url, keyEnv, string(enc)}
 		if md, ok := models[e]; ok {
 			return md, nil
 		}
-		md, err := openai.New(openai.Config{BaseURL: e.url, Model: m.Model,
-			APIKey: openai.KeyFromEnv(e.keyEnv), NativeJSONSchema: m.NativeJSONSchema})
+		cfg := openai.Config{BaseURL: url, Model: m.Model, APIKey: openai.KeyFromEnv(keyEnv), KeyEnv: keyEnv,
+			NativeJSONSchema: m.NativeJSONSchema, Settings: openaiSettings(st)}
+		md, err := openai.New(cfg)
 		if err != nil {
 			return nil, err
 		}
 		models[e] = md
 		return md, nil
 	}
-	main := endpoint{url: m.BaseURL, keyEnv: m.APIKeyEnv}
+	url, keyEnv := m.BaseURL, m.APIKeyEnv
 	if f.Agent != nil && f.Agent.BaseURL != "" {
-		main.url = f.Agent.BaseURL
+		url = f.Agent.BaseURL
 	}
 	r := &router{byName: map[string]delegation.Model{}}
 	var err error
-	if r.fallback, err = get(main); err != nil {
+	if r.main, err = get(url, keyEnv, f.AgentSettings("main")); err != nil {
 		return nil, err
 	}
-	for _, sub := range f.Subagents {
-		e := main
+	// The built-in general-purpose subagent, unless declared, runs on the
+	// main agent's endpoint with the main agent's settings, but its own
+	// tool_choice (none).
+	if r.fallback, err = get(url, keyEnv, f.AgentSettings("")); err != nil {
+		return nil, err
+	}
+	for i, sub := range f.Subagents {
+		u, k := url, keyEnv
 		if sub.BaseURL != "" {
-			e.url = sub.BaseURL
+			u = sub.BaseURL
 		}
 		if sub.APIKeyEnv != "" {
-			e.keyEnv = sub.APIKeyEnv
+			k = sub.APIKeyEnv
 		}
-		if r.byName[sub.Name], err = get(e); err != nil {
-			return nil, fmt.Errorf("subagents %s: %w", sub.Name, err)
+		if r.byName[sub.Name], err = get(u, k, f.AgentSettings(sub.Name)); err != nil {
+			return nil, fmt.Errorf("subagents[%d] (%s): %w", i, sub.Name, err)
 		}
 	}
 	return r, nil
 }
 
-// router sends each agent's calls to its own endpoint: a subagent's by its
-// name, the main agent's (and the built-in general-purpose one's) to the
-// fallback.
+// openaiSettings maps a scenario's settings to the adapter's.
+func openaiSettings(s scenario.Settings) openai.Settings {
+	out := openai.Settings{Stream: s.Stream, MaxTokens: s.MaxTokens, Temperature: s.Temperature, Seed: s.Seed,
+		ParallelToolCalls: s.ParallelToolCalls}
+	if s.ToolChoice != nil {
+		out.ToolChoice = s.ToolChoice.Name
+	}
+	return out
+}
+
+// router sends each agent's calls to its own model: the main agent's, a
+// declared subagent's by its name, and the built-in general-purpose one's to
+// the fallback.
 type router struct {
-	byName   map[string]delegation.Model
-	fallback delegation.Model
+	main, fallback delegation.Model
+	byName         map[string]delegation.Model
 }
 
 var _ delegation.Model = (*router)(nil)
 
 func (r *router) Generate(ctx context.Context, req *delegation.Request) (*delegation.Response, error) {
-	if m := r.byName[req.Caller.Name]; m != nil && req.Caller.Name != "main" {
+	if req.Caller.Name == "main" {
+		return r.main.Generate(ctx, req)
+	}
+	if m := r.byName[req.Caller.Name]; m != nil {
 		return m.Generate(ctx, req)
 	}
 	return r.fallback.Generate(ctx, req)

@@ -55,6 +55,7 @@ type MessageView struct {
 	Index                   int
 	Preview                 string // the first part of the text
 	More                    bool   // the text is longer than the preview
+	Reasoning               string // a reasoning model's thinking, its own part: not sent back, not counted
 	ToolCalls               []ToolCallView
 	ToolCallID              string
 	IsError                 bool

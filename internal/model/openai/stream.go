@@ -20,6 +20,7 @@ import (
 // not the length of the answer.
 func (m *Model) streamOnce(ctx, actx context.Context, c *call, info *attemptInfo, idle *time.Timer,
 	onDelta func(string)) (*result, *failure) {
+	info.streamed = true
 	st, err := m.client.CreateChatCompletionStream(actx, m.wireRequest(c, true))
 	if err != nil || info.said != nil {
 		if st != nil {
@@ -168,4 +169,3 @@ func (a *accumulator) result() *result {
 	}
 	return r
 }
-

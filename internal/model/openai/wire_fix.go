@@ -43,6 +43,8 @@ type attemptInfo struct {
 	said *endpointError
 	// temperature, when set, is sent as the request's temperature.
 	temperature *float64
+	// streamed: the request asked for a stream.
+	streamed bool
 }
 
 type infoKey struct{}
@@ -87,6 +89,12 @@ func (r recorder) Do(req *http.Request) (*http.Response, error) {
 			info.said = e
 		} else {
 			body = mendAnswer(body)
+			if info.streamed && resp.StatusCode == http.StatusOK {
+				// A server that ignores "stream": the whole answer, as
+				// the one chunk of a stream.
+				body = wholeAsStream(body)
+				info.sawDone = true
+			}
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		resp.ContentLength = int64(len(body))
@@ -270,6 +278,45 @@ func mendAnswer(doc []byte) []byte {
 		return doc
 	}
 	return out
+}
+
+// wholeAsStream writes a whole completion as a stream of one chunk: each
+// choice's message becomes its delta, its tool calls numbered.
+func wholeAsStream(doc []byte) []byte {
+	var v map[string]any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return doc
+	}
+	choices, _ := v["choices"].([]any)
+	for _, ch := range choices {
+		ch, _ := ch.(map[string]any)
+		if ch == nil {
+			continue
+		}
+		msg, _ := ch["message"].(map[string]any)
+		delete(ch, "message")
+		if msg == nil {
+			continue
+		}
+		calls, _ := msg["tool_calls"].([]any)
+		for i, c := range calls {
+			if c, ok := c.(map[string]any); ok {
+				c["index"] = i
+			}
+		}
+		if msg["content"] == nil {
+			delete(msg, "content")
+		}
+		ch["delta"] = msg
+	}
+	v["object"] = "chat.completion.chunk"
+	b, err := json.Marshal(v)
+	if err != nil {
+		return doc
+	}
+	return append(append([]byte("data: "), b...), "\n\ndata: [DONE]\n\n"...)
 }
 
 // stringArgs turns a function's arguments into the JSON string the wire

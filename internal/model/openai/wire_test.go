@@ -446,3 +446,23 @@ func TestMissingKeyFailsFast(t *testing.T) {
 		t.Fatalf("OPENAI_BASE_URL is the default endpoint: %v %v", m, err)
 	}
 }
+
+// TestStreamIgnored: a server that ignores "stream" and sends the whole
+// answer is read as a stream of one chunk, tool calls included.
+func TestStreamIgnored(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, req *wireReq) {
+		req.Body.Stream = false
+		reply(w, req, turn{content: "whole", calls: []tcall{{"c1", "ls", `{"path":"/"}`}}, usage: [2]int{7, 3}})
+	})
+	var deltas collector
+	req := userReq("x")
+	req.Stream = deltas.add
+	resp, err := newModel(t, f.url(), nil).Generate(context.Background(), req)
+	if err != nil || resp.Content != "whole" || len(resp.ToolCalls) != 1 || string(resp.ToolCalls[0].Args) != `{"path":"/"}` ||
+		resp.Usage == nil || resp.Usage.PromptTokens != 7 || f.count() != 1 {
+		t.Fatalf("resp %+v err %v after %d requests", resp, err, f.count())
+	}
+	if got := strings.Join(deltas.got(), ""); got != "whole" {
+		t.Errorf("deltas %q", got)
+	}
+}
