@@ -8,33 +8,44 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
 const usage = `studio: see, teach and debug how an AI agent delegates work to subagents.
 
 Usage:
-  studio [serve] [--addr 127.0.0.1:7788] [--db FILE] [--token TOKEN] [--model-url URL --model NAME]
-                                                  the web studio (the default command)
-  studio run SCENARIO.json|lesson:NAME [--json] [--db FILE] [--model-url URL --model NAME]
-                                                  run a scenario headless; --json prints the trace
-  studio validate SCENARIO.json                   check a scenario, run nothing
-  studio lessons                                  list the built-in lessons
-  studio sessions [--db FILE]                     list stored sessions: id, status, name
+  studio [serve] [--addr HOST:PORT] [--db FILE] [--token TOKEN] [--model-url URL --model NAME]
+                                       the web studio (the default command)
+  studio run SCENARIO.json|lesson:NAME[--VARIANT] [--json] [--db FILE] [--model-url URL --model NAME]
+                                       run a scenario headless; --json prints the trace
+  studio validate SCENARIO.json        check a scenario, run nothing
+  studio lessons                       list the built-in lessons and their variants
+  studio sessions [--db FILE]          list stored sessions: id, status, name
   studio export SESSION_ID [--format json|otlp] [--db FILE]
-                                                  print a stored session
-  studio import TRACE.json [--db FILE]            store a trace, print its new id
+                                       print a stored session
+  studio import TRACE.json [--db FILE] store a trace, print its new id
+  studio help [COMMAND]                this text, or a command's flags
+  studio --version                     the version and commit it was built from
 
---db defaults to $STUDIO_DB, then ./studio.db (run keeps nothing without it).
-
-Run 'studio COMMAND --help' for a command's flags.
+Every flag can be set in the environment instead: STUDIO_<FLAG> (STUDIO_DB,
+STUDIO_MODEL, ...); --model-url also reads OPENAI_BASE_URL and the key comes
+from OPENAI_API_KEY, as OpenAI's SDKs read them.
 
 Exit codes: 0 done, 1 the session failed, 2 bad input (one error per line,
-each naming its field).
+each naming its field), 130 stopped by Ctrl-C.
 `
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first Ctrl-C, which stops the session, a second one
+		// kills the process as usual.
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -42,38 +53,103 @@ func main() {
 
 // Exit codes.
 const (
-	exitOK     = 0
-	exitFailed = 1
-	exitUsage  = 2
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitInterrupted = 130 // 128 + SIGINT, as shells report a command Ctrl-C stopped
 )
+
+// commands are the subcommands by name.
+var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) int{
+	"serve": cmdServe,
+	"run":   cmdRun,
+	"validate": func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+		return cmdValidate(args, stdout, stderr)
+	},
+	"lessons": func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+		return cmdLessons(args, stdout, stderr)
+	},
+	"sessions": cmdSessions,
+	"export":   cmdExport,
+	"import":   cmdImport,
+}
 
 // run dispatches a command line; it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (len(args[0]) > 1 && args[0][0] == '-' && !isHelp(args[0])) {
+	if len(args) == 0 {
 		return cmdServe(ctx, args, stdout, stderr)
 	}
-	switch args[0] {
-	case "serve":
-		return cmdServe(ctx, args[1:], stdout, stderr)
-	case "run":
-		return cmdRun(ctx, args[1:], stdout, stderr)
-	case "validate":
-		return cmdValidate(args[1:], stdout, stderr)
-	case "lessons":
-		return cmdLessons(args[1:], stdout, stderr)
-	case "sessions":
-		return cmdSessions(ctx, args[1:], stdout, stderr)
-	case "export":
-		return cmdExport(ctx, args[1:], stdout, stderr)
-	case "import":
-		return cmdImport(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "-help", "--help":
+	switch a := args[0]; {
+	case a == "--version" || a == "-version" || a == "version":
+		fmt.Fprintln(stdout, version())
+		return exitOK
+	case a == "help" || isHelp(a):
+		if len(args) > 1 && a == "help" {
+			// help CMD is CMD -h.
+			if cmd, ok := commands[args[1]]; ok {
+				return cmd(ctx, []string{"-h"}, stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "studio help: unknown command %q; the commands are %s\n", args[1], commandNames())
+			return exitUsage
+		}
 		fmt.Fprint(stdout, usage)
 		return exitOK
-	default:
-		fmt.Fprintf(stderr, "studio: unknown command %q\n\n%s", args[0], usage)
-		return exitUsage
+	case strings.HasPrefix(a, "-"):
+		return cmdServe(ctx, args, stdout, stderr)
 	}
+	if cmd, ok := commands[args[0]]; ok {
+		return cmd(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "studio: unknown command %q; the commands are %s\nRun 'studio help' for more.\n", args[0], commandNames())
+	return exitUsage
+}
+
+func commandNames() string {
+	return "serve, run, validate, lessons, sessions, export, import, help"
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
+
+// buildCommit is the commit, for a build the Go toolchain could not stamp
+// (a git worktree, or GOFLAGS=-buildvcs=false): make build sets it with
+// -ldflags "-X main.buildCommit=…".
+var buildCommit string
+
+// version is the module version and the commit the binary was built from,
+// as the Go toolchain stamped them.
+func version() string {
+	v, rev, when, dirty := "(devel)", buildCommit, "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				when = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if r, ok := strings.CutSuffix(rev, "+dirty"); ok {
+		rev, dirty = r, true
+	}
+	out := "studio " + v
+	var about []string
+	if rev != "" {
+		about = append(about, "commit "+rev[:min(len(rev), 12)])
+	}
+	if when != "" {
+		about = append(about, when)
+	}
+	if dirty {
+		about = append(about, "with uncommitted changes")
+	}
+	if len(about) > 0 {
+		out += " (" + strings.Join(about, ", ") + ")"
+	}
+	return out + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
+}

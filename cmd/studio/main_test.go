@@ -115,7 +115,7 @@ func TestUsage(t *testing.T) {
 	if code, out, _ := studio(t, "--help"); code != exitOK || !strings.Contains(out, "studio run SCENARIO.json") {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	if code, _, errOut := studio(t, "run"); code != exitUsage || !strings.Contains(errOut, "give exactly one scenario file") {
+	if code, _, errOut := studio(t, "run"); code != exitUsage || !strings.Contains(errOut, "studio run: give a scenario file, or lesson:NAME") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }

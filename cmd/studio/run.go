@@ -3,61 +3,108 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/lessons"
+	"github.com/delegationstudio/studio/internal/model/openai"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
 )
 
+const runAbout = `Runs a scenario file, or a built-in lesson (see 'studio lessons'), headless, and
+prints its delegation tree, or its trace with --json. The scripted model plays the
+scenario's script unless --model points it at an OpenAI-compatible endpoint.
+
+While it runs, progress goes to stderr when stderr is a terminal: agents starting
+and finishing, model calls, retries; --verbose adds the text the model streams and
+shows progress on any stderr. Ctrl-C stops the session: it ends as interrupted,
+the tree so far is printed, and the exit code is 130.
+
+Exit codes: 0 done, 1 the session failed, 2 bad scenario or settings, 130 stopped.`
+
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print the session's trace as JSON instead of the tree")
-	dbPath := fs.String("db", "", "store the session in this database `file`; its id is the trace's session.id (default: keep nothing)")
-	modelURL := fs.String("model-url", "", "run against this OpenAI-compatible endpoint (`URL`, e.g. http://127.0.0.1:8080/v1) instead of the script")
-	modelName := fs.String("model", "", "the `name` of the model to call at --model-url (or at OpenAI with OPENAI_API_KEY)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: studio run SCENARIO.json|lesson:NAME [--json] [--db FILE] [--model-url URL --model NAME]\n\nRuns a scenario (or a built-in lesson) headless and prints its delegation tree, or its trace with --json.\nExit codes: 0 done, 1 the session failed, 2 bad scenario.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	path, ok := parseOneArg(fs, args, stderr)
+	c := newCommand("run", "studio run SCENARIO.json|lesson:NAME[--VARIANT] [flags]", runAbout, stdout, stderr).
+		positional(1, "a scenario file, or lesson:NAME (see 'studio lessons')")
+	asJSON := c.Bool("json", "print the session's trace as JSON instead of the tree", nil)
+	// formats.md §4: run keeps nothing unless --db is given, so no
+	// variable turns storing on behind a script's back.
+	dbPath := c.String("db", "", "", "store the session in this database `file`; its id is the trace's session.id (without it nothing is kept)", []string{})
+	modelURL := c.String("model-url", "", "", "run against this OpenAI-compatible endpoint (`URL`, e.g. http://127.0.0.1:8080/v1) instead of the script; empty: $OPENAI_BASE_URL, then OpenAI's", nil)
+	modelName := c.String("model", "", "", "the `name` of the model to call; the key comes from $OPENAI_API_KEY (or the scenario's model.api_key_env)", nil)
+	noStream := c.Bool("no-stream", "wait for each whole answer instead of streaming it (for servers that cannot stream tool calls)", nil)
+	verbose := c.Bool("verbose", "show progress on any stderr, with the text models stream as it arrives", nil)
+	quiet := c.Bool("quiet", "show no progress, even on a terminal", nil)
+	pos, code, ok := c.parse(args)
 	if !ok {
-		return exitUsage
+		return code
 	}
-	sc, code := loadScenario(path, stderr)
+	sc, code := loadScenario(pos[0], stderr)
 	if sc == nil {
 		return code
 	}
-	if *modelURL != "" || *modelName != "" {
-		if sc, code = withModel(sc, *modelURL, *modelName, stderr); sc == nil {
-			return code
+	// An endpoint is asked for with a model name; a URL alone is a
+	// mistake on the command line, and a default in the environment.
+	if *modelName != "" || c.given("model-url") == "flag" {
+		if *modelName == "" {
+			return c.fail("--model-url needs --model NAME too (or $STUDIO_MODEL)")
 		}
+		if *modelURL == "" {
+			// As run, in the trace: the endpoint the SDKs' variable named.
+			*modelURL = openai.BaseURLFromEnv()
+		}
+		out, err := scenario.WithEndpoint(sc, *modelURL, *modelName)
+		if err != nil {
+			return c.fail("%v", err)
+		}
+		sc = out
+	}
+	if *noStream {
+		out, err := scenario.WithoutStreaming(sc)
+		if err != nil {
+			return c.fail("%v", err)
+		}
+		sc = out
 	}
 	printWarnings(stderr, sc.Warnings)
+	// The model is made before anything runs or is stored, so a missing
+	// key or a bad URL fails here, at once. Its warnings about retries are
+	// the progress lines' to tell; errors still reach stderr.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	model, err := session.ModelLogging(sc, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio run: %v\n", err)
+		return exitUsage
+	}
 
+	prog := newProgress(stderr, *verbose, !*quiet && (*verbose || isTerminal(stderr)))
 	var t *trace.Trace
 	var res *delegation.Result
+	// Reading the session back must not stop with the run: after Ctrl-C
+	// the tree so far is still printed.
+	readCtx := context.WithoutCancel(ctx)
 	if *dbPath != "" {
 		d, ok := openStore(ctx, *dbPath, stderr)
 		if !ok {
 			return exitFailed
 		}
 		defer d.Close()
+		r := &session.Runner{DB: d, Pub: prog, Logger: log,
+			ModelFor: func(*scenario.Scenario) (delegation.Model, error) { return model, nil }}
 		var id string
-		var err error
-		if id, res, err = (&session.Runner{DB: d}).Run(ctx, sc); err != nil {
-			fmt.Fprintf(stderr, "studio: %v\n", err)
+		if id, res, err = r.Run(ctx, sc); err != nil && res == nil {
+			fmt.Fprintf(stderr, "studio run: %v\n", err)
 			return exitFailed
+		} else if err != nil {
+			fmt.Fprintf(stderr, "studio run: %v\n", err)
 		}
-		if t, err = d.Trace(ctx, id); err != nil {
-			fmt.Fprintf(stderr, "studio: %v\n", err)
+		if t, err = d.Trace(readCtx, id); err != nil {
+			fmt.Fprintf(stderr, "studio run: %v\n", err)
 			return exitFailed
 		}
 	} else {
@@ -66,18 +113,19 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if e.Seq > 0 {
 				events = append(events, e)
 			}
+			prog.Publish("", e)
 		})
 		id := session.NewID()
-		var err error
-		if res, err = session.Run(ctx, sc, session.RunOptions{SessionID: id, Sink: sink}); err != nil {
-			fmt.Fprintf(stderr, "studio: %v\n", err)
+		if res, err = session.Run(ctx, sc, session.RunOptions{SessionID: id, Sink: sink, Model: model, Logger: log}); err != nil {
+			fmt.Fprintf(stderr, "studio run: %v\n", err)
 			return exitUsage
 		}
 		if t, err = trace.Build(trace.Meta{ID: id, Title: sc.File.Title, Scenario: sc.Raw}, events); err != nil {
-			fmt.Fprintf(stderr, "studio: build the trace: %v\n", err)
+			fmt.Fprintf(stderr, "studio run: build the trace: %v\n", err)
 			return exitFailed
 		}
 	}
+	prog.Close()
 	if *asJSON {
 		if code := writeJSON(stdout, stderr, t); code != exitOK {
 			return code
@@ -85,65 +133,43 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		printTree(stdout, t)
 	}
-	if res.Status != delegation.StatusDone {
-		fmt.Fprintf(stderr, "studio: the session failed: %v\n", res.Err)
-		return exitFailed
+	switch res.Status {
+	case delegation.StatusDone:
+		return exitOK
+	case delegation.StatusInterrupted:
+		fmt.Fprintln(stderr, "studio run: stopped: the session ended as interrupted")
+		return exitInterrupted
 	}
-	return exitOK
+	fmt.Fprintf(stderr, "studio run: the session failed: %v\n", res.Err)
+	return exitFailed
 }
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: studio validate SCENARIO.json\n\nChecks a scenario against the schema and the delegation rules; runs nothing.\nExit codes: 0 valid, 2 invalid (one error per line, each naming its field).\n")
-	}
-	path, ok := parseOneArg(fs, args, stderr)
+	c := newCommand("validate", "studio validate SCENARIO.json|lesson:NAME[--VARIANT]",
+		"Checks a scenario against the schema and the delegation rules; runs nothing.\nExit codes: 0 valid, 2 invalid (one error per line, each naming its field).", stdout, stderr).
+		positional(1, "a scenario file, or lesson:NAME")
+	pos, code, ok := c.parse(args)
 	if !ok {
-		return exitUsage
+		return code
 	}
-	sc, code := loadScenario(path, stderr)
+	sc, code := loadScenario(pos[0], stderr)
 	if sc == nil {
 		return code
 	}
 	printWarnings(stderr, sc.Warnings)
-	fmt.Fprintf(stdout, "%s: valid: %d subagents (%s), tokenizer %s, model %s\n",
-		path, len(sc.Team.Subagents), strings.Join(sc.Team.Names(), ", "), sc.Tokenizer(), sc.Provider)
+	fmt.Fprintf(stdout, "%s: valid: %s (%s), tokenizer %s, model %s\n",
+		pos[0], plural(len(sc.Team.Subagents), "subagent"), strings.Join(sc.Team.Names(), ", "), sc.Tokenizer(), sc.Provider)
 	return exitOK
 }
 
-// parseOneArg parses flags placed before or after the one positional
-// argument.
-func parseOneArg(fs *flag.FlagSet, args []string, stderr io.Writer) (string, bool) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return "", false
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "studio %s: give exactly one scenario file\n", fs.Name())
-		fs.Usage()
-		return "", false
-	}
-	return pos[0], true
-}
-
-// loadScenario reads and checks a scenario; on a problem it prints every
+// loadScenario reads and checks a scenario: a file, or lesson:NAME (its
+// first variant) or lesson:NAME--VARIANT. On a problem it prints every
 // error, one per line, and returns the exit code.
 func loadScenario(path string, stderr io.Writer) (*scenario.Scenario, int) {
 	var doc []byte
 	var err error
 	if name, ok := strings.CutPrefix(path, "lesson:"); ok {
-		var l lessons.Lesson
-		if l, err = lessons.Get(name); err == nil {
-			doc = l.Scenario
-		}
+		doc, err = lessonScenario(name)
 	} else {
 		doc, err = os.ReadFile(path)
 	}
@@ -166,6 +192,39 @@ func loadScenario(path string, stderr io.Writer) (*scenario.Scenario, int) {
 	return sc, exitOK
 }
 
+// lessonScenario is the scenario of NAME (its first variant) or of
+// NAME--VARIANT, as 'studio lessons' lists them.
+func lessonScenario(name string) ([]byte, error) {
+	l, err := lessons.Get(name)
+	if err == nil {
+		return l.Scenario, nil
+	}
+	base, variant, ok := strings.Cut(name, "--")
+	if !ok {
+		return nil, err
+	}
+	l, lerr := lessons.Get(base)
+	if lerr != nil {
+		return nil, err
+	}
+	if v, ok := l.Variant(variant); ok {
+		return v.Scenario, nil
+	}
+	names := make([]string, len(l.Variants))
+	for i, v := range l.Variants {
+		names[i] = variantRef(l, v)
+	}
+	return nil, fmt.Errorf("lesson %s has no variant %q; run one of %s", base, variant, strings.Join(names, ", "))
+}
+
+// variantRef is how a variant is named on the command line.
+func variantRef(l lessons.Lesson, v lessons.Variant) string {
+	if v.Name == l.Name {
+		return "lesson:" + l.Name
+	}
+	return "lesson:" + l.Name + "--" + v.Name
+}
+
 func printWarnings(w io.Writer, warnings delegation.FieldErrors) {
 	for _, e := range warnings {
 		fmt.Fprintf(w, "warning: %s\n", e.Error())
@@ -173,26 +232,20 @@ func printWarnings(w io.Writer, warnings delegation.FieldErrors) {
 }
 
 func cmdLessons(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprint(stderr, "Usage: studio lessons\n\nLists the built-in lessons; run one with 'studio run lesson:NAME'.\n")
-		return exitUsage
+	c := newCommand("lessons", "studio lessons",
+		"Lists the built-in lessons, each with the variants it runs. Run one with\n'studio run lesson:NAME' (its first variant) or 'studio run lesson:NAME--VARIANT'.", stdout, stderr)
+	if _, code, ok := c.parse(args); !ok {
+		return code
 	}
 	for _, l := range lessons.All() {
 		fmt.Fprintf(stdout, "%-24s %s\n", l.Name, l.Title)
+		if len(l.Variants) > 1 {
+			refs := make([]string, len(l.Variants))
+			for i, v := range l.Variants {
+				refs[i] = strings.TrimPrefix(variantRef(l, v), "lesson:")
+			}
+			fmt.Fprintf(stdout, "%-24s variants: %s\n", "", strings.Join(refs, ", "))
+		}
 	}
 	return exitOK
-}
-
-// withModel points a scenario at an OpenAI-compatible endpoint.
-func withModel(sc *scenario.Scenario, url, name string, stderr io.Writer) (*scenario.Scenario, int) {
-	if name == "" {
-		fmt.Fprintln(stderr, "studio run: --model-url needs --model NAME too")
-		return nil, exitUsage
-	}
-	out, err := scenario.WithEndpoint(sc, url, name)
-	if err != nil {
-		fmt.Fprintf(stderr, "studio run: %v\n", err)
-		return nil, exitUsage
-	}
-	return out, exitOK
 }

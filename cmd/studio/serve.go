@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,33 +12,33 @@ import (
 	"time"
 
 	"github.com/delegationstudio/studio/internal/db"
+	"github.com/delegationstudio/studio/internal/model/openai"
 	"github.com/delegationstudio/studio/internal/server"
+	"github.com/delegationstudio/studio/internal/tokens"
 )
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:7788", "listen on this `host:port`; beyond loopback it needs --token")
-	dbPath := fs.String("db", defaultDB(), "the database `file` (default $STUDIO_DB, then ./studio.db)")
-	token := fs.String("token", os.Getenv("STUDIO_TOKEN"), "access `token` every request must carry (default $STUDIO_TOKEN)")
-	modelURL := fs.String("model-url", os.Getenv("STUDIO_MODEL_URL"), "an OpenAI-compatible endpoint (`URL`) new sessions may run against (default $STUDIO_MODEL_URL; empty: OpenAI's)")
-	modelName := fs.String("model", os.Getenv("STUDIO_MODEL"), "the model `name` to call there (default $STUDIO_MODEL); the key comes from $OPENAI_API_KEY")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: studio [serve] [--addr 127.0.0.1:7788] [--db FILE] [--token TOKEN] [--model-url URL --model NAME]\n\nServes the web studio.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return exitUsage
+	c := newCommand("serve", "studio [serve] [--addr HOST:PORT] [--db FILE] [--token TOKEN] [--model-url URL --model NAME]",
+		`Serves the web studio: sessions, lessons, the team editor, compare, exports.
+It listens on 127.0.0.1 unless told otherwise; any other address needs --token.
+GET /healthz says whether the database is reachable; GET /metrics gives the
+studio's figures in the Prometheus text format.`, stdout, stderr)
+	addr := c.String("addr", "127.0.0.1:7788", "127.0.0.1:7788", "listen on this `host:port`; beyond loopback it needs --token", nil)
+	dbPath := dbFlag(c)
+	token := c.String("token", "", "", "access `token` every request must carry", nil)
+	modelURL := c.String("model-url", "", "", "an OpenAI-compatible endpoint (`URL`) new sessions may run against; empty: $OPENAI_BASE_URL, then OpenAI's", nil)
+	modelName := c.String("model", "", "", "the model `name` to call there; the key comes from $OPENAI_API_KEY", nil)
+	noStream := c.Bool("no-stream", "sessions on that endpoint wait for each whole answer instead of streaming it", nil)
+	if _, code, ok := c.parse(args); !ok {
+		return code
 	}
 	if err := server.CheckAddr(*addr, *token); err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	// The first page that counts tokens must not wait for a tokenizer.
+	go tokens.Warm()
 	// One server per file: a second one stops here, having touched nothing.
 	lock, err := db.LockServe(*dbPath)
 	if err != nil {
@@ -55,10 +54,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	var endpoints []server.Endpoint
 	if *modelName != "" {
-		endpoints = append(endpoints, server.Endpoint{BaseURL: *modelURL, Model: *modelName})
-	} else if *modelURL != "" {
-		fmt.Fprintln(stderr, "studio: --model-url needs --model NAME too")
-		return exitUsage
+		if *modelURL == "" {
+			*modelURL = openai.BaseURLFromEnv()
+		}
+		// A missing key or a bad URL stops the studio now, not at the
+		// first session.
+		if _, err := openai.New(openai.Config{BaseURL: *modelURL, Model: *modelName, APIKey: openai.KeyFromEnv("")}); err != nil {
+			return c.fail("%v", err)
+		}
+		endpoints = append(endpoints, server.Endpoint{BaseURL: *modelURL, Model: *modelName, NoStream: *noStream})
+	} else if c.given("model-url") == "flag" {
+		return c.fail("--model-url needs --model NAME too (or $STUDIO_MODEL)")
 	}
 	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: endpoints})
 	if n, err := srv.Recover(ctx); err != nil {

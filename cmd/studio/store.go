@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,13 +17,10 @@ import (
 	"github.com/delegationstudio/studio/internal/trace"
 )
 
-// defaultDB is where the studio keeps sessions when --db is not given: the
-// STUDIO_DB environment variable, then ./studio.db.
-func defaultDB() string {
-	if p := os.Getenv("STUDIO_DB"); p != "" {
-		return p
-	}
-	return "studio.db"
+// dbFlag is the --db flag of the commands that read and write the store:
+// $STUDIO_DB, then ./studio.db.
+func dbFlag(c *command) *string {
+	return c.String("db", "studio.db", "./studio.db", "the database `file`", nil)
 }
 
 func openStore(ctx context.Context, path string, stderr io.Writer) (*db.DB, bool) {
@@ -37,18 +33,11 @@ func openStore(ctx context.Context, path string, stderr io.Writer) (*db.DB, bool
 }
 
 func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sessions", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dbPath := fs.String("db", defaultDB(), "the database `file` (default $STUDIO_DB, then ./studio.db)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: studio sessions [--db FILE]\n\nLists stored sessions, newest first: id, status, name, agents, tokens, age.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		if fs.NArg() > 0 {
-			fs.Usage()
-		}
-		return exitUsage
+	c := newCommand("sessions", "studio sessions [--db FILE]",
+		"Lists stored sessions, newest first: id, status, name, agents, tokens, age.", stdout, stderr)
+	dbPath := dbFlag(c)
+	if _, code, ok := c.parse(args); !ok {
+		return code
 	}
 	d, ok := openStore(ctx, *dbPath, stderr)
 	if !ok {
@@ -70,21 +59,18 @@ func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dbPath := fs.String("db", defaultDB(), "the database `file` (default $STUDIO_DB, then ./studio.db)")
-	format := fs.String("format", "json", "`json` (the trace) or otlp (OpenTelemetry GenAI spans, OTLP JSON)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: studio export SESSION_ID [--format json|otlp] [--db FILE]\n\nPrints a stored session: its trace, or its OTLP JSON spans.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	id, ok := parseOneArg(fs, args, stderr)
+	c := newCommand("export", "studio export SESSION_ID [--format json|otlp] [--db FILE]",
+		"Prints a stored session: its trace (formats.md §2), or its OTLP JSON spans\n(OpenTelemetry GenAI conventions) for tracing tools.", stdout, stderr).
+		positional(1, "the id of a stored session (see 'studio sessions')")
+	dbPath := dbFlag(c)
+	format := c.String("format", "json", "json", "`json` (the trace) or otlp (OpenTelemetry GenAI spans, OTLP JSON)", nil)
+	pos, code, ok := c.parse(args)
 	if !ok {
-		return exitUsage
+		return code
 	}
+	id := pos[0]
 	if *format != "json" && *format != "otlp" {
-		fmt.Fprintf(stderr, "studio export: unknown format %q; use json or otlp\n", *format)
-		return exitUsage
+		return c.fail("unknown format %q; use json or otlp", *format)
 	}
 	d, ok := openStore(ctx, *dbPath, stderr)
 	if !ok {
@@ -112,17 +98,15 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dbPath := fs.String("db", defaultDB(), "the database `file` (default $STUDIO_DB, then ./studio.db)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: studio import TRACE.json [--db FILE]\n\nChecks a trace whole and stores it as a new session; prints its id.\nNothing is written when anything is wrong.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	path, ok := parseOneArg(fs, args, stderr)
+	c := newCommand("import", "studio import TRACE.json [--db FILE]",
+		"Checks a trace whole and stores it as a new session; prints its id.\nNothing is written when anything is wrong.", stdout, stderr).
+		positional(1, "a trace file, as 'studio export' or the studio's export button writes it")
+	dbPath := dbFlag(c)
+	pos, code, ok := c.parse(args)
 	if !ok {
-		return exitUsage
+		return code
 	}
+	path := pos[0]
 	raw, err := readLimited(path, trace.MaxBytes)
 	if err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)

@@ -13,8 +13,8 @@ import (
 // steps, tokens, tasks and receipts.
 func printTree(w io.Writer, t *trace.Trace) {
 	root := session.Tree(t)
-	fmt.Fprintf(w, "session %s: %s · %d agents · %d model calls · %s input tokens (%s)\n",
-		t.Session.Name, t.Session.Status, len(t.Agents), len(t.ModelCalls), thousands(root.SubtreeTokens), t.Session.Tokenizer)
+	fmt.Fprintf(w, "session %s: %s · %s · %s · %s (%s)\n", t.Session.Name, t.Session.Status,
+		plural(len(t.Agents), "agent"), plural(len(t.ModelCalls), "model call"), plural(root.SubtreeTokens, "input token"), t.Session.Tokenizer)
 	fmt.Fprintf(w, "prompt: %s\n\n", session.Excerpt(t.Session.Prompt, 100))
 	printNode(w, root, "", "")
 	if t.Session.Error != "" {
@@ -85,11 +85,12 @@ func printNode(w io.Writer, n *session.Node, first, rest string) {
 	}
 }
 
+// plural is "1 agent", "2 agents", "1,234 agents".
 func plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}
-	return fmt.Sprintf("%d %ss", n, word)
+	return thousands(n) + " " + word + "s"
 }
 
 func thousands(n int) string {

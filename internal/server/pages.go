@@ -169,6 +169,11 @@ func (s *Server) start(c echo.Context, doc []byte, endpoint string) (string, err
 		if sc, err = scenario.WithEndpoint(sc, e.BaseURL, e.Model); err != nil {
 			return "", err
 		}
+		if e.NoStream {
+			if sc, err = scenario.WithoutStreaming(sc); err != nil {
+				return "", err
+			}
+		}
 	}
 	return s.runner.Start(c.Request().Context(), sc)
 }

@@ -41,8 +41,9 @@ type Config struct {
 
 // Endpoint is an OpenAI-compatible endpoint and the model to call there.
 type Endpoint struct {
-	BaseURL string // "" means OpenAI's
-	Model   string
+	BaseURL  string // "" means OpenAI's
+	Model    string
+	NoStream bool // its sessions wait for each whole answer (serve --no-stream)
 }
 
 // Label describes an endpoint for a person, without its key.

@@ -26,12 +26,16 @@ type RunOptions struct {
 }
 
 // ModelFor returns the model a scenario's answers come from.
-func ModelFor(sc *scenario.Scenario) (delegation.Model, error) {
+func ModelFor(sc *scenario.Scenario) (delegation.Model, error) { return ModelLogging(sc, nil) }
+
+// ModelLogging is ModelFor with the logger endpoint adapters warn on (each
+// retried attempt); nil means slog.Default().
+func ModelLogging(sc *scenario.Scenario, log *slog.Logger) (delegation.Model, error) {
 	switch sc.Provider {
 	case scenario.ProviderScripted:
 		return scripted.New(sc.Script), nil
 	case scenario.ProviderOpenAI:
-		return endpoints(sc)
+		return endpoints(sc, log)
 	default:
 		return nil, fmt.Errorf("model provider %q is not available in this build", sc.Provider)
 	}
@@ -71,7 +75,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts RunOptions) (*delegati
 // base_url if it has one, a subagent's own base_url and key variable if it
 // has them (otherwise its parent's), each with its agent's request settings.
 // Keys come from the environment, never from the file.
-func endpoints(sc *scenario.Scenario) (delegation.Model, error) {
+func endpoints(sc *scenario.Scenario, log *slog.Logger) (delegation.Model, error) {
 	f := sc.File
 	m := f.Model
 	type endpoint struct {
@@ -86,7 +90,7 @@ func endpoints(sc *scenario.Scenario) (delegation.Model, error) {
 			return md, nil
 		}
 		cfg := openai.Config{BaseURL: url, Model: m.Model, APIKey: openai.KeyFromEnv(keyEnv), KeyEnv: keyEnv,
-			NativeJSONSchema: m.NativeJSONSchema, Settings: openaiSettings(st)}
+			NativeJSONSchema: m.NativeJSONSchema, Settings: openaiSettings(st), Logger: log}
 		md, err := openai.New(cfg)
 		if err != nil {
 			return nil, err

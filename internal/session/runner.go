@@ -103,11 +103,15 @@ func (r *Runner) Start(ctx context.Context, sc *scenario.Scenario) (string, erro
 }
 
 // Run stores a new session and runs it to its end.
+// Cancelling ctx stops the session, which ends as interrupted (the CLI's
+// Ctrl-C); what the session stores is still written in full.
 func (r *Runner) Run(ctx context.Context, sc *scenario.Scenario) (string, *delegation.Result, error) {
 	id, run, err := r.prepare(ctx, sc)
 	if err != nil {
 		return "", nil, err
 	}
+	stop := context.AfterFunc(ctx, func() { r.Cancel(id) })
+	defer stop()
 	res, err := run()
 	return id, res, err
 }

@@ -72,3 +72,10 @@ func (approxCounter) Count(text string) int {
 
 // Name returns "approx".
 func (approxCounter) Name() string { return nameApprox }
+
+// Warm opens the BPE tokenizers now, so that no later Count waits for it;
+// a server calls it in the background at start-up.
+func Warm() {
+	o200k.load()
+	cl100k.load()
+}

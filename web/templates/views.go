@@ -164,12 +164,12 @@ type SessionPage struct {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// plural writes "1 message" or "3 messages".
+// plural writes "1 message", "3 messages" or "1,234 messages".
 func plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}
-	return strconv.Itoa(n) + " " + word + "s"
+	return Thousands(n) + " " + word + "s"
 }
 func i64(n int64) string          { return strconv.FormatInt(n, 10) }
 func sessionURL(id string) string { return "/sessions/" + id }
