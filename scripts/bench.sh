@@ -27,4 +27,9 @@ row "event to viewer p99, 100 websocket viewers on loopback" "≤ 10 ms" ./inter
 row "server render of a 10,000-message session page" "≤ 300 ms" ./internal/server/ BenchmarkSessionPage10k ms/page 5x
 row "server render of a 100,000-message session page" "—" ./internal/server/ BenchmarkSessionPage100k ms/page 2x
 row "peak RSS of studio run on the 200 + 50 scenario, stored" "—" ./cmd/studio/ BenchmarkPeakRSS peak-RSS-MB 3x
+row "studio run of the example / studio --version, wall time (median)" "≤ 3×" ./cmd/studio/ BenchmarkStartup run/version-time 20x
+row "studio run of the example, wall time (median)" "≤ 25 ms" ./cmd/studio/ BenchmarkStartup run-ms 20x
+row "studio run of the example / studio --version, peak RSS" "≤ 3×" ./cmd/studio/ BenchmarkStartup run/version-RSS 20x
+row "studio run of the example, peak RSS" "≤ 25 MB" ./cmd/studio/ BenchmarkStartup run-peak-RSS-MB 20x
+row "a tokenizer's first count in a process (open + one sentence)" "—" ./internal/tokens/ BenchmarkFirstCount ns/op 2000x
 row "token count of a 120-character sentence (o200k, warm)" "—" ./internal/tokens/ 'BenchmarkCount/o200k_base/sentence120' ns/op 200000x

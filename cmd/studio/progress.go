@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -181,18 +180,11 @@ func (p *progress) flush(agentID, callID string) {
 	}
 }
 
-// payload reads an event's data: the engine's own value when the event
-// comes straight from it, else its JSON.
+// payload reads an event's data into out.
 func payload[T any](ev delegation.Event, out *T) bool {
-	if v, ok := ev.Payload.(T); ok {
-		*out = v
-		return true
-	}
-	if v, ok := ev.Payload.(*T); ok && v != nil {
-		*out = *v
-		return true
-	}
-	return len(ev.Data) > 0 && json.Unmarshal(ev.Data, out) == nil
+	v, err := delegation.DataAs[T](ev)
+	*out = v
+	return err == nil
 }
 
 // quote is s on one line, shortened, quoted: %q escapes control

@@ -57,6 +57,25 @@ func (e *Event) Encode() error {
 	return nil
 }
 
+// DataAs returns an event's data as T: the engine's own value when the
+// event comes straight from it, else its JSON decoded.
+func DataAs[T any](ev Event) (T, error) {
+	switch v := ev.Payload.(type) {
+	case T:
+		return v, nil
+	case *T:
+		if v != nil {
+			return *v, nil
+		}
+	}
+	var out T
+	if len(ev.Data) == 0 {
+		return out, fmt.Errorf("%s event %d has no data", ev.Type, ev.Seq)
+	}
+	err := json.Unmarshal(ev.Data, &out)
+	return out, err
+}
+
 type eventJSON struct {
 	Seq     int64           `json:"seq"`
 	Type    EventType       `json:"type"`

@@ -57,13 +57,14 @@ func (e Endpoint) Label() string {
 
 // Server is the studio's HTTP server and what it runs.
 type Server struct {
-	cfg    Config
-	echo   *echo.Echo
-	runner *session.Runner
-	hub    *live.Hub
-	views  *liveViews
-	log    *slog.Logger
-	now    func() time.Time
+	cfg     Config
+	echo    *echo.Echo
+	runner  *session.Runner
+	hub     *live.Hub
+	views   *liveViews
+	metrics *metrics
+	log     *slog.Logger
+	now     func() time.Time
 }
 
 // New builds the server.
@@ -79,7 +80,8 @@ func New(cfg Config) *Server {
 	// it publishes at once.
 	s.hub = live.NewHub(live.Options{Buffer: 1024, Logger: cfg.Logger})
 	s.views = newLiveViews(s.hub, cfg.Logger)
-	s.runner = &session.Runner{DB: cfg.DB, Pub: s.views, Logger: cfg.Logger}
+	s.metrics = newMetrics(cfg.DB, s.hub)
+	s.runner = &session.Runner{DB: cfg.DB, Pub: publishers{s.views, s.metrics}, Logger: cfg.Logger}
 	s.echo = s.routes()
 	return s
 }
@@ -166,6 +168,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/schema/:name", s.schemaFile)                // the published JSON Schemas
 	e.StaticFS("/static", echo.MustSubFS(fs.FS(static.Files), "."))
 	s.teamRoutes(e) // the team editor: /teams…, /clone-team
+	s.opsRoutes(e)  // /healthz, /metrics
 
 	// API (formats.md §5).
 	e.GET("/api/sessions", s.apiSessions)
@@ -201,7 +204,7 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		p := c.Request().URL.Path
-		if p == "/sign-in" || strings.HasPrefix(p, "/static/") {
+		if p == "/sign-in" || p == "/healthz" || strings.HasPrefix(p, "/static/") {
 			return next(c)
 		}
 		if s.validToken(c) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -13,6 +14,12 @@ import (
 // events at once), to fan them out to viewers. internal/live implements it.
 type Publisher interface {
 	Publish(sessionID string, ev delegation.Event)
+}
+
+// BatchObserver is told how long each batch took to store; a Publisher
+// that implements it gets told (the server's metrics).
+type BatchObserver interface {
+	ObserveBatch(events int, took time.Duration, err error)
 }
 
 // defaultMaxBatch caps the events one transaction appends.
@@ -102,7 +109,12 @@ func (r *Recorder) loop() {
 		if r.failed() {
 			continue // drain the queue so the engine is never blocked
 		}
-		if err := r.db.AppendEvents(context.Background(), r.sessionID, batch); err != nil {
+		start := time.Now()
+		err := r.db.AppendEvents(context.Background(), r.sessionID, batch)
+		if o, ok := r.pub.(BatchObserver); ok {
+			o.ObserveBatch(len(batch), time.Since(start), err)
+		}
+		if err != nil {
 			r.fail(err)
 			continue
 		}
