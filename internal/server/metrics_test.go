@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/delegationstudio/studio/internal/model/openai/openaitest"
 	"github.com/delegationstudio/studio/internal/scenario"
 )
 
@@ -70,20 +71,21 @@ func TestMetrics(t *testing.T) {
 
 	// A session against an endpoint that is overloaded once.
 	var calls atomic.Int32
-	ep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ep := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply {
+		return openaitest.Reply{Content: "hi", Usage: map[string]any{"prompt_tokens": 100, "completion_tokens": 5,
+			"prompt_tokens_details": map[string]any{"cached_tokens": 64}}}
+	})
+	overloaded := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
 			w.Header().Set("Retry-After", "0")
 			http.Error(w, `{"error":{"message":"overloaded","type":"server_error"}}`, http.StatusServiceUnavailable)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": "x", "object": "chat.completion", "model": "m",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": "hi"}}},
-			"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 5, "prompt_tokens_details": map[string]any{"cached_tokens": 64}}})
+		ep.Config.Handler.ServeHTTP(w, r)
 	}))
-	defer ep.Close()
+	defer overloaded.Close()
 	sc, err := scenario.Parse([]byte(fmt.Sprintf(`{"name": "m", "prompt": "hello",
-		"model": {"provider": "openai", "model": "m", "base_url": %q, "stream": false}}`, ep.URL+"/v1")))
+		"model": {"provider": "openai", "model": "m", "base_url": %q, "stream": false}}`, overloaded.URL+"/v1")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/model/openai/openaitest"
 	"github.com/delegationstudio/studio/internal/scenario"
 )
 
@@ -113,24 +114,15 @@ func TestEachSubagentOnItsEndpoint(t *testing.T) {
 func TestSettingsPerAgent(t *testing.T) {
 	var mu sync.Mutex
 	bodies := map[string][]map[string]any{} // by system prompt
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req map[string]any
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		msgs := req["messages"].([]any)
-		system := msgs[0].(map[string]any)["content"].(string)
+	srv := openaitest.NewServer(t, func(req openaitest.Request) openaitest.Reply {
 		mu.Lock()
-		bodies[system] = append(bodies[system], req)
+		bodies[req.System()] = append(bodies[req.System()], req.Body)
 		mu.Unlock()
-		msg := map[string]any{"role": "assistant", "content": "done"}
-		if system == "MAIN" && len(msgs) == 2 {
-			msg = map[string]any{"role": "assistant", "tool_calls": []any{
-				map[string]any{"id": "c1", "type": "function", "function": map[string]any{"name": "task", "arguments": `{"description":"x","subagent_type":"helper"}`}}}}
+		if req.System() == "MAIN" && len(req.Messages) == 2 {
+			return openaitest.Reply{Calls: []openaitest.Call{openaitest.Task("c1", "helper", "x")}}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": "x", "object": "chat.completion", "model": "m",
-			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": "stop"}}})
-	}))
-	defer srv.Close()
+		return openaitest.Reply{Content: "done"}
+	})
 	doc := fmt.Sprintf(`{"name": "settings", "prompt": "go",
 		"agent": {"system_prompt": "MAIN", "temperature": 0, "tool_choice": "auto"},
 		"model": {"provider": "openai", "model": "m", "base_url": %q, "seed": 3, "max_tokens": 500},

@@ -243,10 +243,8 @@ func mendAnswer(doc []byte) []byte {
 	if !needsMending.Match(doc) {
 		return doc
 	}
-	var v map[string]any
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
+	v, ok := decodeObject(doc)
+	if !ok {
 		return doc
 	}
 	choices, _ := v["choices"].([]any)
@@ -283,10 +281,8 @@ func mendAnswer(doc []byte) []byte {
 // wholeAsStream writes a whole completion as a stream of one chunk: each
 // choice's message becomes its delta, its tool calls numbered.
 func wholeAsStream(doc []byte) []byte {
-	var v map[string]any
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
+	v, ok := decodeObject(doc)
+	if !ok {
 		return doc
 	}
 	choices, _ := v["choices"].([]any)
@@ -317,6 +313,14 @@ func wholeAsStream(doc []byte) []byte {
 		return doc
 	}
 	return append(append([]byte("data: "), b...), "\n\ndata: [DONE]\n\n"...)
+}
+
+// decodeObject reads a JSON object, its numbers kept as written.
+func decodeObject(doc []byte) (map[string]any, bool) {
+	var v map[string]any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	return v, dec.Decode(&v) == nil && v != nil
 }
 
 // stringArgs turns a function's arguments into the JSON string the wire
