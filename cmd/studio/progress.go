@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,7 +34,6 @@ type progress struct {
 
 	mu     sync.Mutex
 	names  map[string]string // agent id -> name
-	calls  map[string]int    // model call id -> its number, from 1, in its agent
 	text   map[string]*strings.Builder
 	order  []string // model calls with streamed text not yet printed, in order
 	closed bool
@@ -43,7 +43,7 @@ var _ session.Publisher = (*progress)(nil)
 
 func newProgress(w io.Writer, verbose, on bool) *progress {
 	return &progress{w: w, on: on, verbose: verbose, start: time.Now(), names: map[string]string{},
-		calls: map[string]int{}, text: map[string]*strings.Builder{}}
+		text: map[string]*strings.Builder{}}
 }
 
 // Publish takes one event of the session.
@@ -75,11 +75,6 @@ func (p *progress) Publish(_ string, ev delegation.Event) {
 		if payload(ev, &d) {
 			p.line("%s → %s refused (%s)", p.name(ev.AgentID), d.SubagentType, d.Reason)
 		}
-	case delegation.EventModelStarted:
-		var d delegation.ModelStarted
-		if payload(ev, &d) {
-			p.calls[d.Call.ID] = d.Call.Index + 1
-		}
 	case delegation.EventModelDelta:
 		var d delegation.ModelDelta
 		if p.verbose && payload(ev, &d) {
@@ -88,7 +83,7 @@ func (p *progress) Publish(_ string, ev delegation.Event) {
 	case delegation.EventModelRetry:
 		var d delegation.ModelRetry
 		if payload(ev, &d) {
-			p.line("  %s · call %d: %s; retry %d of %d in %s", p.name(ev.AgentID), p.calls[d.ModelCallID],
+			p.line("  %s · call %d: %s; retry %d of %d in %s", p.name(ev.AgentID), callNumber(d.ModelCallID),
 				printable(d.Error), d.Attempt, d.Attempts-1, (time.Duration(d.WaitMS) * time.Millisecond).Round(10*time.Millisecond))
 		}
 	case delegation.EventModelFinished:
@@ -99,7 +94,7 @@ func (p *progress) Publish(_ string, ev delegation.Event) {
 			if d.Error != "" {
 				what = "failed: " + quote(d.Error, 160)
 			}
-			p.line("  %s · call %d · %s · %s", p.name(ev.AgentID), p.calls[d.ModelCallID], what,
+			p.line("  %s · call %d · %s · %s", p.name(ev.AgentID), callNumber(d.ModelCallID), what,
 				(time.Duration(d.DurationMS) * time.Millisecond).Round(time.Millisecond))
 		}
 	case delegation.EventAgentFinished:
@@ -122,6 +117,21 @@ func (p *progress) Close() {
 		p.flush("", id)
 	}
 	p.closed = true
+}
+
+// callNumber is a model call's number in its agent, from 1, read from its
+// id ("main.c0" is main's first): live events (a retry) may arrive before
+// the stored model.started that says it.
+func callNumber(id string) int {
+	i := strings.LastIndex(id, ".c")
+	if i < 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(id[i+2:])
+	if err != nil {
+		return 0
+	}
+	return n + 1
 }
 
 func (p *progress) name(agentID string) string {
