@@ -230,6 +230,31 @@ func startStudio(t *testing.T, extra ...string) *studio {
 	return s
 }
 
+// waitMetric waits until a figure of the studio's /metrics reaches want.
+func (s *studio) waitMetric(t *testing.T, name string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	last := ""
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(s.URL + "/metrics")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, line := range strings.Split(string(body), "\n") {
+				if v, ok := strings.CutPrefix(line, name+" "); ok {
+					last = v
+					var got float64
+					if _, err := fmt.Sscan(v, &got); err == nil && got >= want {
+						return
+					}
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s did not reach %v within %s; last %q", name, want, waitLimit, last)
+}
+
 // start posts a scenario to the JSON API and returns the session id.
 func (s *studio) start(t *testing.T, scenario string) string {
 	t.Helper()

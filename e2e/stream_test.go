@@ -11,8 +11,9 @@ import (
 )
 
 // slowEndpoint speaks the chat-completions wire format and streams its
-// answer a word at a time, slowly enough to watch.
-func slowEndpoint(t *testing.T, words []string, gap time.Duration) *httptest.Server {
+// answer a word at a time, slowly enough to watch, once release is closed:
+// streamed text is live only, so a viewer that connects later misses it.
+func slowEndpoint(t *testing.T, words []string, gap time.Duration, release <-chan struct{}) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		flusher, _ := w.(http.Flusher)
@@ -25,6 +26,11 @@ func slowEndpoint(t *testing.T, words []string, gap time.Duration) *httptest.Ser
 			}
 		}
 		send(map[string]any{"role": "assistant", "content": ""}, nil)
+		select {
+		case <-r.Context().Done():
+			return
+		case <-release:
+		}
 		for _, word := range words {
 			select {
 			case <-r.Context().Done():
@@ -44,12 +50,17 @@ func slowEndpoint(t *testing.T, words []string, gap time.Duration) *httptest.Ser
 // running call's row as the endpoint streams it, before the call ends.
 func TestStreamedText(t *testing.T) {
 	words := strings.Fields("Streaming arrives word by word so a person can watch the model think")
-	endpoint := slowEndpoint(t, words, 150*time.Millisecond)
+	release := make(chan struct{})
+	endpoint := slowEndpoint(t, words, 150*time.Millisecond, release)
 	s := startStudio(t, "--model-url", endpoint.URL+"/v1", "--model", "m")
 	id := s.start(t, fmt.Sprintf(`{"name": "streamed", "prompt": "say something",
 		"model": {"provider": "openai", "model": "m", "base_url": %q}}`, endpoint.URL+"/v1"))
 	tb := newTab(t)
 	tb.navigate(s.URL + "/sessions/" + id)
+	// The model starts writing once the page watches: the studio counts
+	// its viewers in /metrics.
+	s.waitMetric(t, "studio_live_viewers", 1)
+	close(release)
 	tb.waitFor("the first streamed words",
 		`(() => { const el = document.querySelector('.turn.running [data-stream]'); return !!el && el.textContent.includes('Streaming arrives'); })()`,
 		`document.querySelector('#timeline') && document.querySelector('#timeline').innerText`)
