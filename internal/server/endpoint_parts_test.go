@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/delegationstudio/studio/internal/otlp"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/schema"
 )
 
 // TestReasoningAndCutOffAnswers: a reasoning model's thinking is shown as its
@@ -44,6 +46,13 @@ func TestReasoningAndCutOffAnswers(t *testing.T) {
 		u := tr.ModelCalls[0].Usage
 		if u == nil || u.CachedTokens != 768 || u.ReasoningTokens != 96 {
 			t.Errorf("usage %+v", u)
+		}
+		doc, err := json.Marshal(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs := schema.ValidateTrace(doc); len(errs) > 0 {
+			t.Errorf("the trace does not validate against the published schema: %v", errs)
 		}
 	})
 	t.Run("the cut-off answer is an error on its call and in its receipt", func(t *testing.T) {
