@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -28,6 +30,7 @@ type leaf struct {
 
 // reporter turns a *jsonschema.ValidationError tree into FieldErrors.
 type reporter struct {
+	ctx    context.Context
 	schema *compiled
 	doc    any // the instance
 }
@@ -67,8 +70,8 @@ func (r *reporter) collect(e *jsonschema.ValidationError) []leaf {
 		out := make([]leaf, 0, len(k.Properties))
 		if r.isDef(e.SchemaURL, "/$defs/files") { // keys are paths: ^/
 			for _, p := range k.Properties {
-				msg := fmt.Sprintf("file path %q must be absolute: start it with \"/\", e.g. %q",
-					p, "/"+strings.TrimLeft(p, "./"))
+				msg := fmt.Sprintf("file path %s must be absolute: start it with \"/\", e.g. %s",
+					quoteShort(p), quoteShort("/"+strings.TrimLeft(p, "./")))
 				out = append(out, leaf{at: L, loc: withTok(L, p), msg: msg})
 			}
 			return out
@@ -155,15 +158,20 @@ func (r *reporter) collapse(e *jsonschema.ValidationError) []leaf {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		var known []string
-		for _, b := range branches {
-			for _, l := range b {
-				if l.unknown == name && slices.Equal(l.at, L) {
-					known = append(known, l.known...)
-				}
+	// The fields each form allows, gathered once: a value with many
+	// unknown fields must not cost fields × problems.
+	knownBy := map[string][]string{}
+	for _, b := range branches {
+		seen := map[string]bool{}
+		for _, l := range b {
+			if l.unknown != "" && universal[l.unknown] && !seen[l.unknown] && slices.Equal(l.at, L) {
+				seen[l.unknown] = true
+				knownBy[l.unknown] = append(knownBy[l.unknown], l.known...)
 			}
 		}
+	}
+	for _, name := range names {
+		known := knownBy[name]
 		slices.Sort(known)
 		out = append(out, leaf{at: L, loc: withTok(L, name), unknown: name, known: slices.Compact(known)})
 	}
@@ -331,9 +339,7 @@ func display(v any) string {
 	case []any:
 		return "an array"
 	case string:
-		if r := []rune(s); len(r) > 40 {
-			v = string(r[:37]) + "..."
-		}
+		v = shorten(s, 40)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -386,7 +392,7 @@ func (r *reporter) knownFields(schemaURL string) []string {
 
 // unknownMessage writes the message for a field the schema does not allow.
 func unknownMessage(name string, known []string) string {
-	msg := fmt.Sprintf("unknown field %q", name)
+	msg := fmt.Sprintf("unknown field %s", quoteShort(name))
 	if m := suggest(name, known); m != "" {
 		return msg + fmt.Sprintf("; did you mean %q?", m)
 	}
@@ -400,28 +406,45 @@ func unknownMessage(name string, known []string) string {
 	return msg
 }
 
+// maxSuggestLen is the longest name a suggestion is looked for: a typo of a
+// field name is short, and the distance costs the product of the lengths.
+const maxSuggestLen = 64
+
+// normalizer folds "_" and "-" away before names are compared; built once,
+// it is safe for concurrent use.
+var normalizer = strings.NewReplacer("_", "", "-", "")
+
 // suggest returns the candidate closest in spelling to name, if one is close
 // enough to be a likely typo: an edit distance of at most 2 (1 for names of
 // four letters or fewer), ignoring case, "_" and "-"; or a name of four
-// letters or more that a candidate starts with.
+// letters or more that a candidate starts with. Names longer than
+// maxSuggestLen get no suggestion.
 func suggest(name string, candidates []string) string {
+	n := utf8.RuneCountInString(name)
+	if n > maxSuggestLen || len(name) > 4*maxSuggestLen {
+		return ""
+	}
 	limit := 2
-	if len([]rune(name)) <= 4 {
+	if n <= 4 {
 		limit = 1
 	}
-	norm := func(s string) string {
-		return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s))
-	}
+	lower := strings.ToLower(name)
+	norm := normalizer.Replace(lower)
 	best, bestD := "", limit+1
 	for _, c := range candidates {
 		if c == name {
 			continue
 		}
-		d := editDistance(strings.ToLower(name), strings.ToLower(c))
-		if norm(name) == norm(c) {
+		cl := strings.ToLower(c)
+		cn := normalizer.Replace(cl)
+		var d int
+		switch {
+		case norm == cn:
 			d = 0
-		} else if n := norm(name); len(n) >= 4 && strings.HasPrefix(norm(c), n) {
+		case len(norm) >= 4 && strings.HasPrefix(cn, norm):
 			d = limit // "delay" for "delay_ms": a likely short form
+		default:
+			d = editDistance(lower, cl, limit)
 		}
 		if d < bestD {
 			best, bestD = c, d
@@ -431,65 +454,129 @@ func suggest(name string, candidates []string) string {
 }
 
 // editDistance is the optimal-string-alignment distance: insertions,
-// deletions, substitutions and swaps of neighbours each cost one.
-func editDistance(a, b string) int {
+// deletions, substitutions and swaps of neighbours each cost one. Past
+// limit it returns limit+1 without finishing: only close names matter.
+func editDistance(a, b string, limit int) int {
 	s, t := []rune(a), []rune(b)
-	d := make([][]int, len(s)+1)
-	for i := range d {
-		d[i] = make([]int, len(t)+1)
-		d[i][0] = i
+	if d := len(s) - len(t); d > limit || -d > limit {
+		return limit + 1
 	}
-	for j := range d[0] {
-		d[0][j] = j
+	// Three rows: the current one, the one above, and the one above that
+	// (for swaps).
+	prev2 := make([]int, len(t)+1)
+	prev := make([]int, len(t)+1)
+	cur := make([]int, len(t)+1)
+	for j := range prev {
+		prev[j] = j
 	}
 	for i := 1; i <= len(s); i++ {
+		cur[0] = i
+		rowMin := cur[0]
 		for j := 1; j <= len(t); j++ {
 			cost := 1
 			if s[i-1] == t[j-1] {
 				cost = 0
 			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
 			if i > 1 && j > 1 && s[i-1] == t[j-2] && s[i-2] == t[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+				cur[j] = min(cur[j], prev2[j-2]+1)
 			}
+			rowMin = min(rowMin, cur[j])
 		}
+		if rowMin > limit {
+			return limit + 1
+		}
+		prev2, prev, cur = prev, cur, prev2
 	}
-	return d[len(s)][len(t)]
+	return min(prev[len(t)], limit+1)
+}
+
+// quoteShort quotes a name from the document for a message, cut short when
+// it is long: a message shows which field, not all of it.
+func quoteShort(s string) string {
+	return strconv.Quote(shorten(s, 60))
+}
+
+// shorten cuts s to at most n runes, marking the cut with "...", without
+// converting the whole of a long string.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i, count := 0, 0
+	for i < len(s) && count < n-3 {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		count++
+	}
+	if i >= len(s) || utf8.RuneCountInString(s[i:]) <= 3 {
+		return s
+	}
+	return s[:i] + "..."
+}
+
+// MaxErrors is the most problems a document gets reported: past it a person
+// fixes what is listed and checks again, and a document made of errors costs
+// the server no more than a short one.
+const MaxErrors = 50
+
+// moreMessage is the last entry of a list cut at MaxErrors.
+func moreMessage(n int) string {
+	return printer.Sprintf("and %d more problems not listed: fix these and check again", n)
 }
 
 // fieldErrors renders leaves as FieldErrors, de-duplicated and sorted by
-// field (array indexes in numeric order), then message.
+// field (array indexes in numeric order), then message; past MaxErrors the
+// rest are counted in one last entry. Messages, and their suggestions, are
+// written only for the problems listed.
 func (r *reporter) fieldErrors(leaves []leaf) []FieldError {
 	type item struct {
-		loc []string
-		fe  FieldError
+		loc   []string
+		field string
+		l     *leaf
+		i     int // the order found, which breaks ties
 	}
 	items := make([]item, 0, len(leaves))
-	seen := map[FieldError]bool{}
-	for _, l := range leaves {
-		msg := l.msg
+	type key struct{ field, msg, unknown string }
+	seen := map[key]bool{}
+	for i := range leaves {
+		l := &leaves[i]
+		if i%1024 == 0 && r.ctx.Err() != nil {
+			return nil
+		}
+		k := key{field: fieldPath(r.doc, l.loc), msg: l.msg, unknown: l.unknown}
 		if l.unknown != "" {
-			msg = unknownMessage(l.unknown, l.known)
+			k.msg = strings.Join(l.known, ",")
 		}
-		if len(l.loc) == 0 && strings.HasPrefix(msg, "must ") {
-			msg = "the document " + msg
-		}
-		fe := FieldError{Field: fieldPath(r.doc, l.loc), Message: msg}
-		if seen[fe] {
+		if seen[k] {
 			continue
 		}
-		seen[fe] = true
-		items = append(items, item{l.loc, fe})
+		seen[k] = true
+		items = append(items, item{l.loc, k.field, l, len(items)})
 	}
-	sort.SliceStable(items, func(i, j int) bool {
-		if c := compareLoc(items[i].loc, items[j].loc); c != 0 {
-			return c < 0
+	slices.SortFunc(items, func(a, b item) int {
+		if c := compareLoc(a.loc, b.loc); c != 0 {
+			return c
 		}
-		return items[i].fe.Message < items[j].fe.Message
+		if c := strings.Compare(a.l.msg, b.l.msg); c != 0 {
+			return c
+		}
+		return a.i - b.i
 	})
-	out := make([]FieldError, len(items))
-	for i, it := range items {
-		out[i] = it.fe
+	n := min(len(items), MaxErrors)
+	out := make([]FieldError, 0, n+1)
+	for _, it := range items[:n] {
+		msg := it.l.msg
+		if it.l.unknown != "" {
+			msg = unknownMessage(it.l.unknown, it.l.known)
+		}
+		if len(it.loc) == 0 && strings.HasPrefix(msg, "must ") {
+			msg = "the document " + msg
+		}
+		out = append(out, FieldError{Field: it.field, Message: msg})
+	}
+	if len(items) > n {
+		out = append(out, FieldError{Message: moreMessage(len(items) - n)})
 	}
 	return out
 }
@@ -499,12 +586,27 @@ func compareLoc(a, b []string) int {
 		if a[i] == b[i] {
 			continue
 		}
-		x, errx := strconv.Atoi(a[i])
-		y, erry := strconv.Atoi(b[i])
-		if errx == nil && erry == nil {
-			return x - y
+		if isIndex(a[i]) && isIndex(b[i]) {
+			// Array indexes in numeric order: shorter is smaller, then by digits.
+			if len(a[i]) != len(b[i]) {
+				return len(a[i]) - len(b[i])
+			}
 		}
 		return strings.Compare(a[i], b[i])
 	}
 	return len(a) - len(b)
+}
+
+// isIndex reports whether a location token is an array index: digits, with
+// no leading zero.
+func isIndex(s string) bool {
+	if s == "" || len(s) > 1 && s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

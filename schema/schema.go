@@ -10,12 +10,14 @@ package schema
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -50,15 +52,31 @@ func Scenario() []byte { return bytes.Clone(mustRead("scenario.schema.json")) }
 func Trace() []byte { return bytes.Clone(mustRead("trace.schema.json")) }
 
 // ValidateScenario checks a scenario document (raw JSON) against the
-// scenario schema. It returns every problem, each tied to its field, or nil.
+// scenario schema. It returns every problem, each tied to its field (at most
+// MaxErrors, then one entry counting the rest), or nil.
 func ValidateScenario(doc []byte) []FieldError {
-	return schemas().scenario.validate(doc)
+	errs, _ := ValidateScenarioContext(context.Background(), doc)
+	return errs
 }
 
-// ValidateTrace checks a trace document (raw JSON) against the trace schema.
-// It returns every problem, each tied to its field, or nil.
+// ValidateTrace checks a trace document (raw JSON) against the trace schema,
+// as ValidateScenario does.
 func ValidateTrace(doc []byte) []FieldError {
-	return schemas().trace.validate(doc)
+	errs, _ := ValidateTraceContext(context.Background(), doc)
+	return errs
+}
+
+// ValidateScenarioContext is ValidateScenario that gives up when ctx ends
+// (the client went away), returning ctx's error. It looks between its
+// passes and while it writes the report; the validator's own pass is linear
+// in the document and cannot be interrupted.
+func ValidateScenarioContext(ctx context.Context, doc []byte) ([]FieldError, error) {
+	return schemas().scenario.validate(ctx, doc)
+}
+
+// ValidateTraceContext is ValidateTrace that gives up when ctx ends.
+func ValidateTraceContext(ctx context.Context, doc []byte) ([]FieldError, error) {
+	return schemas().trace.validate(ctx, doc)
 }
 
 // compiled is one schema, ready to validate with.
@@ -80,6 +98,9 @@ var (
 func schemas() compiledSet {
 	compileOnce.Do(func() {
 		c := jsonschema.NewCompiler()
+		// Both schemas are embedded whole: nothing is ever loaded from a
+		// file or the network.
+		c.UseLoader(noLoader{})
 		c.DefaultDraft(jsonschema.Draft2020)
 		c.AssertFormat()
 		load := func(id, file string) *compiled {
@@ -114,30 +135,50 @@ func mustRead(name string) []byte {
 	return b
 }
 
-func (s *compiled) validate(doc []byte) []FieldError {
+func (s *compiled) validate(ctx context.Context, doc []byte) ([]FieldError, error) {
 	if fe := checkSyntax(doc); fe != nil {
-		return []FieldError{*fe}
+		return []FieldError{*fe}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil { // checkSyntax let it through; should not happen
-		return []FieldError{{Message: "the file is not valid JSON: " + err.Error()}}
+		return []FieldError{{Message: "the file is not valid JSON: " + err.Error()}}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	err = s.schema.Validate(inst)
 	if err == nil {
-		return nil
+		return nil, nil
 	}
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
-		return []FieldError{{Message: err.Error()}}
+		return []FieldError{{Message: err.Error()}}, nil
 	}
-	r := reporter{schema: s, doc: inst}
-	return r.fieldErrors(r.collect(verr))
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := reporter{ctx: ctx, schema: s, doc: inst}
+	errs := r.fieldErrors(r.collect(verr))
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return errs, nil
 }
 
 // checkSyntax reports a document that is not JSON, saying where it broke.
 func checkSyntax(doc []byte) *FieldError {
 	if len(bytes.TrimSpace(doc)) == 0 {
 		return &FieldError{Message: "the file is empty: it is not valid JSON (a scenario or trace is a JSON object, {...})"}
+	}
+	if !utf8.Valid(doc) {
+		// JSON is UTF-8; decoding would silently turn the bad bytes into
+		// U+FFFD, and the studio would keep something else than was sent.
+		off := firstInvalidUTF8(doc)
+		line, col := lineCol(doc, off)
+		return &FieldError{Message: fmt.Sprintf("the file is not valid UTF-8: at line %d, column %d (byte %d): save it as UTF-8", line, col, off+1)}
 	}
 	var raw json.RawMessage
 	err := json.Unmarshal(doc, &raw)
@@ -159,6 +200,19 @@ func checkSyntax(doc []byte) *FieldError {
 	return &FieldError{Message: fmt.Sprintf("the file is not valid JSON: at line %d, column %d: %s", line, col, what)}
 }
 
+// firstInvalidUTF8 is the offset of the first byte that is not part of a
+// valid UTF-8 sequence.
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
 // lineCol turns a byte offset into a 1-based line and column (in characters).
 func lineCol(doc []byte, off int) (line, col int) {
 	if off > len(doc) {
@@ -169,7 +223,7 @@ func lineCol(doc []byte, off int) (line, col int) {
 	if i := bytes.LastIndexByte(before, '\n'); i >= 0 {
 		before = before[i+1:]
 	}
-	col = 1 + len([]rune(string(before)))
+	col = 1 + utf8.RuneCount(before)
 	return line, col
 }
 
@@ -194,18 +248,22 @@ func fieldPath(doc any, loc []string) string {
 		default:
 			cur = nil
 		}
-		if isIdent(tok) {
+		if isIdent(tok) && len(tok) <= maxFieldToken {
 			if sb.Len() > 0 {
 				sb.WriteByte('.')
 			}
 			sb.WriteString(tok)
 		} else {
-			q, _ := json.Marshal(tok)
+			// A long key is cut: the path says where, not the whole key.
+			q, _ := json.Marshal(shorten(tok, maxFieldToken))
 			sb.WriteString("[" + string(q) + "]")
 		}
 	}
 	return sb.String()
 }
+
+// maxFieldToken is the longest key a field path shows whole.
+const maxFieldToken = 100
 
 func isIdent(s string) bool {
 	if s == "" {
@@ -244,4 +302,14 @@ func valueAt(doc any, loc []string) (any, bool) {
 		}
 	}
 	return cur, true
+}
+
+// noLoader is a JSON Schema loader that loads nothing: a schema may refer
+// only to itself ("#/$defs/…") and to the standard metaschemas the library
+// carries, never to a file or a URL.
+type noLoader struct{}
+
+// Load refuses every URL.
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is outside the schema: only references within it (\"#/$defs/…\") are allowed", url)
 }
