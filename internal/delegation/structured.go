@@ -42,11 +42,20 @@ func newStructuredTool(raw json.RawMessage) (*structuredTool, string) {
 		return nil, fmt.Sprintf("has a response_format of type '%v'; the structured answer is a tool's arguments, so it must be of type 'object'", t)
 	}
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource("response_format.json", v); err != nil {
+	// The schema is the user's: it may refer within itself, never to a
+	// file of the server or to a URL. The resource's own address is not a
+	// file path either, or relative $refs would resolve against the
+	// server's working directory.
+	c.UseLoader(noLoader{})
+	if err := c.AddResource(responseFormatURL, v); err != nil {
 		return nil, fmt.Sprintf("has a response_format that is not a valid JSON Schema: %v", err)
 	}
-	sch, err := c.Compile("response_format.json")
+	sch, err := c.Compile(responseFormatURL)
 	if err != nil {
+		var le *jsonschema.LoadURLError
+		if errors.As(err, &le) {
+			return nil, fmt.Sprintf("has a response_format whose $ref %q points outside it; only references within it (\"#/$defs/…\") are allowed", refShown(le.URL))
+		}
 		return nil, fmt.Sprintf("has a response_format that is not a valid JSON Schema: %v", err)
 	}
 	desc, _ := obj["description"].(string)
@@ -62,6 +71,28 @@ func newStructuredTool(raw json.RawMessage) (*structuredTool, string) {
 		tool:   tool{def: ToolDef{Name: title, Description: desc, Parameters: params}},
 		schema: sch,
 	}, ""
+}
+
+// responseFormatURL is where a response_format is filed while it compiles:
+// a host that cannot exist (.invalid), so that relative $refs resolve to
+// URLs the loader refuses, never to the server's files.
+const (
+	responseFormatHost = "https://response-format.invalid"
+	responseFormatURL  = responseFormatHost + "/schema.json"
+)
+
+// noLoader refuses to load anything, so a response_format's $ref can read
+// no file (nor hang on a FIFO) and reach no host.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is outside the response_format", url)
+}
+
+// refShown is a refused $ref as the user wrote it, as near as can be told
+// once resolved: without the response_format's own address.
+func refShown(url string) string {
+	return strings.TrimPrefix(url, responseFormatHost)
 }
 
 // check validates a structured answer; it returns the compact JSON, or a
