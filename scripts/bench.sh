@@ -33,3 +33,8 @@ row "studio run of the example / studio --version, peak RSS" "≤ 3×" ./cmd/stu
 row "studio run of the example, peak RSS" "≤ 25 MB" ./cmd/studio/ BenchmarkStartup run-peak-RSS-MB 20x
 row "a tokenizer's first count in a process (open + one sentence)" "—" ./internal/tokens/ BenchmarkFirstCount ns/op 2000x
 row "token count of a 120-character sentence (o200k, warm)" "—" ./internal/tokens/ 'BenchmarkCount/o200k_base/sentence120' ns/op 200000x
+row "schema check of a 2 MiB scenario of unknown keys" "< 1 s" ./schema/ BenchmarkUnknownKeyBomb ms-2MiB 3x
+row "the same: cost when the document grows x8 (256 KiB to 2 MiB)" "≈ x8" ./schema/ BenchmarkUnknownKeyBomb size-x8 3x
+row "glob: cost when the path grows x8 (512 B to 4 KiB)" "≈ x8" ./internal/delegation/ BenchmarkGlob path-x8 3x
+row "glob: cost when the pattern grows x8 (32 to 256 characters)" "< x8" ./internal/delegation/ BenchmarkGlob pattern-x8 3x
+row "glob automaton vs the regexp it replaced (4 KiB path, 256-character pattern)" "< 1" ./internal/delegation/ BenchmarkGlob ours/regexp 3x

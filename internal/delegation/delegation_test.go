@@ -58,7 +58,7 @@ func TestSection1ToolStack(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := stackTool(c.tool).run(w, json.RawMessage(c.args))
+			out, err := stackTool(c.tool).run(context.Background(), w, json.RawMessage(c.args))
 			if c.isErr {
 				var te *toolError
 				if !errors.As(err, &te) {
@@ -81,7 +81,7 @@ func TestSection1ToolStack(t *testing.T) {
 			{"write_file", `{"file_path":"/y.md","content":""}`},
 			{"delete", `{"file_path":"/y.md"}`},
 		} {
-			if _, err := stackTool(step.tool).run(w, json.RawMessage(step.args)); err != nil {
+			if _, err := stackTool(step.tool).run(context.Background(), w, json.RawMessage(step.args)); err != nil {
 				t.Fatalf("%s: %v", step.tool, err)
 			}
 		}

@@ -509,7 +509,7 @@ func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (bool, er
 			a.structuredFails++
 		} else {
 			a.ws.begin()
-			content, isErr = e.runTool(a, c)
+			content, isErr = e.runTool(ctx, a, c)
 			outs[i].staged = a.ws.end()
 		}
 		if a.structured != nil && c.Name == a.structured.def.Name && !isErr {
@@ -572,7 +572,7 @@ func (e *Engine) emitFileChanges(a *agent, from string) {
 }
 
 // runTool runs one non-task tool call; failures become error results.
-func (e *Engine) runTool(a *agent, c ToolCall) (string, bool) {
+func (e *Engine) runTool(ctx context.Context, a *agent, c ToolCall) (string, bool) {
 	if a.structured != nil && c.Name == a.structured.def.Name {
 		answer, err := a.structured.check(c.Args)
 		if err != nil {
@@ -595,7 +595,7 @@ func (e *Engine) runTool(a *agent, c ToolCall) (string, bool) {
 		}
 		return fmt.Sprintf("Unknown tool '%s'. Your tools are: %s.", c.Name, strings.Join(names, ", ")), true
 	}
-	out, err := t.run(a.ws, c.Args)
+	out, err := t.run(ctx, a.ws, c.Args)
 	if err != nil {
 		return err.Error(), true
 	}

@@ -1,10 +1,10 @@
 package delegation
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 )
@@ -180,6 +180,12 @@ func (w *workspace) sortedPaths() []string {
 
 // cleanPath checks that p is absolute and free of "..", and normalizes it.
 func cleanPath(p string) (string, error) {
+	if len(p) > MaxPathLen {
+		return "", toolErrorf("Path '%s' is not allowed: it is %d bytes long; the most is %d.", shortText(p), len(p), MaxPathLen)
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", toolErrorf("Path '%s' is not allowed: it contains a NUL character.", shortText(strings.ReplaceAll(p, "\x00", `\0`)))
+	}
 	if !strings.HasPrefix(p, "/") {
 		return "", toolErrorf("Path '%s' is not allowed: paths are absolute, like /notes.md.", p)
 	}
@@ -205,7 +211,7 @@ func dirPrefix(dir string) string {
 	return dir + "/"
 }
 
-func runLS(w *workspace, args json.RawMessage) (string, error) {
+func runLS(ctx context.Context, w *workspace, args json.RawMessage) (string, error) {
 	var a struct {
 		Path string `json:"path"`
 	}
@@ -223,6 +229,9 @@ func runLS(w *workspace, args json.RawMessage) (string, error) {
 	seen := map[string]bool{}
 	var entries []string
 	for _, p := range w.sortedPaths() {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
 		rest, ok := strings.CutPrefix(p, prefix)
 		if !ok {
 			continue
@@ -248,7 +257,7 @@ func runLS(w *workspace, args json.RawMessage) (string, error) {
 	return strings.Join(entries, "\n"), nil
 }
 
-func runReadFile(w *workspace, args json.RawMessage) (string, error) {
+func runReadFile(ctx context.Context, w *workspace, args json.RawMessage) (string, error) {
 	a := struct {
 		FilePath string `json:"file_path"`
 		Offset   int    `json:"offset"`
@@ -289,7 +298,7 @@ func runReadFile(w *workspace, args json.RawMessage) (string, error) {
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
-func runWriteFile(w *workspace, args json.RawMessage) (string, error) {
+func runWriteFile(ctx context.Context, w *workspace, args json.RawMessage) (string, error) {
 	var a struct {
 		FilePath string  `json:"file_path"`
 		Content  *string `json:"content"`
@@ -314,7 +323,7 @@ func runWriteFile(w *workspace, args json.RawMessage) (string, error) {
 	return fmt.Sprintf("Wrote %s (%d bytes).", p, len(*a.Content)), nil
 }
 
-func runEditFile(w *workspace, args json.RawMessage) (string, error) {
+func runEditFile(ctx context.Context, w *workspace, args json.RawMessage) (string, error) {
 	var a struct {
 		FilePath   string `json:"file_path"`
 		OldString  string `json:"old_string"`
@@ -351,7 +360,7 @@ func runEditFile(w *workspace, args json.RawMessage) (string, error) {
 	return fmt.Sprintf("Edited %s: replaced %d occurrence(s).", p, n), nil
 }
 
-func runDelete(w *workspace, args json.RawMessage) (string, error) {
+func runDelete(ctx context.Context, w *workspace, args json.RawMessage) (string, error) {
 	var a struct {
 		FilePath string `json:"file_path"`
 	}
@@ -372,52 +381,7 @@ func runDelete(w *workspace, args json.RawMessage) (string, error) {
 	return "Deleted " + p + ".", nil
 }
 
-// globRE turns a glob into an anchored regular expression: * within a
-// segment, ** across segments, ? one character, [...] a class.
-func globRE(pattern string) (*regexp.Regexp, error) {
-	var b strings.Builder
-	b.WriteString("^")
-	for i := 0; i < len(pattern); i++ {
-		c := pattern[i]
-		switch c {
-		case '*':
-			if i+1 < len(pattern) && pattern[i+1] == '*' {
-				i++
-				if i+1 < len(pattern) && pattern[i+1] == '/' {
-					i++
-					b.WriteString("(?:.*/)?")
-				} else {
-					b.WriteString(".*")
-				}
-			} else {
-				b.WriteString("[^/]*")
-			}
-		case '?':
-			b.WriteString("[^/]")
-		case '[':
-			j := strings.IndexByte(pattern[i:], ']')
-			if j < 0 {
-				return nil, toolErrorf("Invalid glob pattern '%s': '[' is not closed.", pattern)
-			}
-			class := pattern[i+1 : i+j]
-			if strings.HasPrefix(class, "!") {
-				class = "^" + class[1:]
-			}
-			b.WriteString("[" + class + "]")
-			i += j
-		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
-		}
-	}
-	b.WriteString("$")
-	re, err := regexp.Compile(b.String())
-	if err != nil {
-		return nil, toolErrorf("Invalid glob pattern '%s'.", pattern)
-	}
-	return re, nil
-}
-
-func runGlob(w *workspace, args json.RawMessage) (string, error) {
+func runGlob(ctx context.Context, w *workspace, args json.RawMessage) (string, error) {
 	var a struct {
 		Pattern string `json:"pattern"`
 		Path    string `json:"path"`
@@ -435,14 +399,17 @@ func runGlob(w *workspace, args json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	re, err := globRE(strings.TrimPrefix(a.Pattern, "/"))
+	g, err := compileGlob(strings.TrimPrefix(a.Pattern, "/"))
 	if err != nil {
 		return "", err
 	}
 	prefix := dirPrefix(dir)
 	var out []string
 	for _, p := range w.sortedPaths() {
-		if rest, ok := strings.CutPrefix(p, prefix); ok && re.MatchString(rest) {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		if rest, ok := strings.CutPrefix(p, prefix); ok && g.match(rest) {
 			out = append(out, p)
 		}
 	}
@@ -452,7 +419,7 @@ func runGlob(w *workspace, args json.RawMessage) (string, error) {
 	return strings.Join(out, "\n"), nil
 }
 
-func runGrep(w *workspace, args json.RawMessage) (string, error) {
+func runGrep(ctx context.Context, w *workspace, args json.RawMessage) (string, error) {
 	var a struct {
 		Pattern    string `json:"pattern"`
 		Path       string `json:"path"`
@@ -480,21 +447,27 @@ func runGrep(w *workspace, args json.RawMessage) (string, error) {
 	default:
 		return "", toolErrorf("Invalid output_mode '%s': use files_with_matches, content or count.", a.OutputMode)
 	}
-	var re *regexp.Regexp
+	if len(a.Pattern) > MaxSearchLen {
+		return "", toolErrorf("Invalid arguments for grep: pattern is %d bytes long; the most is %d.", len(a.Pattern), MaxSearchLen)
+	}
+	var g *glob
 	if a.Glob != "" {
-		if re, err = globRE(strings.TrimPrefix(a.Glob, "/")); err != nil {
+		if g, err = compileGlob(strings.TrimPrefix(a.Glob, "/")); err != nil {
 			return "", err
 		}
 	}
 	prefix := dirPrefix(dir)
 	var out []string
 	for _, p := range w.sortedPaths() {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
 		rest, ok := strings.CutPrefix(p, prefix)
 		if !ok && p != dir {
 			continue
 		}
 		// A glob without a slash matches the file name at any depth.
-		if re != nil && !re.MatchString(rest) && !(strings.IndexByte(a.Glob, '/') < 0 && re.MatchString(path.Base(p))) {
+		if g != nil && !g.match(rest) && !(strings.IndexByte(a.Glob, '/') < 0 && g.match(path.Base(p))) {
 			continue
 		}
 		content := w.files[p]
@@ -530,7 +503,7 @@ func runGrep(w *workspace, args json.RawMessage) (string, error) {
 	return strings.Join(out, "\n"), nil
 }
 
-func runWriteTodos(w *workspace, args json.RawMessage) (string, error) {
+func runWriteTodos(ctx context.Context, w *workspace, args json.RawMessage) (string, error) {
 	var a struct {
 		Todos []Todo `json:"todos"`
 	}

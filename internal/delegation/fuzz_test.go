@@ -1,6 +1,7 @@
 package delegation
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -23,7 +24,7 @@ func FuzzToolArgs(f *testing.F) {
 			tl = stack[len(name)%len(stack)]
 		}
 		w := newWorkspace(map[string]string{"/a.md": "one\ntwo", "/d/b.md": "two"})
-		out, err := tl.run(w, json.RawMessage(args))
+		out, err := tl.run(context.Background(), w, json.RawMessage(args))
 		if err != nil {
 			var te *toolError
 			if !errors.As(err, &te) || te.msg == "" {

@@ -1,6 +1,7 @@
 package delegation
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +19,7 @@ const (
 // them, because they end or start agents.
 type tool struct {
 	def ToolDef
-	run func(w *workspace, args json.RawMessage) (string, error)
+	run func(ctx context.Context, w *workspace, args json.RawMessage) (string, error)
 }
 
 // toolError is a tool failure the model can act on: it becomes a tool result
