@@ -520,9 +520,10 @@ func shorten(s string, n int) string {
 // the server no more than a short one.
 const MaxErrors = 50
 
-// moreMessage is the last entry of a list cut at MaxErrors.
+// moreMessage is the last entry of a list cut at MaxErrors. The engine's
+// lists end the same way (delegation.MoreErrors), and count it back.
 func moreMessage(n int) string {
-	return printer.Sprintf("and %d more problems not listed: fix these and check again", n)
+	return fmt.Sprintf("and %d more problems not listed: fix these and check again", n)
 }
 
 // fieldErrors renders leaves as FieldErrors, de-duplicated and sorted by

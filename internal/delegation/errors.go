@@ -89,3 +89,48 @@ func ErrorCode(err error) string {
 	}
 	return EINTERNAL
 }
+
+// MaxFieldErrors is the most problems one input gets reported, as the
+// schema reports them: past it a person fixes what is listed and checks
+// again, and an input made of errors costs no more than a short one.
+const MaxFieldErrors = 50
+
+// moreErrorsPrefix starts the entry that counts the problems not listed.
+const moreErrorsPrefix = "and "
+
+// MoreErrors is the last entry of a list cut at MaxFieldErrors: it counts
+// the n problems left out.
+func MoreErrors(n int) FieldError {
+	return FieldError{Message: fmt.Sprintf("%s%d more problems not listed: fix these and check again", moreErrorsPrefix, n)}
+}
+
+// Capped returns es cut to MaxFieldErrors, the rest counted in one last
+// entry.
+func (es FieldErrors) Capped() FieldErrors {
+	n := CountErrors(es)
+	if n <= MaxFieldErrors {
+		return es
+	}
+	listed := es
+	if n != len(es) {
+		listed = es[:len(es)-1] // without its count
+	}
+	listed = listed[:min(len(listed), MaxFieldErrors)]
+	return append(append(FieldErrors(nil), listed...), MoreErrors(n-len(listed)))
+}
+
+// CountErrors is how many problems es holds, those its last entry counts
+// included.
+func CountErrors(es FieldErrors) int {
+	if len(es) == 0 {
+		return 0
+	}
+	last := es[len(es)-1]
+	var n int
+	if last.Field == "" && strings.HasPrefix(last.Message, moreErrorsPrefix) {
+		if _, err := fmt.Sscanf(last.Message[len(moreErrorsPrefix):], "%d more problems", &n); err == nil {
+			return len(es) - 1 + n
+		}
+	}
+	return len(es)
+}

@@ -273,7 +273,7 @@ func (r *Runner) logger() *slog.Logger {
 // Import checks a trace document whole and stores it as a new session; it
 // returns the new id. Nothing is written when anything is wrong.
 func (r *Runner) Import(ctx context.Context, raw []byte) (string, error) {
-	t, pos, err := trace.Parse(raw)
+	t, pos, err := trace.ParseContext(ctx, raw)
 	if err != nil {
 		return "", err
 	}

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -34,10 +35,20 @@ type At struct {
 // A problem is a *delegation.Error (EINVALID with every problem in Fields,
 // or ETOOLARGE); nothing is returned half-checked.
 func Parse(raw []byte) (*Trace, *Positions, error) {
+	return ParseContext(context.Background(), raw)
+}
+
+// ParseContext is Parse that gives up, with ctx's error, when ctx ends: the
+// client that sent the trace went away.
+func ParseContext(ctx context.Context, raw []byte) (*Trace, *Positions, error) {
 	if len(raw) > MaxBytes {
 		return nil, nil, delegation.Errorf(delegation.ETOOLARGE, "the trace is %d bytes; the most a trace may have is %d (64 MiB)", len(raw), MaxBytes)
 	}
-	if errs := schema.ValidateTrace(raw); len(errs) > 0 {
+	errs, err := schema.ValidateTraceContext(ctx, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(errs) > 0 {
 		fe := make(delegation.FieldErrors, len(errs))
 		for i, e := range errs {
 			fe[i] = delegation.FieldError{Field: e.Field, Message: e.Message}
@@ -49,7 +60,10 @@ func Parse(raw []byte) (*Trace, *Positions, error) {
 	if err := dec.Decode(&t); err != nil {
 		return nil, nil, invalid(delegation.FieldErrors{{Message: fmt.Sprintf("cannot read the trace: %v", err)}})
 	}
-	pos, fe := t.Check()
+	pos, fe := t.check(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	if len(fe) > 0 {
 		return nil, nil, invalid(fe)
 	}
@@ -58,8 +72,8 @@ func Parse(raw []byte) (*Trace, *Positions, error) {
 
 func invalid(fe delegation.FieldErrors) error {
 	msg := "the trace is not valid: " + fe[0].Error()
-	if len(fe) > 1 {
-		msg += fmt.Sprintf(" (and %d more problems)", len(fe)-1)
+	if n := delegation.CountErrors(fe); n > 1 {
+		msg += fmt.Sprintf(" (and %d more problems)", n-1)
 	}
 	return &delegation.Error{Code: delegation.EINVALID, Message: msg, Fields: fe}
 }
@@ -68,13 +82,24 @@ func invalid(fe delegation.FieldErrors) error {
 // referred to exists, that contexts stay inside their message lists, and
 // that seq strictly increases. It returns where everything was introduced.
 func (t *Trace) Check() (*Positions, delegation.FieldErrors) {
-	var errs delegation.FieldErrors
-	const maxErrors = 50
+	return t.check(context.Background())
+}
+
+// check is Check that gives up when ctx ends (it then returns nothing).
+func (t *Trace) check(ctx context.Context) (_ *Positions, errs delegation.FieldErrors) {
+	more := 0
 	add := func(field, format string, args ...any) {
-		if len(errs) < maxErrors {
+		if len(errs) < delegation.MaxFieldErrors {
 			errs.Add(field, format, args...)
+		} else {
+			more++
 		}
 	}
+	defer func() {
+		if more > 0 {
+			errs = append(errs, delegation.MoreErrors(more))
+		}
+	}()
 	pos := &Positions{AgentSeq: map[string]int64{}, Message: map[string]At{}, MessageIndex: map[string]int{},
 		Call: map[string]At{}, CallFinished: map[string]At{}}
 
@@ -127,11 +152,20 @@ func (t *Trace) Check() (*Positions, delegation.FieldErrors) {
 		}
 	}
 
+	if t.Session.Status == delegation.StatusRunning {
+		// Nothing in this studio runs it: it would show as running forever.
+		add("session.status", `a session cannot be imported as "running": nothing here would ever finish it; export it again once it has ended, or set its status to "interrupted"`)
+	}
 	var last int64
 	for i, ev := range t.Events {
 		f := fmt.Sprintf("events[%d]", i)
-		if ev.Seq <= last {
-			add(f+".seq", "seq %d does not follow %d: seq must increase strictly", ev.Seq, last)
+		if i%1024 == 0 && ctx.Err() != nil {
+			return nil, nil
+		}
+		// Export numbers the events 1, 2, 3… with no gap: a seq of 2^63-1
+		// would leave a session no room to grow and mean nothing.
+		if ev.Seq != last+1 {
+			add(f+".seq", "seq %d does not follow %d: seq must increase strictly, by one from 1", ev.Seq, last)
 		}
 		last = ev.Seq
 		if ev.AgentID != "" && !agents[ev.AgentID] {
