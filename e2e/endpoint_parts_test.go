@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -14,8 +15,11 @@ import (
 // child's receipt.
 func TestReasoningAndCutOff(t *testing.T) {
 	ep := openaitest.NewServer(t, openaitest.ThinkerAndRambler)
-	s := startStudio(t)
-	id := s.start(t, openaitest.ThinkerAndRamblerScenario(ep.URL+"/v1"))
+	// The studio calls only the endpoints it was started with: the
+	// scenario names it instead of giving its URL.
+	s := startStudio(t, "--endpoint", "fake="+ep.URL+"/v1")
+	doc := strings.Replace(openaitest.ThinkerAndRamblerScenario(ep.URL+"/v1"), `"base_url": "`+ep.URL+`/v1"`, `"endpoint": "fake"`, 1)
+	id := s.start(t, doc)
 	tr := s.waitDone(t, id)
 	var thinker, rambler string
 	for _, a := range tr.Agents {

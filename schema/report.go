@@ -294,6 +294,12 @@ func (r *reporter) describe(e *jsonschema.ValidationError) string {
 	case *kind.MaxItems:
 		return fmt.Sprintf("must have at most %d items, not %d", k.Want, k.Got)
 	case *kind.Pattern:
+		switch {
+		case r.isDef(e.SchemaURL, "/$defs/keyEnv"):
+			return fmt.Sprintf(`%s cannot hold an API key here: a key variable's name ends in _API_KEY (e.g. "OPENAI_API_KEY"), so that a scenario cannot send other variables of the environment to an endpoint`, display(k.Got))
+		case r.isDef(e.SchemaURL, "/$defs/endpointName"):
+			return fmt.Sprintf("%s is not an endpoint name: names are letters, digits, '.', '_' and '-', at most 64", display(k.Got))
+		}
 		return fmt.Sprintf("%s does not match the pattern %q", display(k.Got), k.Want)
 	case *kind.Format:
 		msg := fmt.Sprintf("%s is not a valid %s", display(k.Got), k.Want)

@@ -36,7 +36,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// variable turns storing on behind a script's back.
 	dbPath := c.String("db", "", "", "store the session in this database `file`; its id is the trace's session.id (without it nothing is kept)", []string{})
 	modelURL := c.String("model-url", "", "", "run against this OpenAI-compatible endpoint (`URL`, e.g. http://127.0.0.1:8080/v1) instead of the script; empty: $OPENAI_BASE_URL, then OpenAI's", nil)
-	modelName := c.String("model", "", "", "the `name` of the model to call; the key comes from $OPENAI_API_KEY (or the scenario's model.api_key_env)", nil)
+	modelName := c.String("model", "", "", "the `name` of the model to call; the key comes from the scenario's model.api_key_env, or $OPENAI_API_KEY at OpenAI (or $OPENAI_BASE_URL)", nil)
+	keyEnv := c.String("api-key-env", "", "", "read --model-url's key from this `variable` (a *_API_KEY one)", nil)
+	var endpoints endpointFlags
+	c.fs.Var(&endpoints, "endpoint", "an endpoint the scenario may name (\"endpoint\": NAME): `NAME=URL[,KEY_ENV[,MODEL]]`; repeatable")
+	c.add("endpoint", "", []string{})
 	noStream := c.Bool("no-stream", "wait for each whole answer instead of streaming it (for servers that cannot stream tool calls)", nil)
 	verbose := c.Bool("verbose", "show progress on any stderr, with the text models stream as it arrives", nil)
 	quiet := c.Bool("quiet", "show no progress, even on a terminal", nil)
@@ -44,13 +48,16 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
+	if err := checkEndpoints(endpoints); err != nil {
+		return c.fail("%v", err)
+	}
 	sc, code := loadScenario(pos[0], stderr)
 	if sc == nil {
 		return code
 	}
 	// An endpoint is asked for with a model name; a URL alone is a
 	// mistake on the command line, and a default in the environment.
-	if *modelName != "" || c.given("model-url") == "flag" {
+	if *modelName != "" || c.given("model-url") == "flag" || c.given("api-key-env") == "flag" {
 		if *modelName == "" {
 			return c.fail("--model-url needs --model NAME too (or $STUDIO_MODEL)")
 		}
@@ -58,9 +65,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// As run, in the trace: the endpoint the SDKs' variable named.
 			*modelURL = openai.BaseURLFromEnv()
 		}
-		out, err := scenario.WithEndpoint(sc, *modelURL, *modelName)
+		out, err := scenario.WithEndpoint(sc, scenario.Model{BaseURL: *modelURL, APIKeyEnv: *keyEnv, Model: *modelName})
 		if err != nil {
-			return c.fail("%v", err)
+			printErrors(stderr, "studio run", err)
+			return exitUsage
 		}
 		sc = out
 	}
@@ -76,9 +84,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// key or a bad URL fails here, at once. Its warnings about retries are
 	// the progress lines' to tell; errors still reach stderr.
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	model, err := session.ModelLogging(sc, log)
+	model, err := session.ModelWith(sc, session.Endpoints{List: endpoints}, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "studio run: %v\n", err)
+		printErrors(stderr, pos[0], err)
 		return exitUsage
 	}
 
@@ -179,17 +187,23 @@ func loadScenario(path string, stderr io.Writer) (*scenario.Scenario, int) {
 	}
 	sc, err := scenario.Parse(doc)
 	if err != nil {
-		var fe delegation.FieldErrors
-		if errors.As(err, &fe) {
-			for _, e := range fe {
-				fmt.Fprintf(stderr, "%s: %s\n", path, e.Error())
-			}
-		} else {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
-		}
+		printErrors(stderr, path, err)
 		return nil, exitUsage
 	}
 	return sc, exitOK
+}
+
+// printErrors prints a scenario's problems, one per line, each naming its
+// field.
+func printErrors(stderr io.Writer, path string, err error) {
+	var fe delegation.FieldErrors
+	if errors.As(err, &fe) {
+		for _, e := range fe {
+			fmt.Fprintf(stderr, "%s: %s\n", path, e.Error())
+		}
+		return
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", path, err)
 }
 
 // lessonScenario is the scenario of NAME (its first variant) or of

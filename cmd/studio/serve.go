@@ -8,33 +8,83 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/delegationstudio/studio/internal/db"
-	"github.com/delegationstudio/studio/internal/model/openai"
 	"github.com/delegationstudio/studio/internal/server"
 	"github.com/delegationstudio/studio/internal/tokens"
 )
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("serve", "studio [serve] [--addr HOST:PORT] [--db FILE] [--token TOKEN] [--model-url URL --model NAME]",
+	c := newCommand("serve", "studio [serve] [--addr HOST:PORT] [--db FILE] [--endpoint NAME=URL[,KEY_ENV[,MODEL]]]... [flags]",
 		`Serves the web studio: sessions, lessons, the team editor, compare, exports.
-It listens on 127.0.0.1 unless told otherwise; any other address needs --token.
+It listens on 127.0.0.1 unless told otherwise; any other address needs an access
+token ($STUDIO_TOKEN or --token-file; --token shows in the process list).
+It answers only to the address, the loopback names and --allowed-host names.
+
+Model calls go only to the endpoints given here (--endpoint, --model-url with
+--model, or --config); a scenario names one ("model": {"endpoint": "NAME"})
+and can give no URL or key variable of its own. Keys come from *_API_KEY
+variables; OPENAI_API_KEY goes to OpenAI (or $OPENAI_BASE_URL) only.
+
 GET /healthz says whether the database is reachable; GET /metrics gives the
 studio's figures in the Prometheus text format.`, stdout, stderr)
-	addr := c.String("addr", "127.0.0.1:7788", "127.0.0.1:7788", "listen on this `host:port`; beyond loopback it needs --token", nil)
+	addr := c.String("addr", "127.0.0.1:7788", "127.0.0.1:7788", "listen on this `host:port`; beyond loopback it needs an access token", nil)
 	dbPath := dbFlag(c)
-	token := c.String("token", "", "", "access `token` every request must carry", nil)
-	modelURL := c.String("model-url", "", "", "an OpenAI-compatible endpoint (`URL`) new sessions may run against; empty: $OPENAI_BASE_URL, then OpenAI's", nil)
-	modelName := c.String("model", "", "", "the model `name` to call there; the key comes from $OPENAI_API_KEY", nil)
+	token := c.String("token", "", "", "access `token` every request must carry (at least 16 characters, hard to guess); prefer $STUDIO_TOKEN or --token-file, which ps does not show", nil)
+	tokenFile := c.String("token-file", "", "", "read the access token from the first line of this `file`", nil)
+	modelURL := c.String("model-url", "", "", "an OpenAI-compatible endpoint (`URL`), named \"default\"; empty: $OPENAI_BASE_URL, then OpenAI's, with $OPENAI_API_KEY", nil)
+	modelName := c.String("model", "", "", "the model `name` to call there", nil)
 	noStream := c.Bool("no-stream", "sessions on that endpoint wait for each whole answer instead of streaming it", nil)
+	var endpoints endpointFlags
+	c.fs.Var(&endpoints, "endpoint", "a model endpoint scenarios may name: `NAME=URL[,KEY_ENV[,MODEL]]`, its key read from KEY_ENV (a *_API_KEY variable); repeatable")
+	c.add("endpoint", "", []string{})
+	configPath := c.String("config", "", "", "a JSON `file` of endpoints and allowed hosts (see docs/models.md)", nil)
+	var allowedHosts listFlags
+	c.fs.Var(&allowedHosts, "allowed-host", "another `name` the studio answers to (a proxy's, a LAN name); repeatable")
+	c.add("allowed-host", "", []string{})
+	maxConns := intFlag(c, "max-connections", server.DefaultMaxConnections, "connections open at once; past it, 503")
+	maxRunning := intFlag(c, "max-sessions", server.DefaultMaxRunning, "sessions running at once; past it, 503")
+	maxViewers := intFlag(c, "max-viewers", server.DefaultMaxViewers,
+		fmt.Sprintf("live viewers in all; past it, 503 (and 429 past %d on one session)", server.DefaultMaxSessionViewers))
 	if _, code, ok := c.parse(args); !ok {
 		return code
+	}
+	if *tokenFile != "" && c.given("token") != "flag" {
+		t, err := readToken(*tokenFile)
+		if err != nil {
+			return c.fail("--token-file: %v", err)
+		}
+		*token = t
 	}
 	if err := server.CheckAddr(*addr, *token); err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitUsage
+	}
+	var list []server.Endpoint
+	if *configPath != "" {
+		fromFile, hosts, err := readServeConfig(*configPath)
+		if err != nil {
+			return c.fail("%v", err)
+		}
+		list = append(list, fromFile...)
+		allowedHosts = append(allowedHosts, hosts...)
+	}
+	list = append(list, endpoints...)
+	if *modelName != "" {
+		list = append(list, server.Endpoint{Name: "default", BaseURL: *modelURL, Model: *modelName, NoStream: *noStream})
+	} else if c.given("model-url") == "flag" {
+		return c.fail("--model-url needs --model NAME too (or $STUDIO_MODEL)")
+	}
+	if err := checkEndpoints(list); err != nil {
+		return c.fail("%v", err)
+	}
+	// A missing key or a bad URL stops the studio now, not at the first
+	// session.
+	for _, e := range list {
+		if err := e.Verify(); err != nil {
+			return c.fail("%v", err)
+		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	// The first page that counts tokens must not wait for a tokenizer.
@@ -52,23 +102,10 @@ studio's figures in the Prometheus text format.`, stdout, stderr)
 	}
 	defer d.Close()
 
-	var endpoints []server.Endpoint
-	if *modelName != "" {
-		if *modelURL == "" {
-			*modelURL = openai.BaseURLFromEnv()
-		}
-		// A missing key or a bad URL stops the studio now, not at the
-		// first session.
-		if _, err := openai.New(openai.Config{BaseURL: *modelURL, Model: *modelName, APIKey: openai.KeyFromEnv("")}); err != nil {
-			return c.fail("%v", err)
-		}
-		endpoints = append(endpoints, server.Endpoint{BaseURL: *modelURL, Model: *modelName, NoStream: *noStream})
-	} else if c.given("model-url") == "flag" {
-		return c.fail("--model-url needs --model NAME too (or $STUDIO_MODEL)")
-	}
-	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: endpoints})
+	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: list, Addr: *addr, AllowedHosts: allowedHosts,
+		Limits: server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers}})
 	if n, err := srv.Recover(ctx); err != nil {
-		fmt.Fprintf(stderr, "studio: %v\n", err)
+		fmt.Fprintf(stderr, "studio: %v\n", db.Describe(*dbPath, err))
 		return exitFailed
 	} else if n > 0 {
 		log.Info("sessions left running by a stopped studio are now interrupted", "count", n)
@@ -81,18 +118,17 @@ studio's figures in the Prometheus text format.`, stdout, stderr)
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitFailed
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := server.NewHTTPServer(srv.Handler())
 	fmt.Fprintf(stdout, "Delegation Studio on http://%s (sessions in %s)\n", ln.Addr(), *dbPath)
-	for _, e := range endpoints {
-		key := "no key in OPENAI_API_KEY"
-		if os.Getenv("OPENAI_API_KEY") != "" {
-			key = "key from OPENAI_API_KEY"
-		}
-		fmt.Fprintf(stdout, "Model endpoint: %s (%s)\n", e.Label(), key)
+	for _, e := range list {
+		fmt.Fprintf(stdout, "Model endpoint %s (%s)\n", e.Label(), keyNote(e))
+	}
+	if c.given("token") == "flag" {
+		log.Warn("the access token was given with --token: other users of this machine can read it in the process list; use STUDIO_TOKEN or --token-file")
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
+	go func() { errc <- httpSrv.Serve(server.LimitListener(ln, *maxConns)) }()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
@@ -107,4 +143,12 @@ studio's figures in the Prometheus text format.`, stdout, stderr)
 	srv.Shutdown()
 	_ = httpSrv.Shutdown(shutdown)
 	return exitOK
+}
+
+// intFlag defines an int flag, its default said in the help and no
+// variable of its own.
+func intFlag(c *command, name string, def int, usage string) *int {
+	p := c.fs.Int(name, def, usage)
+	c.add(name, fmt.Sprint(def), []string{})
+	return p
 }

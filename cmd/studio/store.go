@@ -26,7 +26,7 @@ func dbFlag(c *command) *string {
 func openStore(ctx context.Context, path string, stderr io.Writer) (*db.DB, bool) {
 	d, err := db.Open(ctx, path)
 	if err != nil {
-		fmt.Fprintf(stderr, "studio: %v\n", err)
+		fmt.Fprintf(stderr, "studio: %v\n", db.Describe(path, err))
 		return nil, false
 	}
 	return d, true

@@ -14,8 +14,11 @@ package live
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 )
 
 // Message is one encoded event for the wire. Seq > 0 is part of the
@@ -31,7 +34,31 @@ type Message struct {
 type Options struct {
 	Buffer int          // per-subscriber queue; default 256
 	Logger *slog.Logger // nil: slog.Default()
+	// MaxViewers caps the subscriptions in all, MaxSessionViewers those of
+	// one session (TrySubscribe); 0 means no cap. Each viewer holds a
+	// socket, a queue and a replay of the backlog.
+	MaxViewers, MaxSessionViewers int
 }
+
+// ErrFull is why TrySubscribe refused a viewer; it is wrapped in a
+// *FullError that says which cap was reached.
+var ErrFull = errors.New("live: too many viewers")
+
+// FullError is a refused subscription: Session says whether the session's
+// own cap was reached (rather than the hub's), and Max is that cap.
+type FullError struct {
+	Session bool
+	Max     int
+}
+
+func (e *FullError) Error() string {
+	if e.Session {
+		return fmt.Sprintf("this session already has %d live viewers, the most it may have: close another of its pages, or try again later", e.Max)
+	}
+	return fmt.Sprintf("the studio already has %d live viewers, the most it serves at once: close some pages, or try again later", e.Max)
+}
+
+func (e *FullError) Unwrap() error { return ErrFull }
 
 // DefaultBuffer is the per-subscriber queue length when Options.Buffer is 0.
 const DefaultBuffer = 256
@@ -39,8 +66,9 @@ const DefaultBuffer = 256
 // Hub fans each session's messages out to its subscribers. It is safe for
 // concurrent use.
 type Hub struct {
-	buffer int
-	log    *slog.Logger
+	buffer          int
+	log             *slog.Logger
+	maxAll, maxEach int
 	// ctx is cancelled by Close, so every Serve can stop without polling.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -52,6 +80,9 @@ type Hub struct {
 	mu       sync.RWMutex
 	sessions map[string]*session
 	closed   bool
+	// viewers counts the subscriptions of every session; it changes with
+	// subs, under the same locks.
+	viewers atomic.Int64
 }
 
 // session holds one session's subscribers; it exists only while it has some.
@@ -73,7 +104,7 @@ func NewHub(opts Options) *Hub {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Hub{buffer: opts.Buffer, log: opts.Logger, ctx: ctx, cancel: cancel,
-		sessions: make(map[string]*session)}
+		sessions: make(map[string]*session), maxAll: opts.MaxViewers, maxEach: opts.MaxSessionViewers}
 }
 
 // Publish hands msg to every current subscriber of the session. It never
@@ -98,6 +129,7 @@ func (h *Hub) Publish(sessionID string, msg Message) {
 			// Waiting here would let one viewer stall the session and every
 			// other viewer; the dropped one reconnects from its last seq.
 			delete(s.subs, sub)
+			h.viewers.Add(-1)
 			sub.end(true)
 			dropped++
 		}
@@ -124,25 +156,45 @@ func (h *Hub) removeIfEmpty(sessionID string, s *session) {
 	}
 }
 
-// Subscribe starts receiving a session's messages. The caller must Close the
-// subscription when done with it. After Close, subscriptions come back
-// already ended.
+// Subscribe starts receiving a session's messages, whatever the caps. The
+// caller must Close the subscription when done with it. After Close,
+// subscriptions come back already ended.
 func (h *Hub) Subscribe(sessionID string) *Subscription {
-	sub := &Subscription{hub: h, sessionID: sessionID,
-		c: make(chan Message, h.buffer), dropped: make(chan struct{})}
+	sub, _ := h.subscribe(sessionID, false)
+	return sub
+}
+
+// TrySubscribe is Subscribe within the hub's caps: past one it returns a
+// *FullError (wrapping ErrFull) and no subscription.
+func (h *Hub) TrySubscribe(sessionID string) (*Subscription, error) {
+	return h.subscribe(sessionID, true)
+}
+
+func (h *Hub) subscribe(sessionID string, capped bool) (*Subscription, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	s := h.sessions[sessionID]
+	if capped && !h.closed {
+		if h.maxEach > 0 && s != nil && len(s.subs) >= h.maxEach {
+			return nil, &FullError{Session: true, Max: h.maxEach}
+		}
+		if h.maxAll > 0 && h.viewers.Load() >= int64(h.maxAll) {
+			return nil, &FullError{Max: h.maxAll}
+		}
+	}
+	sub := &Subscription{hub: h, sessionID: sessionID,
+		c: make(chan Message, h.buffer), dropped: make(chan struct{})}
 	if h.closed {
 		sub.end(false)
-		return sub
+		return sub, nil
 	}
-	s := h.sessions[sessionID]
 	if s == nil {
 		s = &session{subs: make(map[*Subscription]struct{})}
 		h.sessions[sessionID] = s
 	}
 	s.subs[sub] = struct{}{}
-	return sub
+	h.viewers.Add(1)
+	return sub, nil
 }
 
 // Viewers is the number of current subscribers of a session.
@@ -171,6 +223,7 @@ func (h *Hub) Close() {
 			}
 		}
 		h.sessions = make(map[string]*session)
+		h.viewers.Store(0)
 	}
 	h.mu.Unlock()
 	h.cancel()
@@ -206,6 +259,7 @@ func (s *Subscription) Close() {
 	}
 	sess := h.sessions[s.sessionID]
 	delete(sess.subs, s)
+	h.viewers.Add(-1)
 	if len(sess.subs) == 0 {
 		delete(h.sessions, s.sessionID)
 	}

@@ -51,6 +51,9 @@ var (
 // Seq greater than the last seq sent, and every Seq 0 message. A nil backlog
 // means the session has no stored log: only live messages are sent.
 //
+// A viewer past the hub's caps gets 429 (the session's cap) or 503 (the
+// hub's) with Retry-After, no websocket, and an error wrapping ErrFull.
+//
 // Serve returns when the client goes away, the request context ends or the
 // hub closes (status 1001 "going away"), all with a nil error; when the
 // subscriber is dropped for being slow (status 1013 "try again later"), with
@@ -71,16 +74,33 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, sessionID string, af
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: opts.OriginPatterns})
-	if err != nil {
-		return fmt.Errorf("live: accept websocket for session %s: %w", sessionID, err)
-	}
-
 	// Subscribing before the first backlog read is what leaves no gap: a
 	// message is either stored before the read (and in the backlog) or
 	// published after the subscription (and in its queue), or both, which
-	// the seq comparison deduplicates.
-	sub := h.Subscribe(sessionID)
+	// the seq comparison deduplicates. Subscribing before the upgrade lets
+	// a viewer past the caps get a plain HTTP answer it can act on.
+	sub, err := h.TrySubscribe(sessionID)
+	if err != nil {
+		status := http.StatusServiceUnavailable
+		var full *FullError
+		if errors.As(err, &full) && full.Session {
+			status = http.StatusTooManyRequests
+		}
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, err.Error(), status)
+		return fmt.Errorf("live: session %s: %w", sessionID, err)
+	}
+	// A websocket outlives the server's read and write timeouts, whose
+	// deadlines stay on the connection once it is taken over: it runs while
+	// the session is watched, with pings and a deadline per write.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: opts.OriginPatterns})
+	if err != nil {
+		sub.Close()
+		return fmt.Errorf("live: accept websocket for session %s: %w", sessionID, err)
+	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	stopOnHubClose := context.AfterFunc(h.ctx, func() { cancel(errServerGone) })
 	var wg sync.WaitGroup

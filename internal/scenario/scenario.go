@@ -6,6 +6,7 @@ package scenario
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,7 +68,8 @@ type Subagent struct {
 	Mode           string          `json:"mode,omitempty"`
 	Tools          []string        `json:"tools,omitempty"`
 	Model          string          `json:"model,omitempty"`
-	BaseURL        string          `json:"base_url,omitempty"`    // an endpoint of its own; "" means its parent's
+	Endpoint       string          `json:"endpoint,omitempty"`    // a configured endpoint of its own, by name; "" means its parent's
+	BaseURL        string          `json:"base_url,omitempty"`    // an endpoint of its own (studio run only); "" means its parent's
 	APIKeyEnv      string          `json:"api_key_env,omitempty"` // that endpoint's key variable; "" means the scenario's
 	Skills         []string        `json:"skills,omitempty"`
 	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
@@ -79,8 +81,11 @@ type Subagent struct {
 
 // Model says where the model's answers come from.
 type Model struct {
-	Provider         string `json:"provider,omitempty"`
-	Model            string `json:"model,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Endpoint names an endpoint the studio was configured with; it implies
+	// provider openai. Under serve it is the only way to pick one.
+	Endpoint         string `json:"endpoint,omitempty"`
 	BaseURL          string `json:"base_url,omitempty"`
 	APIKeyEnv        string `json:"api_key_env,omitempty"`
 	NativeJSONSchema bool   `json:"native_json_schema,omitempty"`
@@ -200,7 +205,17 @@ type Scenario struct {
 // Parse checks a scenario document and builds it. The error, when there is
 // one, is a delegation.FieldErrors with every problem found.
 func Parse(doc []byte) (*Scenario, error) {
-	if errs := schema.ValidateScenario(doc); len(errs) > 0 {
+	return ParseContext(context.Background(), doc)
+}
+
+// ParseContext is Parse that gives up, with ctx's error, when ctx ends: the
+// client that sent the document went away.
+func ParseContext(ctx context.Context, doc []byte) (*Scenario, error) {
+	errs, err := schema.ValidateScenarioContext(ctx, doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
 		out := make(delegation.FieldErrors, len(errs))
 		reported := map[string]bool{}
 		for i, e := range errs {
@@ -208,10 +223,10 @@ func Parse(doc []byte) (*Scenario, error) {
 			reported[e.Field] = true
 		}
 		// Report the rules' problems too when the document can still be
-		// read, so a person fixes everything in one pass. The script's
-		// shape is the schema's to report.
+		// read and the list is not full, so a person fixes everything in
+		// one pass. The script's shape is the schema's to report.
 		var f File
-		if json.Unmarshal(doc, &f) == nil {
+		if len(errs) <= schema.MaxErrors && json.Unmarshal(doc, &f) == nil {
 			_, fe := checkTeam(f)
 			for _, e := range fe {
 				if !reported[e.Field] {
@@ -219,7 +234,7 @@ func Parse(doc []byte) (*Scenario, error) {
 				}
 			}
 		}
-		return nil, out
+		return nil, out.Capped()
 	}
 	var f File
 	if err := json.Unmarshal(doc, &f); err != nil {
@@ -244,7 +259,7 @@ func Build(f File, raw json.RawMessage) (*Scenario, error) {
 	}
 	errs = append(errs, sc.checkModel()...)
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, errs.Capped()
 	}
 	return sc, nil
 }
@@ -287,6 +302,16 @@ func (sc *Scenario) checkModel() delegation.FieldErrors {
 	sc.Provider = ProviderScripted
 	if f.Model != nil && f.Model.Provider != "" {
 		sc.Provider = f.Model.Provider
+	} else if f.Model != nil && f.Model.Endpoint != "" {
+		sc.Provider = ProviderOpenAI
+	}
+	if m := f.Model; m != nil && m.Endpoint != "" && m.BaseURL != "" {
+		errs.Add("model.base_url", "give the endpoint by name (model.endpoint) or by URL (model.base_url), not both")
+	}
+	for i, sub := range f.Subagents {
+		if sub.Endpoint != "" && sub.BaseURL != "" {
+			errs.Add(fmt.Sprintf("subagents[%d].base_url", i), "give the endpoint by name (endpoint) or by URL (base_url), not both")
+		}
 	}
 	script := bytes.TrimSpace(f.Script)
 	switch sc.Provider {
@@ -306,7 +331,9 @@ func (sc *Scenario) checkModel() delegation.FieldErrors {
 			}
 		}
 	case ProviderOpenAI:
-		if f.Model.Model == "" {
+		// A named endpoint may bring its own model; that is checked when
+		// the session starts, against the endpoints it knows.
+		if f.Model.Model == "" && f.Model.Endpoint == "" {
 			errs.Add("model.model", `name the model to call, e.g. "gpt-4.1-mini"`)
 		}
 		errs = append(errs, sc.checkToolChoices()...)
@@ -411,16 +438,24 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// WithEndpoint points a scenario at an OpenAI-compatible endpoint: its team
-// and prompt stay, its script is set aside. An empty url means OpenAI's.
-func WithEndpoint(sc *Scenario, url, model string) (*Scenario, error) {
-	if model == "" {
+// WithEndpoint points a scenario at an OpenAI-compatible endpoint: one the
+// studio was configured with, by name (m.Endpoint), or one by URL
+// (m.BaseURL, "" meaning OpenAI's, with m.APIKeyEnv). Its team and prompt
+// stay, its script is set aside. A URL needs a model; with none, a named
+// endpoint's own is used. Unset, the key variable (with a URL) and
+// native_json_schema are the scenario's own.
+func WithEndpoint(sc *Scenario, m Model) (*Scenario, error) {
+	if m.Model == "" && m.Endpoint == "" {
 		return nil, delegation.FieldErrors{{Field: "model.model", Message: "name the model to call at the endpoint"}}
 	}
 	f := sc.File
-	m := Model{Provider: ProviderOpenAI, Model: model, BaseURL: url}
+	m.Provider = ProviderOpenAI
 	if f.Model != nil {
-		m.APIKeyEnv, m.NativeJSONSchema, m.Settings = f.Model.APIKeyEnv, f.Model.NativeJSONSchema, f.Model.Settings
+		if m.APIKeyEnv == "" && m.Endpoint == "" {
+			m.APIKeyEnv = f.Model.APIKeyEnv
+		}
+		m.NativeJSONSchema = m.NativeJSONSchema || f.Model.NativeJSONSchema
+		m.Settings = f.Model.Settings
 	}
 	f.Model, f.Script = &m, nil
 	return rebuild(f)

@@ -60,7 +60,7 @@ func (s *Server) apiStartSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sc, err := scenario.Parse(doc)
+	sc, err := scenario.ParseContext(c.Request().Context(), doc)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/web/templates"
 )
@@ -26,10 +27,17 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	status, msg := http.StatusInternalServerError, "Internal error"
 	fields := []delegation.FieldError{}
+	if s.cfg.DB != nil {
+		err = db.Describe(s.cfg.DB.Path(), err) // a damaged or read-only file says so
+	}
 	var he *echo.HTTPError
 	var de *delegation.Error
 	var fe delegation.FieldErrors
+	var be *busyError
 	switch {
+	case errors.As(err, &be):
+		status, msg = be.status, be.msg
+		setRetryAfter(c, be.retryAfter)
 	case errors.As(err, &he):
 		status = he.Code
 		if m, ok := he.Message.(string); ok {
@@ -44,9 +52,16 @@ func (s *Server) handleError(err error, c echo.Context) {
 		status, msg = http.StatusBadRequest, fe[0].Error()
 		fields = append(fields, fe...)
 	}
-	if status == http.StatusInternalServerError {
+	switch status {
+	case http.StatusInternalServerError:
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		msg = "Internal error"
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		// Busy or storage trouble: for now, not for good.
+		setRetryAfter(c, 5)
+		if status == http.StatusServiceUnavailable {
+			s.log.Warn("request refused for now", "method", c.Request().Method, "path", c.Request().URL.Path, "why", msg)
+		}
 	}
 	if wantsJSON(c) {
 		_ = c.JSON(status, apiError{Error: msg, Errors: fields})

@@ -59,17 +59,7 @@ func (s *studio) scrape() map[string]float64 {
 }
 
 func TestMetrics(t *testing.T) {
-	s := newStudio(t, "")
-	before := s.scrape()
-	for _, name := range []string{`studio_sessions{status="done"}`, `studio_model_calls_total{outcome="ok"}`,
-		`studio_model_retries_total{cause="rate_limit"}`, `studio_tokens_total{kind="input"}`, "studio_live_viewers",
-		"studio_events_total", `studio_store_batch_seconds{outcome="ok"}_count`, "go_goroutines", "process_resident_memory_bytes"} {
-		if _, ok := before[name]; !ok {
-			t.Errorf("no %s before any session", name)
-		}
-	}
-
-	// A session against an endpoint that is overloaded once.
+	// An endpoint that is overloaded once.
 	var calls atomic.Int32
 	ep := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply {
 		return openaitest.Reply{Content: "hi", Usage: map[string]any{"prompt_tokens": 100, "completion_tokens": 5,
@@ -84,8 +74,18 @@ func TestMetrics(t *testing.T) {
 		ep.Config.Handler.ServeHTTP(w, r)
 	}))
 	defer overloaded.Close()
-	sc, err := scenario.Parse([]byte(fmt.Sprintf(`{"name": "m", "prompt": "hello",
-		"model": {"provider": "openai", "model": "m", "base_url": %q, "stream": false}}`, overloaded.URL+"/v1")))
+	s := studioWith(t, Config{Endpoints: []Endpoint{{Name: "flaky", BaseURL: overloaded.URL + "/v1"}}})
+	before := s.scrape()
+	for _, name := range []string{`studio_sessions{status="done"}`, `studio_model_calls_total{outcome="ok"}`,
+		`studio_model_retries_total{cause="rate_limit"}`, `studio_tokens_total{kind="input"}`, "studio_live_viewers",
+		"studio_events_total", `studio_store_batch_seconds{outcome="ok"}_count`, "go_goroutines", "process_resident_memory_bytes"} {
+		if _, ok := before[name]; !ok {
+			t.Errorf("no %s before any session", name)
+		}
+	}
+
+	// A session against the endpoint.
+	sc, err := scenario.Parse([]byte(`{"name": "m", "prompt": "hello", "model": {"endpoint": "flaky", "model": "m", "stream": false}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,8 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/lessons"
@@ -20,7 +18,7 @@ import (
 )
 
 func csrfToken(c echo.Context) string {
-	t, _ := c.Get(middleware.DefaultCSRFConfig.ContextKey).(string)
+	t, _ := c.Get(csrfContextKey).(string)
 	return t
 }
 
@@ -33,7 +31,7 @@ func (s *Server) page(c echo.Context, title string) templates.Page {
 func (s *Server) sessionsPageView(c echo.Context) (templates.SessionsPage, error) {
 	v := templates.SessionsPage{Page: s.page(c, "Sessions")}
 	for _, e := range s.cfg.Endpoints {
-		v.Endpoints = append(v.Endpoints, e.Label())
+		v.Endpoints = append(v.Endpoints, templates.Choice{Value: e.Name, Label: e.Label()})
 	}
 	list, err := s.cfg.DB.Sessions(c.Request().Context(), 200)
 	if err != nil {
@@ -149,27 +147,29 @@ func (s *Server) startSession(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
 }
 
-// start checks a scenario and starts it, against the chosen endpoint
-// (its index in the configuration) rather than its own model when one is
-// chosen.
+// start checks a scenario and starts it, against the chosen endpoint (by
+// name) rather than its own model when one is chosen.
 func (s *Server) start(c echo.Context, doc []byte, endpoint string) (string, error) {
 	if strings.TrimSpace(string(doc)) == "" {
 		return "", delegation.FieldErrors{{Field: "", Message: "the scenario is empty: paste a scenario, choose a file, or run a lesson"}}
 	}
-	sc, err := scenario.Parse(doc)
+	sc, err := scenario.ParseContext(c.Request().Context(), doc)
 	if err != nil {
 		return "", err
 	}
 	if endpoint != "" {
-		i := atoiDefault(endpoint, -1)
-		if i < 0 || i >= len(s.cfg.Endpoints) {
+		e, ok := s.runner.Endpoints.Lookup(endpoint)
+		if !ok {
 			return "", delegation.FieldErrors{{Field: "endpoint", Message: "no such model endpoint: pick one from the list"}}
 		}
-		e := s.cfg.Endpoints[i]
-		if sc, err = scenario.WithEndpoint(sc, e.BaseURL, e.Model); err != nil {
+		model := ""
+		if sc.File.Model != nil {
+			model = sc.File.Model.Model
+		}
+		if sc, err = scenario.WithEndpoint(sc, scenario.Model{Endpoint: endpoint, Model: model}); err != nil {
 			return "", err
 		}
-		if e.NoStream {
+		if e.NoStream { // and the scenario as run says it does not stream
 			if sc, err = scenario.WithoutStreaming(sc); err != nil {
 				return "", err
 			}
@@ -270,12 +270,23 @@ func (s *Server) signInPage(c echo.Context) error {
 	return render(c, http.StatusOK, templates.SignInPage(s.page(c, "Sign in"), false))
 }
 
+// signIn checks the token typed and sets the sign-in cookie: a signed
+// session id, never the token itself. Wrong tokens are counted: a client
+// that sends too many waits (429).
 func (s *Server) signIn(c echo.Context) error {
-	if s.cfg.Token == "" || !s.tokenMatches(c.FormValue("token")) {
+	a := s.auth
+	if a == nil {
+		return c.Redirect(http.StatusSeeOther, "/")
+	}
+	if wait := a.blocked(c.Request()); wait > 0 {
+		return tooManyTries(c, wait)
+	}
+	if !a.matches(c.FormValue("token")) {
+		a.failed(c.Request())
 		return render(c, http.StatusUnauthorized, templates.SignInPage(s.page(c, "Sign in"), true))
 	}
-	c.SetCookie(&http.Cookie{Name: tokenCookie, Value: s.cfg.Token, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https", Expires: time.Now().Add(30 * 24 * time.Hour)})
+	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: a.newSession(), Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https", Expires: s.now().Add(signInAge)})
 	return c.Redirect(http.StatusSeeOther, "/")
 }
 

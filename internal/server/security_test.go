@@ -33,7 +33,7 @@ func fakeEndpoint(t *testing.T, seenKey *string) *httptest.Server {
 
 func TestAPIKeyIsNeverKept(t *testing.T) {
 	const key = "sk-live-this-must-never-be-written-4242"
-	t.Setenv("STUDIO_TEST_KEY", key)
+	t.Setenv("STUDIO_TEST_API_KEY", key)
 	var seen string
 	endpoint := fakeEndpoint(t, &seen)
 
@@ -44,14 +44,14 @@ func TestAPIKeyIsNeverKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	srv := New(Config{DB: d, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	srv := New(Config{DB: d, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Endpoints: []Endpoint{{Name: "keyed", BaseURL: endpoint.URL + "/v1", KeyEnv: "STUDIO_TEST_API_KEY"}}})
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	jar, _ := cookiejar.New(nil)
 	s := &studio{t: t, srv: srv, ts: ts, db: d, c: &http.Client{Jar: jar}}
 
-	doc := fmt.Sprintf(`{"name": "keyed", "prompt": "say hello",
-		"model": {"provider": "openai", "model": "m", "base_url": %q, "api_key_env": "STUDIO_TEST_KEY"}}`, endpoint.URL+"/v1")
+	doc := `{"name": "keyed", "prompt": "say hello", "model": {"endpoint": "keyed", "model": "m"}}`
 	res, body := s.api("POST", "/api/sessions", "application/json", []byte(doc))
 	var created struct{ ID string }
 	if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
@@ -88,7 +88,7 @@ func TestAPIKeyIsNeverKept(t *testing.T) {
 
 func TestOversizedBodiesAreRefused(t *testing.T) {
 	s := newStudio(t, "")
-	big := bytes.Repeat([]byte("x"), maxBody+1)
+	big := bytes.Repeat([]byte("x"), MaxTraceBody+1)
 	res, _ := s.api("POST", "/api/traces", "application/json", big)
 	if res.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status %d, want 413", res.StatusCode)
@@ -105,7 +105,7 @@ func TestStartAgainstAnEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{DB: d, Endpoints: []Endpoint{{BaseURL: endpoint.URL + "/v1", Model: "m"}}})
+	srv := New(Config{DB: d, Endpoints: []Endpoint{{Name: "local", BaseURL: endpoint.URL + "/v1", Model: "m"}}})
 	ts := httptest.NewServer(srv.Handler())
 	jar, _ := cookiejar.New(nil)
 	s := &studio{t: t, srv: srv, ts: ts, db: d, c: &http.Client{Jar: jar,
@@ -113,10 +113,10 @@ func TestStartAgainstAnEndpoint(t *testing.T) {
 	t.Cleanup(func() { srv.Shutdown(); ts.Close(); d.Close() })
 
 	_, page := s.get("/")
-	if page.Find(`[data-testid="endpoint"] option`).Length() != 2 || !strings.Contains(page.Find(`[data-testid="endpoints"]`).Text(), "m at "+endpoint.URL) {
+	if page.Find(`[data-testid="endpoint"] option`).Length() != 2 || !strings.Contains(page.Find(`[data-testid="endpoints"]`).Text(), "local: m at "+endpoint.URL) {
 		t.Fatal("the form does not offer the configured endpoint")
 	}
-	res, _ := s.form("/", "/sessions", url.Values{"scenario": {`{"name": "x", "prompt": "say hello", "script": {"main": [{"content": "from the script"}]}}`}, "endpoint": {"0"}})
+	res, _ := s.form("/", "/sessions", url.Values{"scenario": {`{"name": "x", "prompt": "say hello", "script": {"main": [{"content": "from the script"}]}}`}, "endpoint": {"local"}})
 	id := sessionID(t, res)
 	s.waitDone(id)
 	tr, err := d.Trace(context.Background(), id)

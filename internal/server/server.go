@@ -6,14 +6,12 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -22,7 +20,6 @@ import (
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/live"
 	"github.com/delegationstudio/studio/internal/session"
-	"github.com/delegationstudio/studio/internal/trace"
 	"github.com/delegationstudio/studio/web/static"
 )
 
@@ -33,27 +30,21 @@ type Config struct {
 	// Token, when set, is required on every request: a cookie after the
 	// sign-in page, or an Authorization: Bearer header for the API.
 	Token string
-	// Endpoints are the configured model endpoints a new session can run
-	// against instead of its script.
+	// Addr is the address the studio listens on, and AllowedHosts other
+	// names it answers to (behind a proxy, say): requests for any other
+	// Host are refused (DNS rebinding).
+	Addr         string
+	AllowedHosts []string
+	Limits       Limits
+	// Endpoints are the model endpoints sessions may call, the first the
+	// default; scenarios name them, and may give no URL or key variable of
+	// their own (session.Endpoints.Only).
 	Endpoints []Endpoint
 	Now       func() time.Time
 }
 
-// Endpoint is an OpenAI-compatible endpoint and the model to call there.
-type Endpoint struct {
-	BaseURL  string // "" means OpenAI's
-	Model    string
-	NoStream bool // its sessions wait for each whole answer (serve --no-stream)
-}
-
-// Label describes an endpoint for a person, without its key.
-func (e Endpoint) Label() string {
-	base := e.BaseURL
-	if base == "" {
-		base = "https://api.openai.com/v1"
-	}
-	return e.Model + " at " + base
-}
+// Endpoint is a configured OpenAI-compatible endpoint.
+type Endpoint = session.Endpoint
 
 // Server is the studio's HTTP server and what it runs.
 type Server struct {
@@ -65,6 +56,12 @@ type Server struct {
 	metrics *metrics
 	log     *slog.Logger
 	now     func() time.Time
+
+	hosts   hostPolicy
+	auth    *auth // nil without a token
+	csrfKey []byte
+	limits  Limits
+	checks  chan struct{} // one per document check running (admit)
 }
 
 // New builds the server.
@@ -75,13 +72,20 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now}
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Now, hosts: newHostPolicy(cfg.Addr, cfg.AllowedHosts),
+		csrfKey: newKey(), limits: cfg.Limits.withDefaults()}
+	if cfg.Token != "" {
+		s.auth = newAuth(cfg.Token, cfg.Now)
+	}
+	s.checks = make(chan struct{}, s.limits.MaxChecks)
 	// A viewer's queue holds more than the recorder's largest batch, which
 	// it publishes at once.
-	s.hub = live.NewHub(live.Options{Buffer: 1024, Logger: cfg.Logger})
+	s.hub = live.NewHub(live.Options{Buffer: 1024, Logger: cfg.Logger,
+		MaxViewers: s.limits.MaxViewers, MaxSessionViewers: s.limits.MaxSessionViewers})
 	s.views = newLiveViews(s.hub, cfg.Logger)
 	s.metrics = newMetrics(cfg.DB, s.hub)
-	s.runner = &session.Runner{DB: cfg.DB, Pub: publishers{s.views, s.metrics}, Logger: cfg.Logger}
+	s.runner = &session.Runner{DB: cfg.DB, Pub: publishers{s.views, s.metrics}, Logger: cfg.Logger, MaxRunning: s.limits.MaxRunning,
+		Endpoints: session.Endpoints{List: cfg.Endpoints, Only: true}}
 	s.echo = s.routes()
 	return s
 }
@@ -121,9 +125,6 @@ func (s *Server) Shutdown() {
 	s.hub.Close()
 }
 
-// maxBody is the largest request body: a trace at its limit, and a little.
-const maxBody = trace.MaxBytes + 1<<20
-
 func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -133,21 +134,11 @@ func (s *Server) routes() *echo.Echo {
 		return err
 	}}))
 	e.Use(securityHeaders)
-	e.Use(middleware.BodyLimit(fmt.Sprint(maxBody)))
-	e.Use(s.requireToken)
-	e.Use(middleware.CSRFWithConfig(middleware.CSRFConfig{
-		TokenLookup:    "form:_csrf",
-		CookieName:     "studio_csrf",
-		CookiePath:     "/",
-		CookieHTTPOnly: true,
-		CookieSameSite: http.SameSiteStrictMode,
-		// The API is for scripts: it takes JSON bodies only, which a page
-		// on another site cannot send without the browser asking first.
-		Skipper: func(c echo.Context) bool { return strings.HasPrefix(c.Path(), "/api/") },
-		ErrorHandler: func(err error, c echo.Context) error {
-			return echo.NewHTTPError(http.StatusForbidden, "This form has expired or did not come from this studio: reload the page and send it again.")
-		},
-	}))
+	e.Use(s.checkHost)    // the Host names this studio; changes and websockets come from its own pages
+	e.Use(limitBody)      // bodies sized to their route
+	e.Use(s.requireToken) // the access token, when there is one
+	e.Use(s.csrf)         // forms carry their token
+	e.Use(s.admit)        // documents are checked a few at a time
 
 	// Pages.
 	e.GET("/", s.sessionsPage)                          // the sessions, the lessons, the start and import forms
@@ -194,42 +185,6 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-const tokenCookie = "studio_token"
-
-// requireToken lets a request through when no token is set, or when it
-// carries the token: a bearer header or the sign-in cookie.
-func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if s.cfg.Token == "" {
-			return next(c)
-		}
-		p := c.Request().URL.Path
-		if p == "/sign-in" || p == "/healthz" || strings.HasPrefix(p, "/static/") {
-			return next(c)
-		}
-		if s.validToken(c) {
-			return next(c)
-		}
-		if strings.HasPrefix(p, "/api/") {
-			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
-			return echo.NewHTTPError(http.StatusUnauthorized, "This studio needs its access token: send Authorization: Bearer <token>.")
-		}
-		return c.Redirect(http.StatusSeeOther, "/sign-in")
-	}
-}
-
-func (s *Server) validToken(c echo.Context) bool {
-	if h := c.Request().Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") && s.tokenMatches(strings.TrimPrefix(h, "Bearer ")) {
-		return true
-	}
-	ck, err := c.Cookie(tokenCookie)
-	return err == nil && s.tokenMatches(ck.Value)
-}
-
-func (s *Server) tokenMatches(got string) bool {
-	return subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1
-}
-
 // CheckAddr refuses to listen beyond this machine without a token.
 func CheckAddr(addr, token string) error {
 	host, _, err := net.SplitHostPort(addr)
@@ -237,7 +192,7 @@ func CheckAddr(addr, token string) error {
 		return fmt.Errorf("address %q: %w (use host:port, e.g. 127.0.0.1:7788)", addr, err)
 	}
 	if token != "" {
-		return nil
+		return CheckToken(token)
 	}
 	if host == "localhost" {
 		return nil

@@ -351,7 +351,8 @@ func TestCheckAddr(t *testing.T) {
 	}{
 		{"127.0.0.1:7788", "", true}, {"localhost:7788", "", true}, {"[::1]:7788", "", true},
 		{"0.0.0.0:7788", "", false}, {":7788", "", false}, {"192.168.1.5:7788", "", false},
-		{"0.0.0.0:7788", "t", true}, {"nonsense", "", false},
+		{"0.0.0.0:7788", "a3f9c2d17e4b8a60f1c5", true}, {"nonsense", "", false},
+		{"0.0.0.0:7788", "t", false}, {"127.0.0.1:7788", "       ", false}, {"0.0.0.0:7788", strings.Repeat("ab", 20), false},
 	} {
 		if err := CheckAddr(c.addr, c.token); (err == nil) != c.ok {
 			t.Errorf("CheckAddr(%q, %q) = %v", c.addr, c.token, err)

@@ -861,7 +861,7 @@ func TestSubagentEndpointRoundTrip(t *testing.T) {
 	s := teamStudio(t)
 	doc := `{"name": "split", "prompt": "go", "model": {"provider": "openai", "model": "big"},
 		"subagents": [{"name": "local", "description": "runs nearby", "model": "small",
-		  "base_url": "http://127.0.0.1:8080/v1", "api_key_env": "LOCAL_KEY"}]}`
+		  "base_url": "http://127.0.0.1:8080/v1", "api_key_env": "LOCAL_API_KEY"}]}`
 	res, _ := s.form("/teams", "/teams/import", url.Values{"team": {doc}})
 	if res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("import: %d", res.StatusCode)
@@ -872,7 +872,7 @@ func TestSubagentEndpointRoundTrip(t *testing.T) {
 		t.Fatalf("the form shows base_url %q", got)
 	}
 	r, body := s.api("GET", loc+"/export", "", nil)
-	if r.StatusCode != 200 || !strings.Contains(string(body), `"base_url": "http://127.0.0.1:8080/v1"`) || !strings.Contains(string(body), `"api_key_env": "LOCAL_KEY"`) {
+	if r.StatusCode != 200 || !strings.Contains(string(body), `"base_url": "http://127.0.0.1:8080/v1"`) || !strings.Contains(string(body), `"api_key_env": "LOCAL_API_KEY"`) {
 		t.Fatalf("export %d: %s", r.StatusCode, body)
 	}
 }

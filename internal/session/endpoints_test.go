@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -53,8 +54,8 @@ func (e *endpointRecorder) server(t *testing.T, answer func(hasTask bool, last s
 }
 
 func TestEachSubagentOnItsEndpoint(t *testing.T) {
-	t.Setenv("KEY_A", "key-a")
-	t.Setenv("KEY_B", "key-b")
+	t.Setenv("A_API_KEY", "key-a")
+	t.Setenv("B_API_KEY", "key-b")
 	var a, b endpointRecorder
 	srvA := a.server(t, func(hasTask bool, last string) map[string]any {
 		if hasTask && last == "user" {
@@ -70,10 +71,10 @@ func TestEachSubagentOnItsEndpoint(t *testing.T) {
 	srvB := b.server(t, func(bool, string) map[string]any { return map[string]any{"role": "assistant", "content": "from B"} })
 	doc := fmt.Sprintf(`{"name": "two endpoints", "prompt": "go",
 		"agent": {"system_prompt": "MAIN"},
-		"model": {"provider": "openai", "model": "m", "base_url": %q, "api_key_env": "KEY_A"},
+		"model": {"provider": "openai", "model": "m", "base_url": %q, "api_key_env": "A_API_KEY"},
 		"subagents": [
 		  {"name": "cloud", "description": "d", "system_prompt": "CLOUD"},
-		  {"name": "local", "description": "d", "system_prompt": "LOCAL", "base_url": %q, "api_key_env": "KEY_B", "model": "small"}]}`,
+		  {"name": "local", "description": "d", "system_prompt": "LOCAL", "base_url": %q, "api_key_env": "B_API_KEY", "model": "small"}]}`,
 		srvA.URL+"/v1", srvB.URL+"/v1")
 	sc, err := scenario.Parse([]byte(doc))
 	if err != nil {
@@ -150,4 +151,152 @@ func TestSettingsPerAgent(t *testing.T) {
 			t.Errorf("helper %s = %v, want %v", key, got, want)
 		}
 	}
+}
+
+// answerOnce is an endpoint that answers every call with text.
+func answerOnce(t *testing.T, e *endpointRecorder) *httptest.Server {
+	return e.server(t, func(bool, string) map[string]any { return map[string]any{"role": "assistant", "content": "ok"} })
+}
+
+func runWith(t *testing.T, doc string, eps Endpoints) error {
+	t.Helper()
+	sc, err := scenario.Parse([]byte(doc))
+	if err != nil {
+		return err
+	}
+	res, err := Run(context.Background(), sc, RunOptions{Endpoints: eps, Sink: delegation.SinkFunc(func(delegation.Event) {})})
+	if err != nil {
+		return err
+	}
+	if res.Status != delegation.StatusDone {
+		t.Fatalf("the session ended %s: %v", res.Status, res.Err)
+	}
+	return nil
+}
+
+// fieldsOf returns err's problems as "field: message" lines.
+func fieldsOf(t *testing.T, err error) []string {
+	t.Helper()
+	var fe delegation.FieldErrors
+	if !errors.As(err, &fe) {
+		t.Fatalf("err = %v, want field errors", err)
+	}
+	var out []string
+	for _, e := range fe {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+// Finding 2 of issue 21: under serve, base_url and api_key_env came from
+// the submitted scenario, so a scenario decided where the server's keys
+// went (STUDIO_TOKEN and AWS_SECRET_ACCESS_KEY were sent out this way).
+func TestServerEndpointsOnly(t *testing.T) {
+	t.Setenv("LOCAL_API_KEY", "key-local")
+	t.Setenv("OTHER_API_KEY", "key-other")
+	t.Setenv("OPENAI_API_KEY", "key-openai")
+	var local, other endpointRecorder
+	srvL, srvO := answerOnce(t, &local), answerOnce(t, &other)
+	eps := Endpoints{Only: true, List: []Endpoint{
+		{Name: "local", BaseURL: srvL.URL + "/v1", KeyEnv: "LOCAL_API_KEY", Model: "m"},
+		{Name: "other", BaseURL: srvO.URL + "/v1", KeyEnv: "OTHER_API_KEY"},
+	}}
+	t.Run("a scenario names an endpoint; the server's key goes to it", func(t *testing.T) {
+		if err := runWith(t, `{"name": "x", "prompt": "p", "model": {"endpoint": "other", "model": "m"}}`, eps); err != nil {
+			t.Fatal(err)
+		}
+		if len(other.keys) != 1 || other.keys[0] != "key-other" {
+			t.Fatalf("other got keys %v", other.keys)
+		}
+	})
+	t.Run("with no endpoint named, the first is the default", func(t *testing.T) {
+		if err := runWith(t, `{"name": "x", "prompt": "p", "model": {"provider": "openai", "model": "m"}}`, eps); err != nil {
+			t.Fatal(err)
+		}
+		if len(local.keys) != 1 || local.keys[0] != "key-local" {
+			t.Fatalf("local got keys %v", local.keys)
+		}
+	})
+	t.Run("an endpoint named without a model brings its own", func(t *testing.T) {
+		if err := runWith(t, `{"name": "x", "prompt": "p", "model": {"endpoint": "local"}}`, eps); err != nil {
+			t.Fatal(err)
+		}
+		if err := runWith(t, `{"name": "x", "prompt": "p", "model": {"endpoint": "other"}}`, eps); err == nil ||
+			!strings.Contains(err.Error(), "model.model: name the model to call: endpoint other has no model of its own") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("a URL or a key variable in the scenario is refused at its field", func(t *testing.T) {
+		err := runWith(t, `{"name": "x", "prompt": "p", "agent": {"base_url": "http://attacker.example/v1"},
+			"model": {"provider": "openai", "model": "m", "base_url": "http://attacker.example/v1", "api_key_env": "OPENAI_API_KEY"},
+			"subagents": [{"name": "s", "description": "d", "base_url": "http://attacker.example/v1", "api_key_env": "LOCAL_API_KEY"}]}`, eps)
+		got := strings.Join(fieldsOf(t, err), "\n")
+		for _, field := range []string{"agent.base_url: this studio sends model calls only to the endpoints it was started with (local, other)",
+			"model.api_key_env: this studio reads only the key variables", "subagents[0].base_url:", "subagents[0].api_key_env:"} {
+			if !strings.Contains(got, field) {
+				t.Errorf("errors lack %q:\n%s", field, got)
+			}
+		}
+	})
+	t.Run("an unknown endpoint is refused", func(t *testing.T) {
+		err := runWith(t, `{"name": "x", "prompt": "p", "model": {"endpoint": "nope", "model": "m"}}`, eps)
+		if got := fieldsOf(t, err); len(got) != 1 || got[0] != `model.endpoint: no endpoint "nope": the endpoints are local, other` {
+			t.Fatalf("errors %v", got)
+		}
+	})
+	t.Run("a studio without endpoints says how to configure one", func(t *testing.T) {
+		err := runWith(t, `{"name": "x", "prompt": "p", "model": {"provider": "openai", "model": "m"}}`, Endpoints{Only: true})
+		if got := fieldsOf(t, err); len(got) != 1 || !strings.Contains(got[0], "--endpoint NAME=URL,KEY_ENV") {
+			t.Fatalf("errors %v", got)
+		}
+	})
+	t.Run("no scenario names a variable other than *_API_KEY", func(t *testing.T) {
+		for _, name := range []string{"STUDIO_TOKEN", "AWS_SECRET_ACCESS_KEY", "HOME"} {
+			_, err := scenario.Parse([]byte(`{"name": "x", "prompt": "p", "model": {"provider": "openai", "model": "m", "api_key_env": "` + name + `"}}`))
+			if got := fieldsOf(t, err); len(got) != 1 || !strings.HasPrefix(got[0], "model.api_key_env: \""+name+"\" cannot hold an API key here") {
+				t.Fatalf("%s: errors %v", name, got)
+			}
+		}
+	})
+}
+
+func TestCommandLineEndpoints(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "key-openai")
+	var e endpointRecorder
+	srv := answerOnce(t, &e)
+	t.Run("a scenario's own URL gets no key it did not name", func(t *testing.T) {
+		doc := fmt.Sprintf(`{"name": "x", "prompt": "p", "model": {"provider": "openai", "model": "m", "base_url": %q}}`, srv.URL+"/v1")
+		if err := runWith(t, doc, Endpoints{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.keys[len(e.keys)-1]; got != "" {
+			t.Fatalf("the scenario's endpoint got key %q: OPENAI_API_KEY is for OpenAI only", got)
+		}
+	})
+	t.Run("a named key variable that is unset is an error, not another key", func(t *testing.T) {
+		doc := fmt.Sprintf(`{"name": "x", "prompt": "p", "model": {"provider": "openai", "model": "m", "base_url": %q, "api_key_env": "UNSET_FOR_TEST_API_KEY"}}`, srv.URL+"/v1")
+		got := fieldsOf(t, runWith(t, doc, Endpoints{}))
+		if len(got) != 1 || !strings.HasPrefix(got[0], "model.api_key_env: UNSET_FOR_TEST_API_KEY is not set in the environment") {
+			t.Fatalf("errors %v", got)
+		}
+	})
+	t.Run("OPENAI_API_KEY goes to OpenAI's own URL", func(t *testing.T) {
+		for base, want := range map[string]string{"": "key-openai", "https://api.openai.com/v1": "key-openai",
+			"http://api.openai.com/v1": "", "https://api.openai.com.attacker.example/v1": "", "http://127.0.0.1:8080/v1": ""} {
+			if got := (target{url: base}).apiKey(); got != want {
+				t.Errorf("key for %q = %q, want %q", base, got, want)
+			}
+		}
+	})
+	t.Run("--endpoint specs", func(t *testing.T) {
+		got, err := ParseEndpoint("or=https://openrouter.ai/api/v1,OPENROUTER_API_KEY,qwen/qwen3-32b")
+		if err != nil || got != (Endpoint{Name: "or", BaseURL: "https://openrouter.ai/api/v1", KeyEnv: "OPENROUTER_API_KEY", Model: "qwen/qwen3-32b"}) {
+			t.Fatalf("got %+v, %v", got, err)
+		}
+		for _, bad := range []string{"local", "=http://x/v1", "l=ftp://x", "l=http://x/v1,STUDIO_TOKEN", "l="} {
+			if _, err := ParseEndpoint(bad); err == nil {
+				t.Errorf("%q was accepted", bad)
+			}
+		}
+	})
 }

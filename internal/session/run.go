@@ -4,7 +4,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -23,19 +22,30 @@ type RunOptions struct {
 	Model  delegation.Model
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Endpoints are where an openai scenario's calls may go, when Model is
+	// nil.
+	Endpoints Endpoints
 }
 
-// ModelFor returns the model a scenario's answers come from.
-func ModelFor(sc *scenario.Scenario) (delegation.Model, error) { return ModelLogging(sc, nil) }
+// ModelFor returns the model a scenario's answers come from, as the command
+// line runs it: with no configured endpoints.
+func ModelFor(sc *scenario.Scenario) (delegation.Model, error) {
+	return ModelWith(sc, Endpoints{}, nil)
+}
 
 // ModelLogging is ModelFor with the logger endpoint adapters warn on (each
 // retried attempt); nil means slog.Default().
 func ModelLogging(sc *scenario.Scenario, log *slog.Logger) (delegation.Model, error) {
+	return ModelWith(sc, Endpoints{}, log)
+}
+
+// ModelWith is ModelLogging whose openai calls go where eps allows.
+func ModelWith(sc *scenario.Scenario, eps Endpoints, log *slog.Logger) (delegation.Model, error) {
 	switch sc.Provider {
 	case scenario.ProviderScripted:
 		return scripted.New(sc.Script), nil
 	case scenario.ProviderOpenAI:
-		return endpoints(sc, log)
+		return endpoints(sc, eps, log)
 	default:
 		return nil, fmt.Errorf("model provider %q is not available in this build", sc.Provider)
 	}
@@ -46,7 +56,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts RunOptions) (*delegati
 	model := opts.Model
 	if model == nil {
 		var err error
-		if model, err = ModelFor(sc); err != nil {
+		if model, err = ModelWith(sc, opts.Endpoints, opts.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -68,64 +78,6 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts RunOptions) (*delegati
 		Logger:    opts.Logger,
 	})
 	return eng.Run(ctx, sc.File.Prompt), nil
-}
-
-// endpoints builds the OpenAI-compatible models of a scenario, one per
-// agent that needs its own: the scenario's endpoint, the main agent's own
-// base_url if it has one, a subagent's own base_url and key variable if it
-// has them (otherwise its parent's), each with its agent's request settings.
-// Keys come from the environment, never from the file.
-func endpoints(sc *scenario.Scenario, log *slog.Logger) (delegation.Model, error) {
-	f := sc.File
-	m := f.Model
-	type endpoint struct {
-		url, keyEnv string
-		settings    string // the settings, encoded: a comparable key
-	}
-	models := map[endpoint]delegation.Model{}
-	get := func(url, keyEnv string, st scenario.Settings) (delegation.Model, error) {
-		enc, _ := json.Marshal(st)
-		e := endpoint{url, keyEnv, string(enc)}
-		if md, ok := models[e]; ok {
-			return md, nil
-		}
-		cfg := openai.Config{BaseURL: url, Model: m.Model, APIKey: openai.KeyFromEnv(keyEnv), KeyEnv: keyEnv,
-			NativeJSONSchema: m.NativeJSONSchema, Settings: openaiSettings(st), Logger: log}
-		md, err := openai.New(cfg)
-		if err != nil {
-			return nil, err
-		}
-		models[e] = md
-		return md, nil
-	}
-	url, keyEnv := m.BaseURL, m.APIKeyEnv
-	if f.Agent != nil && f.Agent.BaseURL != "" {
-		url = f.Agent.BaseURL
-	}
-	r := &router{byName: map[string]delegation.Model{}}
-	var err error
-	if r.main, err = get(url, keyEnv, f.AgentSettings("main")); err != nil {
-		return nil, err
-	}
-	// The built-in general-purpose subagent, unless declared, runs on the
-	// main agent's endpoint with the main agent's settings, but its own
-	// tool_choice (none).
-	if r.fallback, err = get(url, keyEnv, f.AgentSettings("")); err != nil {
-		return nil, err
-	}
-	for i, sub := range f.Subagents {
-		u, k := url, keyEnv
-		if sub.BaseURL != "" {
-			u = sub.BaseURL
-		}
-		if sub.APIKeyEnv != "" {
-			k = sub.APIKeyEnv
-		}
-		if r.byName[sub.Name], err = get(u, k, f.AgentSettings(sub.Name)); err != nil {
-			return nil, fmt.Errorf("subagents[%d] (%s): %w", i, sub.Name, err)
-		}
-	}
-	return r, nil
 }
 
 // openaiSettings maps a scenario's settings to the adapter's.

@@ -22,7 +22,10 @@ type Runner struct {
 	DB     *db.DB
 	Pub    Publisher // may be nil
 	Logger *slog.Logger
-	// ModelFor chooses a scenario's model; nil means the package's ModelFor.
+	// Endpoints are where openai scenarios' calls may go (ModelFor).
+	Endpoints Endpoints
+	// ModelFor chooses a scenario's model; nil means the package's ModelFor
+	// with Endpoints.
 	ModelFor func(*scenario.Scenario) (delegation.Model, error)
 	// NewID makes session ids; nil means NewID. Tests set it to know an
 	// id before the session starts.
@@ -38,12 +41,16 @@ type Runner struct {
 	// of a session whose store failed under it (0: a minute). Past it, the
 	// session is left to recovery, once its lease runs out.
 	StoreRetry time.Duration
+	// MaxRunning caps the sessions running at once; 0 means no cap. Start
+	// and Run past it fail with EUNAVAILABLE, saying so.
+	MaxRunning int
 
-	mu      sync.Mutex
-	owner   string
-	running map[string]context.CancelFunc
-	wg      sync.WaitGroup
-	renewer chan struct{} // closed to stop renewing; nil when not renewing
+	mu       sync.Mutex
+	owner    string
+	running  map[string]context.CancelFunc
+	starting int // sessions past the cap check, not yet in running
+	wg       sync.WaitGroup
+	renewer  chan struct{} // closed to stop renewing; nil when not renewing
 }
 
 // DefaultLease is how long a runner's hold on a running session lasts
@@ -117,9 +124,22 @@ func (r *Runner) Run(ctx context.Context, sc *scenario.Scenario) (string, *deleg
 }
 
 func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, func() (*delegation.Result, error), error) {
+	r.mu.Lock()
+	if r.MaxRunning > 0 && len(r.running)+r.starting >= r.MaxRunning {
+		r.mu.Unlock()
+		return "", nil, delegation.Errorf(delegation.EUNAVAILABLE,
+			"%d sessions are running, the most this studio runs at once: wait for one to end, or stop one, then start this again", r.MaxRunning)
+	}
+	r.starting++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.starting--
+		r.mu.Unlock()
+	}()
 	modelFor := r.ModelFor
 	if modelFor == nil {
-		modelFor = ModelFor
+		modelFor = func(sc *scenario.Scenario) (delegation.Model, error) { return ModelWith(sc, r.Endpoints, r.logger()) }
 	}
 	model, err := modelFor(sc)
 	if err != nil {

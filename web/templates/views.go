@@ -46,7 +46,7 @@ type SessionsPage struct {
 	ScenarioErrs []FieldError
 	TraceText    string
 	TraceErrs    []FieldError
-	Endpoints    []string // configured model endpoints, for information
+	Endpoints    []Choice // configured model endpoints: name, and a label for a person
 }
 
 // MessageView is one message in a context pane.

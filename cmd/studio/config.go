@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/delegationstudio/studio/internal/session"
+)
+
+// serveConfig is serve's config file (--config): where model calls may go
+// and which other names the studio answers to. Flags add to it.
+//
+//	{"endpoints": [{"name": "local", "base_url": "http://127.0.0.1:8080/v1", "model": "qwen2.5"},
+//	               {"name": "openai", "api_key_env": "OPENAI_API_KEY", "model": "gpt-4.1-mini"}],
+//	 "allowed_hosts": ["studio.example.lan"]}
+type serveConfig struct {
+	Endpoints []struct {
+		Name      string `json:"name"`
+		BaseURL   string `json:"base_url"`
+		APIKeyEnv string `json:"api_key_env"`
+		Model     string `json:"model"`
+	} `json:"endpoints"`
+	AllowedHosts []string `json:"allowed_hosts"`
+}
+
+// readServeConfig reads a config file, refusing fields it does not know (a
+// typo would otherwise be a silently missing endpoint).
+func readServeConfig(path string) (endpoints []session.Endpoint, hosts []string, err error) {
+	b, err := readLimited(path, 1<<20)
+	if err != nil {
+		return nil, nil, err
+	}
+	var cfg serveConfig
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, nil, fmt.Errorf("config %s: one JSON object, please", path)
+	}
+	for _, e := range cfg.Endpoints {
+		ep := session.Endpoint{Name: e.Name, BaseURL: e.BaseURL, KeyEnv: e.APIKeyEnv, Model: e.Model}
+		if err := ep.Check(); err != nil {
+			return nil, nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		endpoints = append(endpoints, ep)
+	}
+	return endpoints, cfg.AllowedHosts, nil
+}
+
+// endpointFlags collects --endpoint NAME=URL[,KEY_ENV[,MODEL]] flags.
+type endpointFlags []session.Endpoint
+
+func (f *endpointFlags) String() string { return "" }
+
+func (f *endpointFlags) Set(v string) error {
+	e, err := session.ParseEndpoint(v)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, e)
+	return nil
+}
+
+// listFlags collects a repeatable string flag.
+type listFlags []string
+
+func (f *listFlags) String() string { return strings.Join(*f, ",") }
+
+func (f *listFlags) Set(v string) error {
+	*f = append(*f, v)
+	return nil
+}
+
+// checkEndpoints refuses two endpoints of one name.
+func checkEndpoints(list []session.Endpoint) error {
+	seen := map[string]bool{}
+	for _, e := range list {
+		if seen[e.Name] {
+			return fmt.Errorf("two endpoints are named %s: give each its own name", e.Name)
+		}
+		seen[e.Name] = true
+	}
+	return nil
+}
+
+// readToken reads the access token from a file (--token-file): its first
+// line, so the token is in no process list.
+func readToken(path string) (string, error) {
+	b, err := readLimited(path, 4096)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimRight(line, "\r"), nil
+}
+
+// keyNote says where an endpoint's key comes from, for the start-up lines.
+func keyNote(e session.Endpoint) string {
+	env := e.KeyVar()
+	if env == "" {
+		return "no key"
+	}
+	if os.Getenv(env) == "" {
+		return "key from " + env + ", which is NOT set"
+	}
+	return "key from " + env
+}

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+// Limits are what the server takes at once; zero values take the defaults.
+type Limits struct {
+	// MaxRunning is how many sessions run at once (DefaultMaxRunning).
+	MaxRunning int
+	// MaxViewers is how many live websockets are open in all, and
+	// MaxSessionViewers how many watch one session.
+	MaxViewers, MaxSessionViewers int
+	// MaxChecks is how many documents (scenarios, traces, teams) are
+	// checked at once; others wait up to CheckWait for their turn.
+	MaxChecks int
+	CheckWait time.Duration
+}
+
+// Defaults of Limits.
+const (
+	DefaultMaxRunning        = 64
+	DefaultMaxViewers        = 256
+	DefaultMaxSessionViewers = 64
+	DefaultCheckWait         = 10 * time.Second
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxRunning <= 0 {
+		l.MaxRunning = DefaultMaxRunning
+	}
+	if l.MaxViewers <= 0 {
+		l.MaxViewers = DefaultMaxViewers
+	}
+	if l.MaxSessionViewers <= 0 {
+		l.MaxSessionViewers = DefaultMaxSessionViewers
+	}
+	if l.MaxChecks <= 0 {
+		l.MaxChecks = 2 * runtime.GOMAXPROCS(0)
+	}
+	if l.CheckWait <= 0 {
+		l.CheckWait = DefaultCheckWait
+	}
+	return l
+}
+
+// Body limits, sized to what each kind of request carries: a scenario or a
+// team is a few kilobytes to a few hundred, a trace can be large, anything
+// else is a small form.
+const (
+	MaxScenarioBody = 4 << 20
+	MaxTraceBody    = trace.MaxBytes + 1<<20 // and a multipart form's wrapping
+	MaxFormBody     = 64 << 10
+)
+
+// bodyLimit is the most a route's body may hold.
+func bodyLimit(method, route string) int64 {
+	if method == http.MethodGet || method == http.MethodHead {
+		return 0
+	}
+	switch {
+	case route == "/api/traces" || route == "/traces":
+		return MaxTraceBody
+	case route == "/api/sessions" || route == "/sessions" || route == "/compare" || route == "/clone-team" ||
+		strings.HasPrefix(route, "/teams") || strings.HasPrefix(route, "/lessons/"):
+		return MaxScenarioBody
+	}
+	return MaxFormBody
+}
+
+// heavy reports whether a route checks a whole document: those wait their
+// turn (admit).
+func heavy(method, route string) bool {
+	return method == http.MethodPost && bodyLimit(method, route) > MaxFormBody
+}
+
+// limitBody refuses a body larger than its route takes: at once when its
+// length is declared, and as soon as it is read past the limit otherwise.
+func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		limit := bodyLimit(r.Method, c.Path())
+		if limit == 0 {
+			return next(c)
+		}
+		if r.ContentLength > limit {
+			return echo.NewHTTPError(http.StatusRequestEntityTooLarge, bodyTooLarge(limit))
+		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
+		return next(c)
+	}
+}
+
+func bodyTooLarge(limit int64) string {
+	return fmt.Sprintf("The request is larger than this page or endpoint takes (%s): a scenario or a team may have %s, a trace %s.",
+		byteSize(limit), byteSize(MaxScenarioBody), byteSize(trace.MaxBytes))
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// admit lets a bounded number of document checks run at once; the others
+// wait their turn, and after CheckWait (or when their client leaves) are
+// told to come back. Checking is linear in the document, but a crowd of
+// large ones would still take every core.
+func (s *Server) admit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !heavy(c.Request().Method, c.Path()) {
+			return next(c)
+		}
+		ctx, cancel := context.WithTimeout(c.Request().Context(), s.limits.CheckWait)
+		defer cancel()
+		select {
+		case s.checks <- struct{}{}:
+			defer func() { <-s.checks }()
+			return next(c)
+		case <-ctx.Done():
+			return busy(http.StatusServiceUnavailable, 5, "The studio is busy checking other documents: send this again in a few seconds.")
+		}
+	}
+}
+
+// busyError is a refusal for now: the client may come back after
+// RetryAfter seconds.
+type busyError struct {
+	status     int
+	retryAfter int
+	msg        string
+}
+
+func (e *busyError) Error() string { return e.msg }
+
+func busy(status, retryAfter int, msg string) error {
+	return &busyError{status: status, retryAfter: retryAfter, msg: msg}
+}
+
+func setRetryAfter(c echo.Context, seconds int) {
+	if c.Response().Header().Get("Retry-After") == "" {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(seconds))
+	}
+}
