@@ -17,7 +17,8 @@ import (
 const usage = `studio: see, teach and debug how an AI agent delegates work to subagents.
 
 Usage:
-  studio [serve] [--addr HOST:PORT] [--db FILE] [--token TOKEN] [--model-url URL --model NAME]
+  studio [serve] [--addr HOST:PORT] [--db FILE] [--endpoint NAME=URL[,KEY_ENV[,MODEL]]]...
+         [--model-url URL --model NAME] [--config FILE] [--allowed-host NAME]... [--token-file FILE]
                                        the web studio (the default command)
   studio run SCENARIO.json|lesson:NAME[--VARIANT] [--json] [--db FILE] [--model-url URL --model NAME]
                                        run a scenario headless; --json prints the trace
@@ -74,8 +75,16 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"import":   cmdImport,
 }
 
-// run dispatches a command line; it returns the exit code.
+// run dispatches a command line; it returns the exit code. What it prints
+// is shown, never obeyed, by a terminal (safeWriter).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	out, errOut := newSafeWriter(stdout), newSafeWriter(stderr)
+	defer out.flush()
+	defer errOut.flush()
+	return dispatch(ctx, args, out, errOut)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		return cmdServe(ctx, args, stdout, stderr)
 	}

@@ -18,6 +18,9 @@ import (
 
 // isTerminal reports whether w is a terminal, where progress is for a person.
 func isTerminal(w io.Writer) bool {
+	if s, ok := w.(*safeWriter); ok {
+		w = s.w // what it writes to
+	}
 	f, ok := w.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }
