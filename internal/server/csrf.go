@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"mime"
 	"mime/multipart"
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 )
@@ -98,6 +100,15 @@ func postedField(r *http.Request, name string) (string, error) {
 	}
 	if err != nil {
 		return "", formError(err)
+	}
+	// Bad bytes would become U+FFFD on the way to JSON, and the studio
+	// would keep other text than was typed.
+	for k, vs := range r.PostForm {
+		for _, v := range vs {
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return "", echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("The form's field %q is not valid UTF-8: send the page's form as it is, from a browser.", k))
+			}
+		}
 	}
 	return r.PostForm.Get(name), nil
 }

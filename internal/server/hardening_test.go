@@ -191,6 +191,12 @@ func TestCSRFTokenIsBoundAndPosted(t *testing.T) {
 			t.Fatalf("in the body: status %d, want 303", got)
 		}
 	})
+	t.Run("a form field that is not UTF-8 says so", func(t *testing.T) {
+		res, doc := s.form("/", "/sessions", url.Values{"scenario": {"{\"name\": \"caf\xe9\"}"}})
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(doc.Text(), `field "scenario" is not valid UTF-8`) {
+			t.Fatalf("status %d: %s", res.StatusCode, doc.Find("main").Text())
+		}
+	})
 	t.Run("a form of too many fields says so", func(t *testing.T) {
 		v := url.Values{}
 		for i := range 12000 {

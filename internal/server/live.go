@@ -128,7 +128,7 @@ func livePatches(ev delegation.Event, sp trace.Split) []patch {
 	if json.Unmarshal(sp.Event.Data, &d) != nil {
 		return nil
 	}
-	return []patch{{Sel: `[data-stream="` + d.ModelCallID + `"]`, Op: "text", HTML: d.Text}}
+	return []patch{{Sel: attrIs("data-stream", d.ModelCallID), Op: "text", HTML: d.Text}}
 }
 
 // pagePatches are the changes one stored event makes to a session page; t
@@ -138,7 +138,7 @@ func pagePatches(t *trace.Trace, ev delegation.Event, sp trace.Split) []patch {
 	switch ev.Type {
 	case delegation.EventMessageAdded:
 		m := sp.Message
-		ps = append(ps, patch{Sel: `[data-list="` + m.AgentID + `"][data-live]`, Op: "append",
+		ps = append(ps, patch{Sel: attrIs("data-list", m.AgentID) + "[data-live]", Op: "append",
 			HTML: html(templates.MessageItem(messageView(t.Session.ID, *m)))})
 	case delegation.EventModelStarted:
 		c := *sp.Call
@@ -159,7 +159,7 @@ func pagePatches(t *trace.Trace, ev delegation.Event, sp trace.Split) []patch {
 				}
 			}
 			// An attribute selector: call ids hold dots, which "#…" would read as classes.
-			ps = append(ps, patch{Sel: `[id="call-` + c.ID + `"]`, Op: "replace", HTML: html(templates.TimelineItem(r))})
+			ps = append(ps, patch{Sel: attrIs("id", "call-"+c.ID), Op: "replace", HTML: html(templates.TimelineItem(r))})
 		}
 	case delegation.EventAgentStarted, delegation.EventAgentFinished, delegation.EventDelegationStarted,
 		delegation.EventDelegationFinished, delegation.EventDelegationRefused:
