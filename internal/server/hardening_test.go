@@ -454,3 +454,42 @@ func studioOn(t *testing.T, d *db.DB) *studio {
 	t.Cleanup(func() { srv.Shutdown(); ts.Close(); d.Close() })
 	return &studio{t: t, srv: srv, ts: ts, db: d, c: http.DefaultClient}
 }
+
+// The team editor names the studio's endpoints; a team that gives a URL of
+// its own cannot run here, and says so at the field.
+func TestTeamsNameEndpoints(t *testing.T) {
+	var seen string
+	endpoint := fakeEndpoint(t, &seen)
+	s := studioWith(t, Config{Endpoints: []Endpoint{{Name: "local", BaseURL: endpoint.URL + "/v1", Model: "m"}}})
+	importTeam := func(doc string) string {
+		res, _ := s.form("/teams", "/teams/import", url.Values{"team": {doc}})
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("import: %d", res.StatusCode)
+		}
+		return res.Header.Get("Location")
+	}
+	loc := importTeam(`{"name": "named", "prompt": "go", "model": {"endpoint": "local"},
+		"subagents": [{"name": "s", "description": "d", "endpoint": "elsewhere"}]}`)
+	_, page := s.get(loc)
+	if got := page.Find(`select[name="model.endpoint"] option[selected]`).AttrOr("value", ""); got != "local" {
+		t.Fatalf("model.endpoint shows %q", got)
+	}
+	if got := page.Find(`select[name="subagents[0].endpoint"] option[selected]`).Text(); got != "elsewhere (not an endpoint of this studio)" {
+		t.Fatalf("the subagent's endpoint shows %q", got)
+	}
+	res, doc := s.form(loc, loc+"/run", url.Values{})
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(doc.Find(`[data-field="subagents[0].endpoint"]`).Text(), `no endpoint "elsewhere"`) {
+		t.Fatalf("run: %d %s", res.StatusCode, doc.Find("main").Text())
+	}
+	loc = importTeam(`{"name": "by-url", "prompt": "go", "model": {"provider": "openai", "model": "m", "base_url": "http://attacker.example/v1"}}`)
+	res, doc = s.form(loc, loc+"/run", url.Values{})
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(doc.Find(`[data-field="model.base_url"]`).Text(), "only to the endpoints it was started with (local)") {
+		t.Fatalf("run: %d %s", res.StatusCode, doc.Find("main").Text())
+	}
+	loc = importTeam(`{"name": "ok", "prompt": "say hello", "model": {"endpoint": "local"}}`)
+	res, _ = s.form(loc, loc+"/run", url.Values{})
+	s.waitDone(sessionID(t, res))
+	if seen != "" {
+		t.Fatalf("the endpoint got a key %q it was not given", seen)
+	}
+}

@@ -116,6 +116,9 @@ func (s *Server) renderTeam(c echo.Context, status int, id string, form template
 	form.Notice = notice
 	form.StackTools = append(delegation.StackToolNames(), delegation.TaskToolName)
 	form.SubagentTools = delegation.StackToolNames()
+	for _, e := range s.cfg.Endpoints {
+		form.Endpoints = append(form.Endpoints, e.Name)
+	}
 	f, _ := formFile(form)
 	form.Preview = teamPreview(f)
 	counter := teamCounter(f)
@@ -375,6 +378,12 @@ func (s *Server) runTeam(c echo.Context) error {
 			"This team cannot run yet: fix the problems marked below, save it, and run it again.")
 	}
 	id, err := s.runner.Start(ctx, sc)
+	if errors.As(err, &errs) {
+		// Where its calls would go: a URL or key variable of its own, an
+		// endpoint this studio does not have.
+		return s.renderTeam(c, http.StatusBadRequest, t.ID, fileForm(f), viewErrors(errs),
+			"This team cannot run in this studio yet: fix the problems marked below, save it, and run it again.")
+	}
 	if err != nil {
 		return err
 	}
@@ -486,7 +495,7 @@ func readTeamForm(v url.Values) templates.TeamForm {
 			BaseURL:        v.Get("agent.base_url"),
 		},
 		Model: templates.ModelForm{
-			Provider: v.Get("model.provider"), Model: v.Get("model.model"), BaseURL: v.Get("model.base_url"),
+			Provider: v.Get("model.provider"), Model: v.Get("model.model"), Endpoint: v.Get("model.endpoint"), BaseURL: v.Get("model.base_url"),
 			APIKeyEnv: v.Get("model.api_key_env"), NativeJSONSchema: v.Get("model.native_json_schema") != "",
 		},
 	}
@@ -513,7 +522,7 @@ func readTeamForm(v url.Values) templates.TeamForm {
 		get := func(field string) string { return v.Get(templates.SubKey(i, field)) }
 		form.Subagents = append(form.Subagents, templates.SubagentForm{
 			Name: get("name"), Description: get("description"), SystemPrompt: get("system_prompt"), Mode: get("mode"),
-			Tools: v[templates.SubKey(i, "tools")], Model: get("model"), BaseURL: get("base_url"), APIKeyEnv: get("api_key_env"), Skills: get("skills"),
+			Tools: v[templates.SubKey(i, "tools")], Model: get("model"), Endpoint: get("endpoint"), BaseURL: get("base_url"), APIKeyEnv: get("api_key_env"), Skills: get("skills"),
 			MaxSteps: get("max_steps"), TimeoutMS: get("timeout_ms"), ResponseFormat: get("response_format"),
 		})
 	}
@@ -570,7 +579,7 @@ func formFile(form templates.TeamForm) (scenario.File, delegation.FieldErrors) {
 		f.Agent = &agent
 	}
 
-	m := scenario.Model{Provider: form.Model.Provider, Model: strings.TrimSpace(form.Model.Model),
+	m := scenario.Model{Provider: form.Model.Provider, Model: strings.TrimSpace(form.Model.Model), Endpoint: strings.TrimSpace(form.Model.Endpoint),
 		BaseURL: strings.TrimSpace(form.Model.BaseURL), APIKeyEnv: strings.TrimSpace(form.Model.APIKeyEnv),
 		NativeJSONSchema: form.Model.NativeJSONSchema}
 	if m != (scenario.Model{}) {
@@ -594,7 +603,7 @@ func formFile(form templates.TeamForm) (scenario.File, delegation.FieldErrors) {
 	for i, sf := range form.Subagents {
 		sub := scenario.Subagent{
 			Name: strings.TrimSpace(sf.Name), Description: sf.Description, SystemPrompt: sf.SystemPrompt,
-			Mode: strings.TrimSpace(sf.Mode), Model: strings.TrimSpace(sf.Model),
+			Mode: strings.TrimSpace(sf.Mode), Model: strings.TrimSpace(sf.Model), Endpoint: strings.TrimSpace(sf.Endpoint),
 			BaseURL: strings.TrimSpace(sf.BaseURL), APIKeyEnv: strings.TrimSpace(sf.APIKeyEnv),
 			MaxSteps:  num(templates.SubKey(i, "max_steps"), "max_steps", sf.MaxSteps),
 			TimeoutMS: num(templates.SubKey(i, "timeout_ms"), "timeout_ms", sf.TimeoutMS),
@@ -655,13 +664,13 @@ func fileForm(f scenario.File) templates.TeamForm {
 		}
 	}
 	if m := f.Model; m != nil {
-		form.Model = templates.ModelForm{Provider: m.Provider, Model: m.Model, BaseURL: m.BaseURL,
+		form.Model = templates.ModelForm{Provider: m.Provider, Model: m.Model, Endpoint: m.Endpoint, BaseURL: m.BaseURL,
 			APIKeyEnv: m.APIKeyEnv, NativeJSONSchema: m.NativeJSONSchema}
 	}
 	for _, s := range f.Subagents {
 		form.Subagents = append(form.Subagents, templates.SubagentForm{
 			Name: s.Name, Description: s.Description, SystemPrompt: s.SystemPrompt, Mode: s.Mode,
-			Tools: s.Tools, Model: s.Model, BaseURL: s.BaseURL, APIKeyEnv: s.APIKeyEnv, Skills: strings.Join(s.Skills, ", "),
+			Tools: s.Tools, Model: s.Model, Endpoint: s.Endpoint, BaseURL: s.BaseURL, APIKeyEnv: s.APIKeyEnv, Skills: strings.Join(s.Skills, ", "),
 			MaxSteps: numText(s.MaxSteps), TimeoutMS: numText(s.TimeoutMS), ResponseFormat: indentJSON(s.ResponseFormat),
 		})
 	}

@@ -43,6 +43,9 @@ type TeamForm struct {
 	// StackTools are the tools a main agent may have, in order (the stack,
 	// then task); SubagentTools those a subagent may list.
 	StackTools, SubagentTools []string
+	// Endpoints are the names of the model endpoints the studio was
+	// started with, which the team may name.
+	Endpoints []string
 
 	Preview TeamPreview
 	// Notice is said above the form: why a run did not start, say.
@@ -70,8 +73,8 @@ type AgentForm struct {
 
 // ModelForm says where the model's answers come from.
 type ModelForm struct {
-	Provider, Model, BaseURL, APIKeyEnv string
-	NativeJSONSchema                    bool
+	Provider, Model, Endpoint, BaseURL, APIKeyEnv string
+	NativeJSONSchema                              bool
 }
 
 // SubagentForm is one subagent spec as typed.
@@ -80,7 +83,8 @@ type SubagentForm struct {
 	Size                                  Size // of the system prompt
 	Tools                                 []string
 	Model                                 string
-	BaseURL, APIKeyEnv                    string // an endpoint of its own, and its key variable
+	Endpoint                              string // a configured endpoint of its own, by name
+	BaseURL, APIKeyEnv                    string // an endpoint of its own, and its key variable (studio run only)
 	Skills                                string // comma-separated
 	MaxSteps, TimeoutMS                   string
 	ResponseFormat                        string // JSON, as typed
@@ -164,11 +168,11 @@ func (f *TeamForm) inputKeys() map[string]bool {
 		"agent.system_prompt", "agent.tools", "agent.general_purpose", "agent.max_steps", "agent.max_concurrency",
 		"agent.files_merge", "agent.summarization.max_tokens", "agent.summarization.keep_messages",
 		"agent.timeout_ms", "agent.model", "agent.base_url",
-		"model.provider", "model.model", "model.base_url", "model.api_key_env", "model.native_json_schema"} {
+		"model.provider", "model.model", "model.endpoint", "model.base_url", "model.api_key_env", "model.native_json_schema"} {
 		keys[k] = true
 	}
 	for i := range f.Subagents {
-		for _, k := range []string{"", "name", "description", "system_prompt", "mode", "tools", "model", "base_url", "api_key_env", "skills",
+		for _, k := range []string{"", "name", "description", "system_prompt", "mode", "tools", "model", "endpoint", "base_url", "api_key_env", "skills",
 			"max_steps", "timeout_ms", "response_format"} {
 			keys[SubKey(i, k)] = true
 		}
@@ -311,4 +315,20 @@ func TokenizerChoices(v string) []Choice {
 // ProviderChoices are the model providers.
 func ProviderChoices(v string) []Choice {
 	return choices(v, "", "default (scripted)", "scripted", "scripted: plays the script", "openai", "openai: an OpenAI-compatible endpoint")
+}
+
+// EndpointChoices are the studio's endpoints for a team to name; none is
+// empty's label ("the studio's first", "the parent's"). A name the studio
+// does not have stays a choice, so that saving the form loses nothing.
+func EndpointChoices(names []string, v, none string) []Choice {
+	pairs := []string{"", none}
+	known := false
+	for _, n := range names {
+		pairs = append(pairs, n, n)
+		known = known || n == v
+	}
+	if v != "" && !known {
+		pairs = append(pairs, v, v+" (not an endpoint of this studio)")
+	}
+	return choices(v, pairs...)
 }
