@@ -136,11 +136,18 @@ func (s *syncBuffer) String() string {
 type studio struct {
 	URL    string
 	stderr *syncBuffer
+	pid    int
 }
 
 // startStudio runs the studio on a free port with a fresh database and
 // stops it (SIGTERM, then wait) when the test ends.
 func startStudio(t *testing.T, extra ...string) *studio {
+	t.Helper()
+	return startStudioEnv(t, nil, extra...)
+}
+
+// startStudioEnv is startStudio with more environment variables (KEY=VALUE).
+func startStudioEnv(t *testing.T, env []string, extra ...string) *studio {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -159,6 +166,7 @@ func startStudio(t *testing.T, extra ...string) *studio {
 		}
 		cmd.Env = append(cmd.Env, kv)
 	}
+	cmd.Env = append(cmd.Env, env...)
 	s := &studio{URL: "http://" + addr, stderr: &syncBuffer{}}
 	cmd.Stderr = s.stderr
 	stdout, err := cmd.StdoutPipe()
@@ -168,6 +176,7 @@ func startStudio(t *testing.T, extra ...string) *studio {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	s.pid = cmd.Process.Pid
 	exited := make(chan struct{})
 	listening := make(chan string, 1)
 	go func() {
