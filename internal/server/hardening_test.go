@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -25,22 +24,9 @@ import (
 // studioWith starts a studio with a config of the test's own (DB is set).
 func studioWith(t *testing.T, cfg Config) *studio {
 	t.Helper()
-	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DB = d
-	srv := New(cfg)
-	ts := httptest.NewServer(srv.Handler())
-	jar, _ := cookiejar.New(nil)
-	st := &studio{t: t, srv: srv, ts: ts, db: d,
-		c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	t.Cleanup(func() {
-		srv.Shutdown()
-		ts.Close()
-		d.Close()
-	})
-	return st
+	s := startStudioWith(t, cfg)
+	s.t = t
+	return s
 }
 
 // raw sends a request with the headers given, without the studio's cookies.

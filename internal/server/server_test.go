@@ -42,11 +42,18 @@ func newStudio(t *testing.T, token string) *studio {
 // helpers need the *testing.T that newStudio sets.
 func startStudio(t testing.TB, token string) *studio {
 	t.Helper()
+	return startStudioWith(t, Config{Token: token})
+}
+
+// startStudioWith is startStudio with a config of the caller's (DB is set).
+func startStudioWith(t testing.TB, cfg Config) *studio {
+	t.Helper()
 	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{DB: d, Token: token})
+	cfg.DB = d
+	srv := New(cfg)
 	ts := httptest.NewServer(srv.Handler())
 	jar, _ := cookiejar.New(nil)
 	st := &studio{srv: srv, ts: ts, db: d,
