@@ -281,7 +281,7 @@ func TestRunAgainstAnEndpoint(t *testing.T) {
 func TestServeRefusesToListenBeyondLoopbackWithoutAToken(t *testing.T) {
 	t.Setenv("STUDIO_TOKEN", "")
 	code, _, errOut := studio(t, "serve", "--addr", "0.0.0.0:0", "--db", filepath.Join(t.TempDir(), "s.db"))
-	if code != exitUsage || !strings.Contains(errOut, "set an access token with --token or STUDIO_TOKEN") {
+	if code != exitUsage || !strings.Contains(errOut, "set an access token with STUDIO_TOKEN or --token-file") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }

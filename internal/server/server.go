@@ -200,5 +200,5 @@ func CheckAddr(addr, token string) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return errors.New("listening on " + addr + " would let other machines reach the studio: set an access token with --token or STUDIO_TOKEN, or listen on 127.0.0.1")
+	return errors.New("listening on " + addr + " would let other machines reach the studio: set an access token with STUDIO_TOKEN or --token-file, or listen on 127.0.0.1")
 }
