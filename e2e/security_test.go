@@ -277,9 +277,11 @@ func TestConnectionsPastTheCapGet503(t *testing.T) {
 		fmt.Fprintf(c, "POST /api/sessions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", addr)
 		held = append(held, c)
 	}
+	// A connection of its own for each try: a refused one is closed.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	deadline := time.Now().Add(waitLimit)
 	for {
-		res, err := http.Get(s.URL + "/api/sessions")
+		res, err := client.Get(s.URL + "/api/sessions")
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusServiceUnavailable && res.Header.Get("Retry-After") != "" {
@@ -295,7 +297,7 @@ func TestConnectionsPastTheCapGet503(t *testing.T) {
 		c.Close()
 	}
 	for {
-		res, err := http.Get(s.URL + "/api/sessions")
+		res, err := client.Get(s.URL + "/api/sessions")
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {

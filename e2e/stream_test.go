@@ -53,8 +53,8 @@ func TestStreamedText(t *testing.T) {
 	release := make(chan struct{})
 	endpoint := slowEndpoint(t, words, 150*time.Millisecond, release)
 	s := startStudio(t, "--model-url", endpoint.URL+"/v1", "--model", "m")
-	id := s.start(t, fmt.Sprintf(`{"name": "streamed", "prompt": "say something",
-		"model": {"provider": "openai", "model": "m", "base_url": %q}}`, endpoint.URL+"/v1"))
+	// --model-url is the endpoint named "default"; a scenario names it.
+	id := s.start(t, `{"name": "streamed", "prompt": "say something", "model": {"endpoint": "default", "model": "m"}}`)
 	tb := newTab(t)
 	tb.navigate(s.URL + "/sessions/" + id)
 	// The model starts writing once the page watches: the studio counts
