@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -266,36 +267,44 @@ func TestCLIPrintsNoRawEscape(t *testing.T) {
 func TestConnectionsPastTheCapGet503(t *testing.T) {
 	s := startStudio(t, "--max-connections", "4")
 	addr := strings.TrimPrefix(s.URL, "http://")
+	// Slow bodies, one after the other, until one is refused: headers, then
+	// nothing. A held one answers nothing; a refused one answers at once.
 	var held []net.Conn
-	for range 4 {
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	refused := false
+	for range 20 {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		// A slow body: headers, then nothing.
-		fmt.Fprintf(c, "POST /api/sessions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", addr)
 		held = append(held, c)
+		fmt.Fprintf(c, "POST /api/sessions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", addr)
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			continue // held
+		}
+		if err != nil || res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+			t.Fatalf("connection %d: %v %+v", len(held), err, res)
+		}
+		refused = true
+		break
 	}
-	// A connection of its own for each try: a refused one is closed.
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	deadline := time.Now().Add(waitLimit)
-	for {
-		res, err := client.Get(s.URL + "/api/sessions")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusServiceUnavailable && res.Header.Get("Retry-After") != "" {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no 503 past the cap: %v %v", err, res)
-		}
-		time.Sleep(25 * time.Millisecond)
+	if !refused || len(held) < 4 {
+		t.Fatalf("refused %v after %d connections; want the fifth or later refused", refused, len(held))
 	}
 	for _, c := range held {
 		c.Close()
 	}
+	held = nil
+	// Once they close, the studio serves again.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline := time.Now().Add(waitLimit)
 	for {
 		res, err := client.Get(s.URL + "/api/sessions")
 		if err == nil {
