@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -257,7 +258,7 @@ func (s *Server) cloneTeam(c echo.Context) error {
 
 // storeTeamDoc checks a scenario document as a team and stores it.
 func (s *Server) storeTeamDoc(c echo.Context, doc []byte) (string, error) {
-	f, err := parseTeamDoc(doc)
+	f, err := parseTeamDoc(c.Request().Context(), doc)
 	if err != nil {
 		return "", err
 	}
@@ -273,12 +274,12 @@ func (s *Server) storeTeamDoc(c echo.Context, doc []byte) (string, error) {
 
 // parseTeamDoc checks a scenario document as a team: everything
 // scenario.Parse checks, but a team need not be runnable yet.
-func parseTeamDoc(doc []byte) (scenario.File, error) {
+func parseTeamDoc(ctx context.Context, doc []byte) (scenario.File, error) {
 	var f scenario.File
 	if len(bytes.TrimSpace(doc)) == 0 {
 		return f, delegation.FieldErrors{{Message: "there is nothing to import: paste a scenario or choose a file"}}
 	}
-	_, err := scenario.Parse(doc)
+	_, err := scenario.ParseContext(ctx, doc)
 	var fe delegation.FieldErrors
 	if err != nil && !errors.As(err, &fe) {
 		return f, err
