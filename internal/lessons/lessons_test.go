@@ -87,7 +87,7 @@ func TestEveryLesson(t *testing.T) {
 				if tr.Session.Status != v.Expect {
 					t.Fatalf("variant %s ended %s, want %s: %s", v.Name, tr.Session.Status, v.Expect, tr.Session.Error)
 				}
-				took += playTime(tr)
+				took += playTime(t, tr)
 			}
 			// About 4 s for every variant one after another: what a person
 			// waits for, the model calls (their delays) on the longest path.
@@ -117,8 +117,47 @@ func TestEveryLesson(t *testing.T) {
 
 // playTime is how long a run takes to watch: each agent's model calls one
 // after another, and the children of one message side by side (the longest
-// of them), without the machine's own overhead.
-func playTime(tr *trace.Trace) time.Duration {
+// of them). A call takes the delay_ms of the scripted turn it played (the
+// longest of a turn's cases): what a person waits for, whatever the load
+// on the machine that ran it.
+func playTime(t *testing.T, tr *trace.Trace) time.Duration {
+	t.Helper()
+	var doc struct {
+		Script map[string]json.RawMessage `json:"script"`
+	}
+	if err := json.Unmarshal(tr.Scenario, &doc); err != nil {
+		t.Fatalf("the run's scenario: %v", err)
+	}
+	type scriptTurn struct {
+		DelayMS int  `json:"delay_ms"`
+		Summary *any `json:"summary"`
+		Cases   []struct {
+			DelayMS int `json:"delay_ms"`
+		} `json:"cases"`
+	}
+	delay := func(st scriptTurn) time.Duration {
+		d := st.DelayMS
+		for _, c := range st.Cases {
+			d = max(d, c.DelayMS)
+		}
+		return time.Duration(d) * time.Millisecond
+	}
+	turnsOf := func(a trace.Agent) []scriptTurn {
+		raw, ok := doc.Script[a.Name]
+		if !ok {
+			return nil
+		}
+		var turns []scriptTurn
+		if a.ParentID == nil {
+			_ = json.Unmarshal(raw, &turns)
+			return turns
+		}
+		var invocations [][]scriptTurn
+		if json.Unmarshal(raw, &invocations) == nil && a.Invocation < len(invocations) {
+			return invocations[a.Invocation]
+		}
+		return nil
+	}
 	callMsg := map[string]string{} // task call id → the message holding it
 	for _, m := range tr.Messages {
 		for _, tc := range m.ToolCalls {
@@ -134,12 +173,19 @@ func playTime(tr *trace.Trace) time.Duration {
 	}
 	var of func(a trace.Agent) time.Duration
 	of = func(a trace.Agent) time.Duration {
+		turns := turnsOf(a)
+		next := 0
 		var d time.Duration
 		for _, c := range tr.ModelCalls {
 			if c.AgentID != a.ID {
 				continue
 			}
-			d += time.Duration(c.DurationMS) * time.Millisecond
+			// A summary call plays a summary turn when one is next, and
+			// none otherwise; any other call plays the next turn.
+			if next < len(turns) && (c.Purpose != string(delegation.PurposeSummary) || turns[next].Summary != nil) {
+				d += delay(turns[next])
+				next++
+			}
 			if c.OutputMessageID == nil {
 				continue
 			}
