@@ -26,6 +26,10 @@ const (
 	EventDelegationRefused  EventType = "delegation.refused"
 	EventSummarization      EventType = "summarization"
 	EventFilesChanged       EventType = "files.changed"
+	// EventSpanReceived keeps a span of a received trace that maps to none
+	// of the events above (a framework's own step, a middleware), so that
+	// nothing received is dropped: the session page lists it.
+	EventSpanReceived EventType = "span.received"
 )
 
 // Event is one entry of a session's log. Seq counts from 1 per session; the
@@ -135,6 +139,40 @@ type SessionStarted struct {
 	Prompt    string            `json:"prompt"`
 	Tokenizer string            `json:"tokenizer"`
 	Files     map[string]string `json:"files"`
+	// Origin says where the session came from; nil means our engine ran it.
+	Origin *Origin `json:"origin,omitempty"`
+}
+
+// Origins of a session (design.md, "Where sessions come from").
+const (
+	OriginEngine = "engine" // our engine ran it
+	OriginOTLP   = "otlp"   // built from a received or imported OTLP trace
+	OriginProxy  = "proxy"  // recorded by the OpenAI-compatible endpoint
+)
+
+// Origin says where a session came from and, for one built from someone
+// else's program, what that program said of itself.
+type Origin struct {
+	Kind string `json:"kind"` // engine, otlp or proxy
+	// Service is the program's name (an OTLP resource's service.name).
+	Service string `json:"service,omitempty"`
+	// Convention is how its spans were read: openinference or genai.
+	Convention string `json:"convention,omitempty"`
+	// Instrumentation names the libraries that made the spans, each as
+	// "name version" (OTLP instrumentation scopes).
+	Instrumentation []string `json:"instrumentation,omitempty"`
+	// SDK is the telemetry SDK, as "name language version".
+	SDK string `json:"sdk,omitempty"`
+	// TraceID is the OTLP trace the session was built from.
+	TraceID string `json:"trace_id,omitempty"`
+}
+
+// OriginKind is a session's origin, engine when it has none.
+func (o *Origin) OriginKind() string {
+	if o == nil || o.Kind == "" {
+		return OriginEngine
+	}
+	return o.Kind
 }
 
 // SessionFinished is the data of session.finished.
@@ -305,6 +343,21 @@ type FileChange struct {
 	Path    string `json:"path"`
 	Content string `json:"content,omitempty"`
 	Deleted bool   `json:"deleted,omitempty"`
+}
+
+// SpanReceived is the data of span.received: a received span kept as it
+// came, its attribute values cut at a documented length (docs/ingest.md).
+type SpanReceived struct {
+	SpanID       string            `json:"span_id"`
+	ParentSpanID string            `json:"parent_span_id,omitempty"`
+	Name         string            `json:"name"`
+	Kind         string            `json:"kind,omitempty"` // the convention's kind (CHAIN, RETRIEVER…) or OTLP's
+	StartedAt    time.Time         `json:"started_at"`
+	DurationMS   int64             `json:"duration_ms"`
+	Status       string            `json:"status,omitempty"` // ok or error
+	Error        string            `json:"error,omitempty"`
+	Orphan       bool              `json:"orphan,omitempty"` // its parent never arrived
+	Attributes   map[string]string `json:"attributes,omitempty"`
 }
 
 // FilesChanged is the data of files.changed: an agent's filesystem changed,

@@ -227,7 +227,7 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			a.failed(r)
 		}
-		if strings.HasPrefix(p, "/api/") {
+		if isAPI(p) {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
 			return echo.NewHTTPError(http.StatusUnauthorized, "This studio needs its access token: send Authorization: Bearer <token>.")
 		}

@@ -57,7 +57,7 @@ func (s *Server) csrfTokenFor(nonce string) string {
 func (s *Server) csrf(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		p := c.Request().URL.Path
-		if strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/static/") {
+		if isAPI(p) || strings.HasPrefix(p, "/static/") {
 			return next(c)
 		}
 		nonce, fresh := "", false

@@ -87,7 +87,7 @@ func codeStatus(code string) int {
 }
 
 func wantsJSON(c echo.Context) bool {
-	if strings.HasPrefix(c.Request().URL.Path, "/api/") {
+	if isAPI(c.Request().URL.Path) {
 		return true
 	}
 	accept := c.Request().Header.Get("Accept")

@@ -61,6 +61,10 @@ const (
 	MaxScenarioBody = 4 << 20
 	MaxTraceBody    = trace.MaxBytes + 1<<20 // and a multipart form's wrapping
 	MaxFormBody     = 64 << 10
+	// MaxOTLPBody is the largest OTLP request POST /v1/traces takes,
+	// compressed or, once decompressed, not: 16 MiB. OpenTelemetry's
+	// exporters send batches of at most 512 spans, far below it.
+	MaxOTLPBody = 16 << 20
 )
 
 // bodyLimit is the most a route's body may hold.
@@ -71,6 +75,8 @@ func bodyLimit(method, route string) int64 {
 	switch {
 	case route == "/api/traces" || route == "/traces":
 		return MaxTraceBody
+	case route == "/v1/traces":
+		return MaxOTLPBody
 	case route == "/api/sessions" || route == "/sessions" || route == "/compare" || route == "/clone-team" ||
 		strings.HasPrefix(route, "/teams") || strings.HasPrefix(route, "/lessons/"):
 		return MaxScenarioBody

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -41,6 +42,11 @@ type Config struct {
 	// their own (session.Endpoints.Only).
 	Endpoints []Endpoint
 	Now       func() time.Time
+	// TaskTool is the tool name that delegates in received traces ("task"
+	// when empty); OTLPQuiet and OTLPGrace say when a received trace ends
+	// (0: DefaultQuiet, DefaultGrace; docs/ingest.md).
+	TaskTool             string
+	OTLPQuiet, OTLPGrace time.Duration
 }
 
 // Endpoint is a configured OpenAI-compatible endpoint.
@@ -62,6 +68,9 @@ type Server struct {
 	csrfKey []byte
 	limits  Limits
 	checks  chan struct{} // one per document check running (admit)
+	// receiver turns OTLP traces into sessions; stopReceiver ends its sweeps.
+	receiver     *receiver
+	stopReceiver context.CancelFunc
 }
 
 // New builds the server.
@@ -86,6 +95,10 @@ func New(cfg Config) *Server {
 	s.metrics = newMetrics(cfg.DB, s.hub)
 	s.runner = &session.Runner{DB: cfg.DB, Pub: publishers{s.views, s.metrics}, Logger: cfg.Logger, MaxRunning: s.limits.MaxRunning,
 		Endpoints: session.Endpoints{List: cfg.Endpoints, Only: true}}
+	s.receiver = newReceiver(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopReceiver = cancel
+	go s.receiver.run(ctx)
 	s.echo = s.routes()
 	return s
 }
@@ -121,6 +134,8 @@ func (s *Server) KeepRecovering(ctx context.Context) {
 // Shutdown stops the running sessions, waits for them to be recorded, and
 // closes the live connections.
 func (s *Server) Shutdown() {
+	s.stopReceiver()
+	s.receiver.close()
 	s.runner.Shutdown()
 	s.hub.Close()
 }
@@ -168,8 +183,15 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/api/sessions/:id/otlp", s.apiOTLP)
 	e.POST("/api/traces", s.apiImport)
 	e.GET("/api/sessions/:id/live", s.apiLive)
+
+	// OTLP/HTTP (docs/ingest.md): traces from other frameworks become sessions.
+	e.POST("/v1/traces", s.apiReceiveTraces)
 	return e
 }
+
+// isAPI reports whether a path is for programs rather than people: the
+// JSON API and the OTLP receiver take bearer tokens, not forms.
+func isAPI(p string) bool { return strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/v1/") }
 
 // securityHeaders keeps the pages to their own scripts and styles, so a
 // payload that ever escaped escaping still could not run.

@@ -64,6 +64,9 @@ func newRecorder(store *db.DB, sessionID string, pub Publisher, log *slog.Logger
 	return r
 }
 
+// SessionID is the session the recorder records.
+func (r *Recorder) SessionID() string { return r.sessionID }
+
 // Emit queues an event. Live-only events (seq 0) are published at once and
 // never stored.
 func (r *Recorder) Emit(ev delegation.Event) {

@@ -262,6 +262,55 @@ func (r *Runner) Cancel(id string) bool {
 	return ok
 }
 
+// Receive stores a new session whose events another producer makes (a
+// received OTLP trace; the recording endpoint) and holds it as this
+// runner's own, as Start does for the engine's: its lease is renewed,
+// Running reports it, and Shutdown calls stop and waits for it. Events go to
+// the returned recorder; done stores the last of them and ends the hold.
+// stop must not block: it is called with the runner's lock held.
+func (r *Runner) Receive(ctx context.Context, s *db.Session, stop func()) (rec *Recorder, done func() error, err error) {
+	if s.ID == "" {
+		newID := r.NewID
+		if newID == nil {
+			newID = NewID
+		}
+		s.ID = newID()
+	}
+	s.Owner, s.LeaseUntil = r.Owner(), r.DB.Now().Add(r.lease())
+	if err := r.DB.CreateSession(ctx, s); err != nil {
+		return nil, nil, err
+	}
+	log := r.logger()
+	r.mu.Lock()
+	if r.running == nil {
+		r.running = map[string]context.CancelFunc{}
+	}
+	r.running[s.ID] = stop
+	r.startRenewingLocked()
+	r.wg.Add(1)
+	r.mu.Unlock()
+	rec = newRecorder(r.DB, s.ID, r.Pub, log, func(error) { stop() }, r.MaxBatch)
+	var once sync.Once
+	done = func() error {
+		var cerr error
+		once.Do(func() {
+			defer r.wg.Done()
+			cerr = rec.Close()
+			r.mu.Lock()
+			delete(r.running, s.ID)
+			if len(r.running) == 0 {
+				r.stopRenewingLocked()
+			}
+			r.mu.Unlock()
+			if cerr != nil {
+				r.recordFailure(s.ID, cerr, log)
+			}
+		})
+		return cerr
+	}
+	return rec, done, nil
+}
+
 // Running reports whether a session runs in this process.
 func (r *Runner) Running(id string) bool {
 	r.mu.Lock()

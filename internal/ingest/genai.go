@@ -1,0 +1,189 @@
+package ingest
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+)
+
+// OpenTelemetry GenAI spans (semantic conventions for generative AI): a
+// model call is a span with gen_ai.operation.name "chat" (or
+// text_completion, generate_content) holding gen_ai.input.messages,
+// gen_ai.output.messages and gen_ai.system_instructions as JSON; a tool
+// call is "execute_tool" with gen_ai.tool.name, gen_ai.tool.call.id,
+// gen_ai.tool.call.arguments and gen_ai.tool.call.result; an agent's run is
+// "invoke_agent" with gen_ai.agent.name. The studio's own OTLP export is
+// written this way.
+
+// genMessage is a message of gen_ai.input.messages / output.messages.
+type genMessage struct {
+	Role  string    `json:"role"`
+	Parts []genPart `json:"parts"`
+}
+
+type genPart struct {
+	Type      string          `json:"type"`
+	Content   json.RawMessage `json:"content"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Response  json.RawMessage `json:"response"`
+	Result    json.RawMessage `json:"result"`
+}
+
+func genAICall(sp *Span) (CallInput, CallOutput) {
+	in := CallInput{Model: attrString(sp.Attrs, "gen_ai.request.model"), At: sp.Start}
+	out := CallOutput{At: sp.End}
+	var sys []genPart
+	if json.Unmarshal([]byte(attrString(sp.Attrs, "gen_ai.system_instructions")), &sys) == nil {
+		var parts []string
+		for _, p := range sys {
+			if t := rawText(p.Content); t != "" {
+				parts = append(parts, t)
+			}
+		}
+		in.System = strings.Join(parts, "\n\n")
+	}
+	var msgs []genMessage
+	_ = json.Unmarshal([]byte(attrString(sp.Attrs, "gen_ai.input.messages")), &msgs)
+	var conv []Message
+	for _, m := range msgs {
+		conv = append(conv, genMessagesOf(m)...)
+	}
+	system, rest := splitSystem(conv)
+	if in.System == "" {
+		in.System = system
+	}
+	in.Input = rest
+	var defs []delegation.ToolDef
+	if json.Unmarshal([]byte(attrString(sp.Attrs, "gen_ai.tool.definitions")), &defs) == nil {
+		in.Tools = defs
+	}
+	if sp.StatusError {
+		out.Error = orDefault(sp.StatusMessage, "the model call failed")
+	} else {
+		var outs []genMessage
+		if json.Unmarshal([]byte(attrString(sp.Attrs, "gen_ai.output.messages")), &outs) == nil && len(outs) > 0 {
+			ms := genMessagesOf(outs[0])
+			if len(ms) > 0 {
+				m := ms[0]
+				m.Role = delegation.RoleAssistant
+				out.Output = &m
+			}
+		}
+		if out.Output == nil {
+			out.Output = &Message{Role: delegation.RoleAssistant}
+		}
+	}
+	p, okP := attrInt(sp.Attrs, "gen_ai.usage.input_tokens")
+	c, okC := attrInt(sp.Attrs, "gen_ai.usage.output_tokens")
+	if okP || okC {
+		out.Usage = &delegation.Usage{PromptTokens: p, CompletionTokens: c}
+	}
+	return in, out
+}
+
+// genMessagesOf turns one GenAI message into ours: its text parts joined,
+// its tool_call parts as tool calls; a tool role's tool_call_response parts
+// become one tool message each.
+func genMessagesOf(m genMessage) []Message {
+	role := roleOf(m.Role)
+	if role == delegation.RoleTool {
+		var out []Message
+		for _, p := range m.Parts {
+			if p.Type == "tool_call_response" {
+				body := p.Response
+				if len(body) == 0 {
+					body = p.Result
+				}
+				out = append(out, Message{Role: delegation.RoleTool, Content: rawText(body), ToolCallID: p.ID})
+			}
+		}
+		if len(out) == 0 {
+			out = append(out, Message{Role: delegation.RoleTool, Content: partsText(m.Parts)})
+		}
+		return out
+	}
+	msg := Message{Role: role, Content: partsText(m.Parts)}
+	for _, p := range m.Parts {
+		if p.Type == "tool_call" {
+			msg.ToolCalls = append(msg.ToolCalls, delegation.ToolCall{ID: p.ID, Name: p.Name, Args: argsJSON(p.Arguments)})
+		}
+	}
+	return []Message{msg}
+}
+
+func partsText(parts []genPart) string {
+	var texts []string
+	for _, p := range parts {
+		if p.Type == "text" || p.Type == "" {
+			texts = append(texts, rawText(p.Content))
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// rawText is a JSON string's text, or the JSON itself.
+func rawText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return strings.TrimSpace(string(raw))
+}
+
+// argsJSON is a tool call's arguments: an object as given, or a JSON string
+// holding the object's text.
+func argsJSON(raw json.RawMessage) json.RawMessage {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return json.RawMessage(s)
+	}
+	return raw
+}
+
+func genAITool(sp *Span) ToolResult {
+	r := ToolResult{Name: attrString(sp.Attrs, "gen_ai.tool.name"), CallID: attrString(sp.Attrs, "gen_ai.tool.call.id"),
+		Args: json.RawMessage(attrString(sp.Attrs, "gen_ai.tool.call.arguments"))}
+	if r.Name == "" {
+		r.Name = strings.TrimPrefix(sp.Name, "execute_tool ")
+	}
+	if v, ok := sp.Attrs["gen_ai.tool.call.result"]; ok {
+		r.Result, r.HasResult = attrText(v), true
+	}
+	if sp.StatusError {
+		r.IsError, r.Error = true, orDefault(sp.StatusMessage, "the tool failed")
+		if !r.HasResult {
+			r.Result, r.HasResult = r.Error, true
+		}
+	}
+	return r
+}
+
+// filesFromEvents reads an agent span's files.changed events (the studio's
+// own export keeps the log's files.changed there, with its changes as
+// JSON) into the files they leave; nil when it has none.
+func filesFromEvents(sp *Span) map[string]string {
+	var files map[string]string
+	for _, e := range sp.Events {
+		if e.Name != string(delegation.EventFilesChanged) {
+			continue
+		}
+		var changes []delegation.FileChange
+		if json.Unmarshal([]byte(attrString(e.Attrs, "changes")), &changes) != nil {
+			continue
+		}
+		if files == nil {
+			files = map[string]string{}
+		}
+		for _, c := range changes {
+			if c.Deleted {
+				delete(files, c.Path)
+			} else {
+				files[c.Path] = c.Content
+			}
+		}
+	}
+	return files
+}

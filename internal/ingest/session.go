@@ -1,0 +1,931 @@
+// Package ingest turns what other people's agents did into a session's
+// event log: the same events our engine emits (formats.md §3), recorded
+// through the same path, so that every page, compare and export works on
+// them unchanged.
+//
+// The package has two layers. Session (this file and infer.go) is the
+// delegation inference: it is fed observed model calls and tool results, in
+// the order they happened, and infers from their content which agent each
+// call belongs to, which task call started which child, in which mode (fork
+// when the child's first input begins with its parent's history, isolated
+// otherwise), what the child inherited, and which tool message was its
+// receipt; it stores each message once and gives every call its context as
+// ranges of message lists. It knows nothing of any wire format: the OTLP
+// receiver feeds it (spans.go), and so can a recording endpoint that sees
+// only requests and answers.
+//
+// Spans (spans.go, openinference.go, genai.go) reads OTLP traces written with
+// the OpenInference or the OpenTelemetry GenAI conventions, as they arrive,
+// into a Session. docs/ingest.md is the mapping, rule by rule.
+//
+// Nothing here does I/O: events go to a delegation.Sink.
+package ingest
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+)
+
+// Config is what a Session needs.
+type Config struct {
+	SessionID string
+	Name      string
+	Tokenizer string             // the Counter's name, recorded in session.started
+	Counter   delegation.Counter // counts our tokens beside what a program reported
+	Sink      delegation.Sink
+	// TaskTool is the name of the tool that delegates ("task" when empty).
+	TaskTool string
+	Origin   *delegation.Origin
+}
+
+// Message is a message as a model received or wrote it. Ids may be missing:
+// many instrumentations drop tool-call ids, and then results are matched to
+// calls by order.
+type Message struct {
+	Role       delegation.Role
+	Content    string
+	ToolCalls  []delegation.ToolCall
+	ToolCallID string
+	IsError    bool
+}
+
+// Hint is what a transport knows of the agent behind a call, besides its
+// content. Every field may be empty.
+type Hint struct {
+	// Key names one run of one agent (an agent span's id, say): calls with
+	// the same key belong to the same agent.
+	Key string
+	// Name is the agent's name as the program gave it (lc_agent_name,
+	// gen_ai.agent.name): a subagent type, or "main".
+	Name string
+}
+
+// CallInput is what a model call received: everything the inference needs.
+type CallInput struct {
+	Hint   Hint
+	System string
+	Tools  []delegation.ToolDef
+	Input  []Message // after the system prompt, in order
+	Model  string
+	At     time.Time
+}
+
+// CallOutput is how a model call ended.
+type CallOutput struct {
+	Output *Message // the answer; nil when the call failed
+	Usage  *delegation.Usage
+	Error  string
+	At     time.Time
+}
+
+// ToolResult is an observed tool execution: what a tool span says.
+type ToolResult struct {
+	Hint   Hint
+	CallID string // "" when the span does not say
+	Name   string
+	Args   json.RawMessage // as the span gives them; compared with the call's
+	// Result is the tool message the caller received; HasResult is false
+	// when the span does not say (then the caller's next call will).
+	Result    string
+	HasResult bool
+	IsError   bool
+	Error     string
+	Files     []delegation.FileChange // what the tool changed in its agent's files
+	// ChildKey is, for a delegation, the key of the child's agent span.
+	ChildKey   string
+	Start, End time.Time
+}
+
+// AgentRef describes an agent a call was placed on.
+type AgentRef struct {
+	ID, Name   string
+	ParentID   string
+	Mode       delegation.Mode
+	TaskCallID string
+	Invocation int
+	New        bool // the call started it
+	Unattached bool // no delegation explains it: shown under main, flagged
+}
+
+// Session builds one session's log from observations. Its methods are safe
+// for concurrent use; events reach the Sink one at a time, in seq order.
+type Session struct {
+	cfg Config
+
+	mu          sync.Mutex
+	seq         int64
+	started     bool
+	finished    bool
+	agents      []*agent // in the order they started
+	byID        map[string]*agent
+	byKey       map[string]*agent
+	main        *agent
+	children    int
+	invocations map[string]int
+	lastAt      time.Time
+	prompt      string
+}
+
+// agent is one inferred agent: its message list (append-only, each message
+// stored once) and the history its next call is expected to begin with.
+type agent struct {
+	info    delegation.AgentInfo
+	parent  *agent
+	keys    []string
+	msgs    []*delegation.Message
+	prefix  []int // prefix[i] is the tokens of msgs[:i]
+	history []delegation.Range
+	// calls counts its turns; open is the turn in progress, if any.
+	calls int
+	open  *Turn
+	// pending are the tool calls of its last answer, in call order.
+	pending []*toolCall
+	// last is the context of its newest call: what a fork started from it
+	// inherits (the history without the answer that holds the task call).
+	last       []delegation.Range
+	system     string
+	tools      []delegation.ToolCost
+	toolTokens int
+	files      map[string]string
+	finished   bool
+	unattached bool
+}
+
+// toolCall is one tool call of an agent's answer, until its result is in.
+type toolCall struct {
+	owner    *agent
+	call     delegation.ToolCall
+	task     *taskArgs // set for the delegation tool
+	inherit  []delegation.Range
+	child    *agent
+	started  bool // tool.started emitted
+	finished bool // tool.finished emitted
+	result   *delegation.Message
+	added    bool // the result is in the owner's list
+	refused  bool
+	files    []delegation.FileChange
+}
+
+type taskArgs struct {
+	Description  string `json:"description"`
+	SubagentType string `json:"subagent_type"`
+}
+
+// New starts a session; nothing is emitted until the first observation.
+func New(cfg Config) *Session {
+	if cfg.TaskTool == "" {
+		cfg.TaskTool = delegation.TaskToolName
+	}
+	if cfg.Sink == nil {
+		cfg.Sink = delegation.SinkFunc(func(delegation.Event) {})
+	}
+	return &Session{cfg: cfg, byID: map[string]*agent{}, byKey: map[string]*agent{}, invocations: map[string]int{}}
+}
+
+// Finished reports whether the session has ended.
+func (s *Session) Finished() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.finished
+}
+
+// LastSeq is the seq of the last event emitted.
+func (s *Session) LastSeq() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
+func (s *Session) emit(agentID string, typ delegation.EventType, at time.Time, data any) {
+	s.seq++
+	if at.IsZero() {
+		at = s.lastAt
+	}
+	if at.After(s.lastAt) {
+		s.lastAt = at
+	}
+	s.cfg.Sink.Emit(delegation.Event{Seq: s.seq, Type: typ, AgentID: agentID, At: at, Payload: data})
+}
+
+// start emits session.started once, before any other event.
+func (s *Session) start(at time.Time, prompt string) {
+	if s.started {
+		return
+	}
+	s.started = true
+	s.prompt = prompt
+	s.emit("", delegation.EventSessionStarted, at, delegation.SessionStarted{SessionID: s.cfg.SessionID, Name: s.cfg.Name,
+		Prompt: prompt, Tokenizer: s.cfg.Tokenizer, Files: map[string]string{}, Origin: s.cfg.Origin})
+}
+
+func (s *Session) count(text string) int {
+	if text == "" || s.cfg.Counter == nil {
+		return 0
+	}
+	return s.cfg.Counter.Count(text)
+}
+
+// messageTokens counts a message as the engine does: its text and each tool
+// call's name and arguments.
+func (s *Session) messageTokens(m *delegation.Message) int {
+	n := s.count(m.Content)
+	for _, c := range m.ToolCalls {
+		n += s.count(c.Name) + s.count(string(c.Args))
+	}
+	return n
+}
+
+func (s *Session) toolCosts(defs []delegation.ToolDef) ([]delegation.ToolCost, int) {
+	out := make([]delegation.ToolCost, 0, len(defs))
+	total := 0
+	for _, d := range defs {
+		b, _ := json.Marshal(d)
+		c := s.count(string(b))
+		out = append(out, delegation.ToolCost{Name: d.Name, Tokens: c})
+		total += c
+	}
+	return out, total
+}
+
+// newAgent creates an agent and announces it.
+func (s *Session) newAgent(info delegation.AgentInfo, parent *agent, in CallInput) *agent {
+	a := &agent{info: info, parent: parent, prefix: []int{0}, system: in.System, files: map[string]string{}}
+	if parent != nil {
+		for k, v := range parent.files {
+			a.files[k] = v
+		}
+	}
+	a.tools, a.toolTokens = s.toolCosts(in.Tools)
+	s.agents = append(s.agents, a)
+	s.byID[info.ID] = a
+	if info.ID == "main" {
+		s.main = a
+	}
+	s.emit(info.ID, delegation.EventAgentStarted, in.At, delegation.AgentStarted{Agent: info, SystemPrompt: a.system,
+		SystemTokens: s.count(a.system), Tools: a.tools})
+	return a
+}
+
+func (s *Session) remember(a *agent, key string) {
+	if key == "" {
+		return
+	}
+	if _, ok := s.byKey[key]; !ok {
+		s.byKey[key] = a
+		a.keys = append(a.keys, key)
+	}
+}
+
+// appendMessage adds m to a's list (and to the end of its history).
+func (s *Session) appendMessage(a *agent, m *delegation.Message, at time.Time) *delegation.Message {
+	idx := len(a.msgs)
+	m.ID = a.info.ID + "." + strconv.Itoa(idx)
+	m.AgentID = a.info.ID
+	m.Tokens = s.messageTokens(m)
+	a.msgs = append(a.msgs, m)
+	a.prefix = append(a.prefix, a.prefix[idx]+m.Tokens)
+	if n := len(a.history); n > 0 && a.history[n-1].AgentID == a.info.ID && a.history[n-1].To == idx {
+		a.history[n-1].To++
+	} else {
+		a.history = append(a.history, delegation.Range{AgentID: a.info.ID, From: idx, To: idx + 1})
+	}
+	s.emit(a.info.ID, delegation.EventMessageAdded, at, delegation.MessageAdded{Index: idx, Message: m})
+	return m
+}
+
+// resolve returns the messages ranges name.
+func (s *Session) resolve(rs []delegation.Range) []*delegation.Message {
+	var out []*delegation.Message
+	for _, r := range rs {
+		if a := s.byID[r.AgentID]; a != nil {
+			out = append(out, a.msgs[r.From:r.To]...)
+		}
+	}
+	return out
+}
+
+// cut returns the first n messages of ranges, as ranges.
+func cut(rs []delegation.Range, n int) []delegation.Range {
+	var out []delegation.Range
+	for _, r := range rs {
+		if n <= 0 {
+			break
+		}
+		if r.Len() > n {
+			r.To = r.From + n
+		}
+		out = append(out, r)
+		n -= r.Len()
+	}
+	return out
+}
+
+func (s *Session) tokensOf(a *agent, rs []delegation.Range) (total, inherited int) {
+	for _, r := range rs {
+		owner := s.byID[r.AgentID]
+		if owner == nil {
+			continue
+		}
+		n := owner.prefix[r.To] - owner.prefix[r.From]
+		total += n
+		if owner != a {
+			inherited += n
+		}
+	}
+	return total, inherited
+}
+
+// Turn is a model call in progress: placed on its agent, its context
+// recorded, waiting for its answer.
+type Turn struct {
+	s     *Session
+	a     *agent
+	call  delegation.ModelCall
+	start time.Time
+	done  bool
+}
+
+// Agent is the agent the call was placed on.
+func (t *Turn) Agent() AgentRef {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	return refOf(t.a)
+}
+
+// CallID is the model call's id.
+func (t *Turn) CallID() string { return t.call.ID }
+
+func refOf(a *agent) AgentRef {
+	return AgentRef{ID: a.info.ID, Name: a.info.Name, ParentID: a.info.ParentID, Mode: a.info.Mode,
+		TaskCallID: a.info.TaskCallID, Invocation: a.info.Invocation, Unattached: a.unattached}
+}
+
+// StartCall places a model call on its agent (see Place), records what it
+// received, and emits model.started: a call whose answer has not come yet
+// shows as running. Finish it with Turn.Finish.
+func (s *Session) StartCall(in CallInput) *Turn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.place(in)
+	return s.startCall(in, p)
+}
+
+// Call records a whole model call at once: StartCall, then Finish.
+func (s *Session) Call(in CallInput, out CallOutput) AgentRef {
+	t := s.StartCall(in)
+	t.Finish(out)
+	return t.Agent()
+}
+
+func (s *Session) startCall(in CallInput, p Placement) *Turn {
+	input := normalize(in.Input)
+	if !s.started {
+		prompt := ""
+		if p.Main || s.main == nil {
+			for _, m := range input {
+				if m.Role == delegation.RoleUser {
+					prompt = m.Content
+					break
+				}
+			}
+		}
+		s.start(in.At, prompt)
+	}
+	var a *agent
+	var inherited []delegation.Range
+	newAgent := false
+	switch {
+	case p.Agent != "":
+		a = s.byID[p.Agent]
+	case p.tc != nil:
+		tc := p.tc
+		parent := tc.owner
+		mode := delegation.ModeIsolated
+		if p.Inherited > 0 {
+			mode = delegation.ModeFork
+			inherited = cut(tc.inherit, p.Inherited)
+		}
+		name := tc.task.SubagentType
+		if name == "" {
+			name = orDefault(in.Hint.Name, "subagent")
+		}
+		s.children++
+		id := "a" + strconv.Itoa(s.children)
+		inv := s.invocations[name]
+		s.invocations[name]++
+		if !tc.started {
+			tc.started = true
+			s.emit(parent.info.ID, delegation.EventToolStarted, in.At, delegation.ToolStarted{ToolCallID: tc.call.ID, Name: tc.call.Name, Args: tc.call.Args})
+		}
+		s.emit(parent.info.ID, delegation.EventDelegationStarted, in.At, delegation.DelegationStarted{ToolCallID: tc.call.ID,
+			ChildID: id, SubagentType: name, Mode: mode, Description: tc.task.Description})
+		a = s.newAgent(delegation.AgentInfo{ID: id, Name: name, ParentID: parent.info.ID, Mode: mode,
+			TaskCallID: tc.call.ID, Invocation: inv}, parent, in)
+		tc.child = a
+		a.history = append(a.history, inherited...)
+		newAgent = true
+	case p.Main || s.main == nil:
+		a = s.newAgent(delegation.AgentInfo{ID: "main", Name: "main"}, nil, in)
+		newAgent = true
+	default:
+		// Nothing explains this call: it gets an agent of its own, under
+		// main, without a delegation, so that it is shown, not lost.
+		s.children++
+		id := "a" + strconv.Itoa(s.children)
+		name := orDefault(in.Hint.Name, "unattached")
+		a = s.newAgent(delegation.AgentInfo{ID: id, Name: name, ParentID: s.main.info.ID}, s.main, in)
+		a.unattached = true
+		newAgent = true
+	}
+	s.remember(a, in.Hint.Key)
+	if in.System != "" && a.system == "" && a.calls == 0 {
+		a.system = in.System
+	}
+
+	// What the call received: the part of its history it begins with, then
+	// the messages new to it, added to its own list once.
+	hist := s.resolve(a.history)
+	n := commonPrefix(input, hist)
+	ctx := cut(a.history, n)
+	fresh := input[n:]
+	if len(fresh) > 0 {
+		s.settle(a)
+		a.history = ctx
+		for i := range fresh {
+			m := fresh[i]
+			msg := &delegation.Message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, IsError: m.IsError}
+			msg.Kind = s.kindOf(a, msg, newAgent && i == len(fresh)-1 && a.parent != nil, inherited)
+			if msg.Role == delegation.RoleTool {
+				if tc := s.answering(a, msg); tc != nil {
+					s.resultIn(a, tc, msg, in.At, false)
+					continue
+				}
+			}
+			s.appendMessage(a, msg, in.At)
+		}
+		ctx = a.history
+	} else if n < len(hist) {
+		a.history = ctx
+	}
+	a.pending = keepUnanswered(a.pending)
+	a.last = append([]delegation.Range(nil), ctx...)
+
+	idx := a.calls
+	a.calls++
+	msgTokens, inh := s.tokensOf(a, ctx)
+	systemTokens := s.count(in.System)
+	toolCosts, toolTokens := a.tools, a.toolTokens
+	if len(in.Tools) > 0 && a.calls > 1 {
+		toolCosts, toolTokens = s.toolCosts(in.Tools)
+	}
+	call := delegation.ModelCall{ID: a.info.ID + ".c" + strconv.Itoa(idx), AgentID: a.info.ID, Index: idx,
+		Purpose: delegation.PurposeTurn, SystemPrompt: in.System, SystemTokens: systemTokens,
+		Context: append([]delegation.Range(nil), ctx...), Tools: toolCosts, ToolTokens: toolTokens,
+		MessageTokens: msgTokens, InheritedTokens: inh, InputTokens: systemTokens + toolTokens + msgTokens}
+	s.emit(a.info.ID, delegation.EventModelStarted, in.At, delegation.ModelStarted{Call: call})
+	t := &Turn{s: s, a: a, call: call, start: in.At}
+	a.open = t
+	return t
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Finish records a call's answer (or its error) and emits model.finished.
+func (t *Turn) Finish(out CallOutput) {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.done || s.finished {
+		return
+	}
+	t.done = true
+	a := t.a
+	if a.open == t {
+		a.open = nil
+	}
+	fin := delegation.ModelFinished{ModelCallID: t.call.ID, Usage: out.Usage, Error: out.Error}
+	if !out.At.IsZero() && !t.start.IsZero() {
+		fin.DurationMS = out.At.Sub(t.start).Milliseconds()
+	}
+	if out.Output != nil {
+		m := normalize([]Message{*out.Output})[0]
+		m.Role = delegation.RoleAssistant
+		msg := &delegation.Message{Role: m.Role, Content: m.Content, ToolCalls: withIDs(a, t.call.Index, m.ToolCalls)}
+		s.appendMessage(a, msg, out.At)
+		fin.OutputMessageID, fin.OutputTokens = msg.ID, msg.Tokens
+		a.pending = nil
+		for _, c := range msg.ToolCalls {
+			tc := &toolCall{owner: a, call: c, inherit: a.last}
+			if c.Name == s.cfg.TaskTool {
+				var args taskArgs
+				_ = json.Unmarshal(c.Args, &args)
+				tc.task = &args
+			}
+			a.pending = append(a.pending, tc)
+		}
+	}
+	s.emit(a.info.ID, delegation.EventModelFinished, out.At, fin)
+}
+
+// withIDs gives every tool call an id, as the engine does, for its result to
+// refer to; arguments that are not JSON are kept as a JSON string.
+func withIDs(a *agent, step int, calls []delegation.ToolCall) []delegation.ToolCall {
+	out := make([]delegation.ToolCall, len(calls))
+	for i, c := range calls {
+		if c.ID == "" {
+			c.ID = fmt.Sprintf("call_%s_%d_%d", a.info.ID, step, i)
+		}
+		c.Args = jsonArgs(c.Args)
+		out[i] = c
+	}
+	return out
+}
+
+func jsonArgs(raw json.RawMessage) json.RawMessage {
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		return json.RawMessage("{}")
+	}
+	if !json.Valid(raw) {
+		b, _ := json.Marshal(string(raw))
+		return b
+	}
+	return raw
+}
+
+// kindOf says what a message new to an agent is for.
+func (s *Session) kindOf(a *agent, m *delegation.Message, opening bool, inherited []delegation.Range) delegation.Kind {
+	switch {
+	case m.Role == delegation.RoleUser && opening && len(inherited) > 0:
+		return delegation.KindForkPreamble
+	case m.Role == delegation.RoleUser && opening:
+		return delegation.KindTask
+	case m.Role == delegation.RoleUser && a.parent == nil && len(a.msgs) == 0 && !a.unattached:
+		return delegation.KindPrompt
+	}
+	return delegation.KindNone
+}
+
+// answering finds the pending tool call a tool message answers: by id when
+// both have one, else the first unanswered call, in call order.
+func (s *Session) answering(a *agent, m *delegation.Message) *toolCall {
+	if m.ToolCallID != "" {
+		for _, tc := range a.pending {
+			if tc.call.ID == m.ToolCallID && !tc.added {
+				return tc
+			}
+		}
+	}
+	for _, tc := range a.pending {
+		if !tc.added {
+			return tc
+		}
+	}
+	return nil
+}
+
+func keepUnanswered(pending []*toolCall) []*toolCall {
+	var out []*toolCall
+	for _, tc := range pending {
+		if !tc.added {
+			out = append(out, tc)
+		}
+	}
+	return out
+}
+
+// settle is called when a new call of a shows messages after its history:
+// results a tool span reported that still wait for an earlier call's result
+// give way to what the call actually received.
+func (s *Session) settle(a *agent) {
+	for _, tc := range a.pending {
+		if !tc.added {
+			tc.result = nil
+		}
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Tool records a tool's execution as a tool span reports it: tool.started
+// and tool.finished, what it changed in the files, and its result in its
+// agent's list, in tool-call order. A delegation's result is the receipt.
+// It reports whether the result found its call; one that did not changes
+// nothing (the caller keeps it some other way).
+func (s *Session) Tool(r ToolResult) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return false
+	}
+	tc := s.findCall(r)
+	if tc == nil {
+		return false
+	}
+	a := tc.owner
+	if tc.child == nil && r.ChildKey != "" {
+		if c := s.byKey[r.ChildKey]; c != nil && c.parent == a {
+			tc.child = c
+		}
+	}
+	if !tc.started {
+		tc.started = true
+		s.emit(a.info.ID, delegation.EventToolStarted, r.Start, delegation.ToolStarted{ToolCallID: tc.call.ID, Name: tc.call.Name, Args: tc.call.Args})
+	}
+	tc.files = r.Files
+	result := r.Result
+	if !r.HasResult && r.IsError {
+		result = r.Error
+	}
+	if r.HasResult || r.IsError {
+		tc.result = &delegation.Message{Role: delegation.RoleTool, Content: result, ToolCallID: tc.call.ID, IsError: r.IsError}
+	}
+	if tc.child != nil && !tc.child.finished {
+		s.finishAgent(tc.child, r.IsError, r.Error, r.End)
+	}
+	if tc.child == nil && tc.files != nil {
+		s.applyFiles(a, "", tc.files, r.End)
+		tc.files = nil
+	}
+	s.flush(a, r.End)
+	if !tc.finished {
+		tc.finished = true
+		var d int64
+		if !r.Start.IsZero() && !r.End.IsZero() {
+			d = r.End.Sub(r.Start).Milliseconds()
+		}
+		s.emit(a.info.ID, delegation.EventToolFinished, r.End, delegation.ToolFinished{ToolCallID: tc.call.ID, Name: tc.call.Name,
+			IsError: r.IsError, DurationMS: d})
+	}
+	return true
+}
+
+// findCall finds the pending call a tool result answers: by id; else among
+// the hinted agent's calls (or everyone's) the first unfinished one of that
+// name whose arguments match, then of that name.
+func (s *Session) findCall(r ToolResult) *toolCall {
+	var candidates []*agent
+	if a := s.byKey[r.Hint.Key]; a != nil {
+		candidates = append(candidates, a)
+	}
+	for _, a := range s.agents {
+		if len(candidates) == 0 || candidates[0] != a {
+			candidates = append(candidates, a)
+		}
+	}
+	if r.CallID != "" {
+		for _, a := range candidates {
+			for _, tc := range a.pending {
+				if tc.call.ID == r.CallID && !tc.finished {
+					return tc
+				}
+			}
+		}
+	}
+	for pass := 0; pass < 2; pass++ {
+		for _, a := range candidates {
+			for _, tc := range a.pending {
+				if tc.finished || tc.call.Name != r.Name {
+					continue
+				}
+				if pass == 0 && !sameArgs(tc.call.Args, r.Args) {
+					continue
+				}
+				return tc
+			}
+		}
+	}
+	return nil
+}
+
+// flush adds to a's list, in call order, the results that are in, stopping
+// at the first call still waiting for its result.
+func (s *Session) flush(a *agent, at time.Time) {
+	for _, tc := range a.pending {
+		if tc.added {
+			continue
+		}
+		if tc.result == nil {
+			return
+		}
+		s.resultIn(a, tc, tc.result, at, true)
+	}
+}
+
+// resultIn adds a tool call's result to its agent's list: a receipt when the
+// call started a child, a refusal when a delegation started none.
+func (s *Session) resultIn(a *agent, tc *toolCall, m *delegation.Message, at time.Time, fromTool bool) {
+	tc.added = true
+	m.ToolCallID = tc.call.ID
+	if tc.task != nil && tc.child == nil && !tc.refused {
+		if reason := refusalOf(a, m.Content); reason != "" {
+			tc.refused = true
+			m.Kind = delegation.KindRefusal
+			s.emit(a.info.ID, delegation.EventDelegationRefused, at, delegation.DelegationRefused{ToolCallID: tc.call.ID,
+				Reason: reason, SubagentType: tc.task.SubagentType, Message: m.Content})
+		}
+	}
+	if tc.child != nil {
+		m.Kind = delegation.KindReceipt
+		if !tc.child.finished {
+			s.finishAgent(tc.child, m.IsError, "", at)
+		}
+		filesBack := false
+		if tc.files != nil {
+			filesBack = s.applyFiles(a, tc.child.info.ID, tc.files, at)
+			tc.files = nil
+		}
+		receipt := s.appendMessage(a, m, at)
+		returned := []string{"receipt"}
+		if filesBack {
+			returned = append(returned, "files")
+		}
+		s.emit(a.info.ID, delegation.EventDelegationFinished, at, delegation.DelegationFinished{ToolCallID: tc.call.ID,
+			ChildID: tc.child.info.ID, ReceiptMessageID: receipt.ID, IsError: receipt.IsError,
+			Returned: returned, HeldBack: []string{"messages"}})
+	} else {
+		s.appendMessage(a, m, at)
+	}
+	if !fromTool && !tc.finished {
+		// The span of this tool never came: its result is known only from
+		// the next call, so it starts and ends there.
+		if !tc.started {
+			tc.started = true
+			s.emit(a.info.ID, delegation.EventToolStarted, at, delegation.ToolStarted{ToolCallID: tc.call.ID, Name: tc.call.Name, Args: tc.call.Args})
+		}
+		tc.finished = true
+		s.emit(a.info.ID, delegation.EventToolFinished, at, delegation.ToolFinished{ToolCallID: tc.call.ID, Name: tc.call.Name, IsError: m.IsError})
+	}
+}
+
+// refusalOf says why a delegation tool's result started no child: "nested"
+// for the refusal a fork child gets, "unknown_type" for a subagent type
+// that does not exist, "" when the result says neither.
+func refusalOf(a *agent, content string) string {
+	low := strings.ToLower(content)
+	switch {
+	case content == delegation.NestedRefusal || strings.Contains(low, "cannot delegate to another subagent"):
+		return delegation.RefusedNested
+	case strings.Contains(low, "only allowed types") || strings.Contains(low, "does not exist"):
+		return delegation.RefusedUnknownType
+	}
+	return ""
+}
+
+func (s *Session) finishAgent(a *agent, failed bool, reason string, at time.Time) {
+	if a.finished {
+		return
+	}
+	a.finished = true
+	fin := delegation.AgentFinished{Status: delegation.StatusDone, Steps: a.calls, Receipt: receiptText(a)}
+	if failed {
+		fin.Status, fin.Error = delegation.StatusFailed, orDefault(reason, "the agent ended with an error")
+	}
+	s.emit(a.info.ID, delegation.EventAgentFinished, at, fin)
+}
+
+// receiptText is the last non-empty text an agent wrote (delegation.md §5).
+func receiptText(a *agent) string {
+	for i := len(a.msgs) - 1; i >= 0; i-- {
+		m := a.msgs[i]
+		if m.Role == delegation.RoleAssistant && strings.TrimSpace(m.Content) != "" {
+			return strings.TrimRight(m.Content, " \t\r\n")
+		}
+	}
+	return ""
+}
+
+// applyFiles applies the changes a tool (or a child, from) made to a's
+// files and emits files.changed with those that changed anything; it
+// reports whether any did.
+func (s *Session) applyFiles(a *agent, from string, changes []delegation.FileChange, at time.Time) bool {
+	var real []delegation.FileChange
+	for _, c := range changes {
+		old, had := a.files[c.Path]
+		switch {
+		case c.Deleted && had:
+			delete(a.files, c.Path)
+		case !c.Deleted && (!had || old != c.Content):
+			a.files[c.Path] = c.Content
+		default:
+			continue
+		}
+		real = append(real, c)
+	}
+	if len(real) == 0 {
+		return false
+	}
+	s.emit(a.info.ID, delegation.EventFilesChanged, at, delegation.FilesChanged{From: from, Changes: real})
+	return true
+}
+
+// AgentEnded records that the run of the agent with this key ended (its
+// span did), failed or not. It reports whether the key names an agent.
+func (s *Session) AgentEnded(key string, failed bool, reason string, at time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.byKey[key]
+	if a == nil || s.finished {
+		return false
+	}
+	if a != s.main {
+		s.finishAgent(a, failed, reason, at)
+	}
+	return true
+}
+
+// Known reports whether a key names an agent.
+func (s *Session) Known(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byKey[key] != nil
+}
+
+// Span keeps a span that maps to nothing else (span.received).
+func (s *Session) Span(d delegation.SpanReceived) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return
+	}
+	s.start(d.StartedAt, "")
+	s.emit("", delegation.EventSpanReceived, d.StartedAt.Add(time.Duration(d.DurationMS)*time.Millisecond), d)
+}
+
+// Started reports whether session.started was emitted.
+func (s *Session) Started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started
+}
+
+// Finish ends the session: every agent still running ends (children first),
+// the main agent's files become files (when given), and session.finished
+// says how it ended. Finishing twice does nothing.
+func (s *Session) Finish(status, reason string, files map[string]string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return
+	}
+	s.start(at, "")
+	failed := status != delegation.StatusDone
+	for i := len(s.agents) - 1; i >= 0; i-- {
+		a := s.agents[i]
+		if a.open != nil {
+			a.open.done = true
+			s.emit(a.info.ID, delegation.EventModelFinished, at, delegation.ModelFinished{ModelCallID: a.open.call.ID,
+				Error: orDefault(reason, "the call never ended")})
+			a.open = nil
+		}
+		if a != s.main {
+			s.finishAgent(a, failed && !a.finished, reason, at)
+		}
+	}
+	if s.main != nil && files != nil {
+		var changes []delegation.FileChange
+		for _, p := range sortedKeys(files) {
+			changes = append(changes, delegation.FileChange{Path: p, Content: files[p]})
+		}
+		for p := range s.main.files {
+			if _, ok := files[p]; !ok {
+				changes = append(changes, delegation.FileChange{Path: p, Deleted: true})
+			}
+		}
+		s.applyFiles(s.main, "", changes, at)
+	}
+	answer := ""
+	if s.main != nil {
+		answer = receiptText(s.main)
+		fin := delegation.AgentFinished{Status: delegation.StatusDone, Steps: s.main.calls, Receipt: answer}
+		if failed {
+			fin.Status, fin.Error = delegation.StatusFailed, orDefault(reason, "the session did not end well")
+		}
+		s.main.finished = true
+		s.emit("main", delegation.EventAgentFinished, at, fin)
+	}
+	var mainFiles map[string]string
+	if s.main != nil {
+		mainFiles = s.main.files
+	}
+	s.finished = true
+	s.emit("", delegation.EventSessionFinished, at, delegation.SessionFinished{Status: status, Error: reason, Answer: answer, Files: mainFiles})
+}
