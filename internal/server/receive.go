@@ -247,7 +247,9 @@ func (r *receiver) get(ctx context.Context, traceID string, spans []ingest.Span)
 	}
 	name := ingest.NameOf(spans)
 	lt := &liveTrace{last: r.s.now()}
-	stop := func() { go r.end(traceID, lt, delegation.StatusInterrupted, "stopped in the studio before the trace ended") }
+	stop := func() {
+		go r.end(traceID, lt, delegation.StatusInterrupted, "stopped in the studio before the trace ended")
+	}
 	rec, done, err := r.s.runner.Receive(ctx, &db.Session{Name: name, Tokenizer: tokens.Default,
 		Scenario: json.RawMessage("{}")}, stop)
 	if err != nil {
