@@ -166,6 +166,15 @@ func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace
 	if t.Events == nil {
 		t.Events = []delegation.Event{}
 	}
+	// Where the session came from is said once, in session.started.
+	if len(t.Events) > 0 && t.Events[0].Type == delegation.EventSessionStarted {
+		var d struct {
+			Origin *delegation.Origin `json:"origin"`
+		}
+		if json.Unmarshal(t.Events[0].Data, &d) == nil {
+			t.Session.Origin = d.Origin
+		}
+	}
 
 	rows, err = tx.QueryContext(ctx, `SELECT path, content FROM files WHERE sid = ? ORDER BY path`, key)
 	if err != nil {

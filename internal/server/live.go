@@ -164,6 +164,10 @@ func pagePatches(t *trace.Trace, ev delegation.Event, sp trace.Split) []patch {
 	case delegation.EventAgentStarted, delegation.EventAgentFinished, delegation.EventDelegationStarted,
 		delegation.EventDelegationFinished, delegation.EventDelegationRefused:
 		ps = append(ps, treePatch(t))
+	case delegation.EventSpanReceived:
+		if r, ok := spanRow(sp.Event); ok {
+			ps = append(ps, patch{Sel: "#spans", Op: "append", HTML: html(templates.SpanItem(r))})
+		}
 	case delegation.EventFilesChanged:
 		if ev.AgentID == "main" {
 			ps = append(ps, patch{Sel: "#files", Op: "inner", HTML: html(templates.Files(newPageModel(t).files()))})

@@ -141,6 +141,9 @@ func (m *pageModel) timelineRow(c trace.ModelCall) templates.TimelineRow {
 	r := templates.TimelineRow{CallID: c.ID, AgentID: c.AgentID, AgentName: m.agentName(c.AgentID), Purpose: c.Purpose,
 		Index: c.Index, Depth: min(m.depth(c.AgentID), 1), InputTokens: c.InputTokens, DurationMS: c.DurationMS, Error: c.Error,
 		StartedAt: c.StartedAt}
+	if c.Usage != nil {
+		r.Reported = c.Usage.PromptTokens
+	}
 	if c.OutputMessageID != nil {
 		if out := m.byID[*c.OutputMessageID]; out != nil {
 			r.OutputTokens = out.Tokens
@@ -417,12 +420,68 @@ func (m *pageModel) sessionPage(page templates.Page, selected string, step int, 
 		v.Timeline = append(v.Timeline, m.timelineRow(c))
 	}
 	v.Scrub = m.scrubView(step)
+	v.Origin, v.Received = originLine(t.Session.Origin), t.Session.Origin.OriginKind() != delegation.OriginEngine
+	for _, ev := range t.Events {
+		if ev.Type == delegation.EventSpanReceived {
+			if r, ok := spanRow(ev); ok {
+				v.Spans = append(v.Spans, r)
+			}
+		}
+	}
 	if t.Session.Status != delegation.StatusRunning {
 		for _, n := range session.Notes(t) {
 			v.Notes = append(v.Notes, n.Text)
 		}
 	}
 	return v
+}
+
+// originLine says, for a person, where a session came from: the studio's
+// engine, or someone else's program and what it said of itself.
+func originLine(o *delegation.Origin) string {
+	switch o.OriginKind() {
+	case delegation.OriginEngine:
+		return "the studio's engine"
+	case delegation.OriginProxy:
+		return "the recording endpoint: " + orText(o.Service, "an OpenAI-compatible client")
+	}
+	parts := []string{"an OTLP trace"}
+	if o.Service != "" {
+		parts = append(parts, "from "+o.Service)
+	}
+	switch o.Convention {
+	case "openinference":
+		parts = append(parts, "OpenInference spans")
+	case "genai":
+		parts = append(parts, "OpenTelemetry GenAI spans")
+	}
+	if len(o.Instrumentation) > 0 {
+		parts = append(parts, "instrumented by "+strings.Join(o.Instrumentation, ", "))
+	}
+	if o.SDK != "" {
+		parts = append(parts, "SDK "+o.SDK)
+	}
+	if o.TraceID != "" {
+		parts = append(parts, "trace "+o.TraceID)
+	}
+	return strings.Join(parts, " · ")
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// spanRow is a span.received event as a row.
+func spanRow(ev delegation.Event) (templates.SpanRow, bool) {
+	var d delegation.SpanReceived
+	if err := json.Unmarshal(ev.Data, &d); err != nil {
+		return templates.SpanRow{}, false
+	}
+	return templates.SpanRow{SpanID: d.SpanID, ParentSpanID: d.ParentSpanID, Name: d.Name, Kind: d.Kind,
+		DurationMS: d.DurationMS, Error: d.Error, Orphan: d.Orphan, Attributes: len(d.Attributes)}, true
 }
 
 // callPage is one model call's whole context.

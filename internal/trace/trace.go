@@ -46,6 +46,9 @@ type Session struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	Tokenizer  string     `json:"tokenizer"`
+	// Origin says where the session came from (session.started's origin);
+	// nil: our engine ran it.
+	Origin *delegation.Origin `json:"origin,omitempty"`
 }
 
 // Agent is a node of the delegation tree.
@@ -185,7 +188,7 @@ func (b *Builder) Add(ev delegation.Event) (Split, error) {
 		var d delegation.SessionStarted
 		if err = json.Unmarshal(out.Data, &d); err == nil {
 			t.Session.Name, t.Session.Prompt, t.Session.Tokenizer = d.Name, d.Prompt, d.Tokenizer
-			t.Session.CreatedAt = ev.At
+			t.Session.CreatedAt, t.Session.Origin = ev.At, d.Origin
 			b.files = copyFiles(d.Files)
 		}
 	case delegation.EventSessionFinished:

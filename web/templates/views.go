@@ -117,6 +117,7 @@ type TimelineRow struct {
 	Output                              string
 	ToolCalls                           []string
 	Error                               string
+	Reported                            int    // input tokens the program reported, 0 when it did not
 	Gap                                 int    // for a gap: how many calls it stands for
 	GapURL                              string // where they all are
 }
@@ -160,6 +161,21 @@ type SessionPage struct {
 	Files                                             []FileView
 	Answer                                            string
 	Notes                                             []string
+	// Origin is where the session came from, for a person; Received is
+	// true when someone else's program ran it (nothing to re-run here).
+	Origin   string
+	Received bool
+	// Spans are the received spans that map to nothing of ours.
+	Spans []SpanRow
+}
+
+// SpanRow is a received span kept as it came (span.received).
+type SpanRow struct {
+	SpanID, ParentSpanID, Name, Kind string
+	DurationMS                       int64
+	Error                            string
+	Orphan                           bool
+	Attributes                       int
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
