@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 // command is one subcommand's command line: its flags, each with the
@@ -56,6 +57,13 @@ func envName(flag string) string {
 func (c *command) String(name, def, shown, usage string, env []string) *string {
 	p := c.fs.String(name, def, usage)
 	c.add(name, shown, env)
+	return p
+}
+
+// Duration defines a duration flag (10m, 5s), its default said as given.
+func (c *command) Duration(name string, def time.Duration, usage string, env []string) *time.Duration {
+	p := c.fs.Duration(name, def, usage)
+	c.add(name, def.String(), env)
 	return p
 }
 

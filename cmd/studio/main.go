@@ -19,7 +19,8 @@ const usage = `studio: see, teach and debug how an AI agent delegates work to su
 Usage:
   studio [serve] [--addr HOST:PORT] [--db FILE] [--endpoint NAME=URL[,KEY_ENV[,MODEL]]]...
          [--model-url URL --model NAME] [--config FILE] [--allowed-host NAME]... [--token-file FILE]
-                                       the web studio (the default command)
+                                       the web studio (the default command); it also
+                                       receives OTLP traces at POST /v1/traces
   studio run SCENARIO.json|lesson:NAME[--VARIANT] [--json] [--db FILE] [--model-url URL --model NAME]
                                        run a scenario headless; --json prints the trace
   studio validate SCENARIO.json        check a scenario, run nothing
@@ -27,7 +28,8 @@ Usage:
   studio sessions [--db FILE]          list stored sessions: id, status, name
   studio export SESSION_ID [--format json|otlp] [--db FILE]
                                        print a stored session
-  studio import TRACE.json [--db FILE] store a trace, print its new id
+  studio import FILE [--db FILE]       store a trace or an OTLP file (JSON or protobuf),
+                                       print the new sessions' ids
   studio help [COMMAND]                this text, or a command's flags
   studio --version                     the version and commit it was built from
 

@@ -28,7 +28,9 @@ and can give no URL or key variable of its own. Keys come from *_API_KEY
 variables; OPENAI_API_KEY goes to OpenAI (or $OPENAI_BASE_URL) only.
 
 GET /healthz says whether the database is reachable; GET /metrics gives the
-studio's figures in the Prometheus text format.`, stdout, stderr)
+studio's figures in the Prometheus text format. It receives OpenTelemetry
+traces (OTLP/HTTP, protobuf or JSON) at POST /v1/traces: each trace becomes a
+session as its spans arrive (docs/ingest.md).`, stdout, stderr)
 	addr := c.String("addr", "127.0.0.1:7788", "127.0.0.1:7788", "listen on this `host:port`; beyond loopback it needs an access token", nil)
 	dbPath := dbFlag(c)
 	token := c.String("token", "", "", "access `token` every request must carry (at least 16 characters, hard to guess); prefer $STUDIO_TOKEN or --token-file, which ps does not show", nil)
@@ -47,6 +49,9 @@ studio's figures in the Prometheus text format.`, stdout, stderr)
 	maxRunning := intFlag(c, "max-sessions", server.DefaultMaxRunning, "sessions running at once; past it, 503")
 	maxViewers := intFlag(c, "max-viewers", server.DefaultMaxViewers,
 		fmt.Sprintf("live viewers in all; past it, 503 (and 429 past %d on one session)", server.DefaultMaxSessionViewers))
+	taskTool := c.String("task-tool", "task", "task", "the `name` of the tool that delegates, in received OTLP traces", nil)
+	quiet := c.Duration("otlp-quiet", server.DefaultQuiet, "a received trace from which no span arrives for this `long` ends as interrupted", nil)
+	grace := c.Duration("otlp-grace", server.DefaultGrace, "once a received trace's root span is in, spans still missing are waited for this `long`", nil)
 	if _, code, ok := c.parse(args); !ok {
 		return code
 	}
@@ -103,7 +108,8 @@ studio's figures in the Prometheus text format.`, stdout, stderr)
 	defer d.Close()
 
 	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: list, Addr: *addr, AllowedHosts: allowedHosts,
-		Limits: server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers}})
+		Limits: server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers},
+		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace})
 	if n, err := srv.Recover(ctx); err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", db.Describe(*dbPath, err))
 		return exitFailed

@@ -98,9 +98,13 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("import", "studio import TRACE.json [--db FILE]",
-		"Checks a trace whole and stores it as a new session; prints its id.\nNothing is written when anything is wrong.", stdout, stderr).
-		positional(1, "a trace file, as 'studio export' or the studio's export button writes it")
+	c := newCommand("import", "studio import FILE [--db FILE]",
+		`Stores a file as new sessions and prints their ids, one per line. FILE is a
+trace (as studio export writes it) or an OTLP trace file, JSON or protobuf (an
+ExportTraceServiceRequest, as OpenTelemetry's exporters send it): each OTLP
+trace in it becomes a session, mapped as studio serve maps received spans
+(docs/ingest.md). Each session is checked whole before it is written.`, stdout, stderr).
+		positional(1, "a trace file, as 'studio export' writes it, or an OTLP file (JSON or protobuf)")
 	dbPath := dbFlag(c)
 	pos, code, ok := c.parse(args)
 	if !ok {
@@ -117,7 +121,10 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitFailed
 	}
 	defer d.Close()
-	id, err := (&session.Runner{DB: d}).Import(ctx, raw)
+	ids, err := (&session.Runner{DB: d}).ImportFile(ctx, raw)
+	for _, id := range ids {
+		fmt.Fprintln(stdout, id)
+	}
 	if err != nil {
 		var e *delegation.Error
 		if errors.As(err, &e) && len(e.Fields) > 0 {
@@ -132,7 +139,6 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return exitUsage
 	}
-	fmt.Fprintln(stdout, id)
 	return exitOK
 }
 

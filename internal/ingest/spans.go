@@ -467,13 +467,21 @@ func (t *Trace) Close(status, reason string, at time.Time) {
 	}
 	t.others = nil
 	if status == "" {
-		status = delegation.StatusDone
-		if t.root != nil && t.root.StatusError {
+		switch {
+		case t.root == nil:
+			status, reason = delegation.StatusInterrupted, "the trace's root span never arrived: the program stopped before it ended"
+		case t.root.StatusError:
 			status, reason = delegation.StatusFailed, orDefault(t.root.StatusMessage, "the root span ended with an error")
+		default:
+			status = delegation.StatusDone
 		}
 	}
-	if at.IsZero() && t.root != nil {
-		at = t.root.End
+	if at.IsZero() {
+		for _, sp := range t.spans {
+			if sp.End.After(at) {
+				at = sp.End
+			}
+		}
 	}
 	t.s.Finish(status, reason, t.files, at)
 	t.ended = true

@@ -27,7 +27,7 @@ import (
 	"github.com/delegationstudio/studio/internal/trace"
 )
 
-//go:embed scenarios/*.json
+//go:embed scenarios/*.json recorded/*.json
 var files embed.FS
 
 // Lesson is a built-in experiment: one or more scenario variants run
@@ -55,13 +55,17 @@ type Lesson struct {
 type claim struct{ phrase, row, col string }
 
 // Variant is one scenario of a lesson. Name is unique in the lesson (a
-// lesson with one variant names it after itself).
+// lesson with one variant names it after itself). A variant may instead be
+// a recorded OTLP trace of someone else's framework (OTLP set, Scenario
+// nil): running it maps the recording, as the studio maps received spans.
 type Variant struct {
 	Name, Label string
 	Scenario    []byte
 	// Expect is the status the run ends with: done, or failed for a variant
 	// that shows deepagents failing where we do not (compat "deepagents").
 	Expect string
+	// OTLP is a recorded trace, for a variant that maps one.
+	OTLP []byte
 }
 
 // Table is what a lesson reproduces, computed from its runs, never typed in.
@@ -109,6 +113,9 @@ type lessonDef struct {
 	variants                          []variantDef
 	table                             func(runs) (Table, error)
 	claims                            []claim
+	// recorded maps a variant to a recorded OTLP trace in recorded/, which
+	// it maps instead of running a scenario.
+	recorded map[string]string
 }
 
 type variantDef struct{ name, label, expect string }
@@ -120,6 +127,7 @@ var registry = []lessonDef{
 	oneDelegation,
 	parentAfter,
 	receipt,
+	receivedDeepagents,
 	filesAndTodos,
 	nestedDelegation,
 	configErrors,
@@ -161,6 +169,14 @@ func load() []Lesson {
 			vs = []variantDef{{name: d.name, label: d.title}}
 		}
 		for _, v := range vs {
+			if file := d.recorded[v.name]; file != "" {
+				doc, err := files.ReadFile(path.Join("recorded", file))
+				if err != nil {
+					panic(fmt.Sprintf("lesson %s: %v", d.name, err))
+				}
+				l.Variants = append(l.Variants, Variant{Name: v.name, Label: v.label, OTLP: doc, Expect: delegation.StatusDone})
+				continue
+			}
 			doc, err := files.ReadFile(path.Join("scenarios", fileName(d.name, v.name)))
 			if err != nil {
 				panic(fmt.Sprintf("lesson %s: %v", d.name, err))
@@ -236,6 +252,13 @@ func (l Lesson) Table(runs map[string]*trace.Trace) (Table, error) {
 // the variant expects (the trace, when there is one, is returned all the
 // same).
 func (v Variant) Run(ctx context.Context) (*trace.Trace, error) {
+	if v.OTLP != nil {
+		ts, err := session.OTLPTraces(v.OTLP, session.DetectFormat(v.OTLP))
+		if err != nil {
+			return nil, fmt.Errorf("variant %s: %w", v.Name, err)
+		}
+		return ts[0], nil
+	}
 	sc, err := scenario.Parse(v.Scenario)
 	if err != nil {
 		return nil, fmt.Errorf("variant %s: %w", v.Name, err)

@@ -44,6 +44,7 @@ var specific = map[string]func(t *testing.T, tab Table, runs map[string]*trace.T
 	"what-a-child-inherits": testWhatAChildInherits,
 	"isolated-or-fork":      testIsolatedOrFork,
 	"structured-fork":       testStructuredFork,
+	"received-deepagents":   testReceivedDeepagents,
 }
 
 // TestEveryLesson runs every lesson, all its variants, through session.Run
@@ -222,6 +223,12 @@ func checkMetadata(t *testing.T, l Lesson) {
 			t.Fatalf("variant %q: needs a unique name and a label", v.Name)
 		}
 		seen[v.Name] = true
+		if v.OTLP != nil {
+			if _, err := session.OTLPTraces(v.OTLP, session.DetectFormat(v.OTLP)); err != nil {
+				t.Fatalf("variant %s: the recorded trace: %v", v.Name, err)
+			}
+			continue
+		}
 		sc, err := scenario.Parse(v.Scenario)
 		if err != nil {
 			t.Fatalf("variant %s: invalid: %v", v.Name, err)
@@ -627,6 +634,15 @@ func TestTablesFromTheStore(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				if v.OTLP != nil {
+					ids, err := runner.ImportFile(context.Background(), v.OTLP)
+					if err != nil {
+						j.err = err
+						return
+					}
+					j.tr, j.err = d.Trace(context.Background(), ids[0])
+					return
+				}
 				sc, err := scenario.Parse(v.Scenario)
 				if err != nil {
 					j.err = err
@@ -672,7 +688,9 @@ func TestScenarioFiles(t *testing.T) {
 	used := map[string]bool{}
 	for _, l := range All() {
 		for _, v := range l.Variants {
-			used[fileName(l.Name, v.Name)] = true
+			if v.OTLP == nil {
+				used[fileName(l.Name, v.Name)] = true
+			}
 		}
 	}
 	entries, err := fs.ReadDir(files, "scenarios")

@@ -107,9 +107,10 @@ func (s *Server) apiImport(c echo.Context) error {
 	if len(doc) > trace.MaxBytes {
 		return delegation.Errorf(delegation.ETOOLARGE, "the trace is %d bytes; the most a trace may have is %d", len(doc), trace.MaxBytes)
 	}
-	id, err := s.runner.Import(c.Request().Context(), doc)
+	// A trace, or an OTLP JSON document (one session per trace in it).
+	ids, err := s.runner.ImportFile(c.Request().Context(), doc)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, map[string]string{"id": id, "url": "/sessions/" + id})
+	return c.JSON(http.StatusCreated, map[string]any{"id": ids[0], "url": "/sessions/" + ids[0], "ids": ids})
 }

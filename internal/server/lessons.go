@@ -49,6 +49,14 @@ func (s *Server) runLesson(c echo.Context) error {
 	}
 	var runs []string
 	for _, v := range l.Variants {
+		if v.OTLP != nil { // a recorded trace of another framework: mapped, as received
+			ids, err := s.runner.ImportFile(c.Request().Context(), v.OTLP)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, v.Name+":"+ids[0])
+			continue
+		}
 		sc, err := scenario.Parse(v.Scenario)
 		if err != nil {
 			return err
@@ -105,6 +113,9 @@ func (s *Server) lessonPage(c echo.Context) error {
 			traces[variant.Name] = t
 		}
 		v.Variants = append(v.Variants, run)
+	}
+	if !v.Running && len(traces) == 2 && len(l.Variants) == 2 {
+		v.CompareURL = "/compare?a=" + url.QueryEscape(ids[l.Variants[0].Name]) + "&b=" + url.QueryEscape(ids[l.Variants[1].Name])
 	}
 	if !v.Running && len(traces) == len(l.Variants) {
 		tbl, err := l.Table(traces)

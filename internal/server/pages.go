@@ -183,7 +183,7 @@ func (s *Server) importTrace(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id, err := s.runner.Import(c.Request().Context(), []byte(doc))
+	ids, err := s.runner.ImportFile(c.Request().Context(), []byte(doc))
 	if err != nil {
 		if !badInput(err) {
 			return err
@@ -196,7 +196,10 @@ func (s *Server) importTrace(c echo.Context) error {
 		v.TraceErrs = fieldErrors(err)
 		return render(c, http.StatusBadRequest, templates.SessionsPageView(v, s.now()))
 	}
-	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
+	if len(ids) > 1 {
+		return c.Redirect(http.StatusSeeOther, "/") // several traces: the list shows them all
+	}
+	return c.Redirect(http.StatusSeeOther, "/sessions/"+ids[0])
 }
 
 func (s *Server) loadModel(c echo.Context) (*pageModel, error) {
