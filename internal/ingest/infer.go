@@ -28,8 +28,13 @@ type Placement struct {
 	// Why says, for a person, what decided it.
 	Why string
 
-	tc *toolCall
+	tc   *toolCall
+	weak bool
 }
+
+// Weak reports whether the placement is a guess: the call only begins like
+// an agent's history, or only its agent name matches a waiting delegation.
+func (p Placement) Weak() bool { return p.weak }
 
 // Place infers, without recording anything, where a model call belongs
 // (docs/ingest.md, "Who is calling"):
@@ -96,7 +101,7 @@ func (s *Session) place(in CallInput) Placement {
 		}
 	}
 	if best != nil {
-		return Placement{Agent: best.info.ID, Why: "its input begins like this agent's history (trimmed or summarized since)"}
+		return Placement{Agent: best.info.ID, Why: "its input begins like this agent's history (trimmed or summarized since)", weak: true}
 	}
 	if p, ok := s.matchDelegation(input, in.Hint.Name, false); ok {
 		return p
@@ -138,7 +143,7 @@ func (s *Session) matchDelegation(input []Message, name string, byContent bool) 
 			p := Placement{Parent: a.info.ID, TaskCallID: tc.call.ID, SubagentType: tc.task.SubagentType,
 				Mode: delegation.ModeIsolated, tc: tc, Why: "its task is the description of this waiting task call"}
 			if !byContent {
-				p.Why = "its agent name is the subagent type of this waiting task call"
+				p.Why, p.weak = "its agent name is the subagent type of this waiting task call", true
 			}
 			if n := commonPrefix(input, s.resolve(tc.inherit)); n > 0 && n < len(input) {
 				p.Mode, p.Inherited = delegation.ModeFork, n

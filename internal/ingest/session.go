@@ -852,6 +852,27 @@ func (s *Session) AgentEnded(key string, failed bool, reason string, at time.Tim
 	return true
 }
 
+// Alias makes key name the agent that known names, unless it names one
+// already: a span first taken for an agent's run turned out to be a step
+// inside it, so its parent is that agent's too.
+func (s *Session) Alias(key, known string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.byKey[known]; a != nil && key != "" {
+		s.remember(a, key)
+	}
+}
+
+// AgentName is the name of the agent a key names, "" when none.
+func (s *Session) AgentName(key string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.byKey[key]; a != nil {
+		return a.info.Name
+	}
+	return ""
+}
+
 // Known reports whether a key names an agent.
 func (s *Session) Known(key string) bool {
 	s.mu.Lock()

@@ -334,8 +334,17 @@ func (t *Trace) take(sp *Span) {
 			}
 			return
 		}
-		if (t.cls[sp.ID] == classAgent || t.s.Known(sp.ID)) && t.s.AgentEnded(sp.ID, sp.StatusError, sp.StatusMessage, sp.End) {
-			return
+		if t.s.Known(sp.ID) {
+			// A span that calls were placed under: the agent's own run when
+			// it is one (by its kind, its parent tool, or its name being the
+			// agent's, as LangGraph names a subagent's run), else a step
+			// inside it, whose parent then belongs to the same agent.
+			p := t.spans[sp.Parent]
+			if t.cls[sp.ID] == classAgent || (p != nil && t.cls[p.ID] == classTool) || t.s.AgentName(sp.ID) == sp.Name {
+				t.s.AgentEnded(sp.ID, sp.StatusError, sp.StatusMessage, sp.End)
+				return
+			}
+			t.s.Alias(sp.Parent, sp.ID)
 		}
 		t.others = append(t.others, sp)
 	}
@@ -402,9 +411,11 @@ func (t *Trace) call(sp *Span, force bool) bool {
 	h, whole := t.hint(sp)
 	in, out := t.readCall(sp)
 	in.Hint = h
-	if !force && !whole {
+	if !force {
+		// What nothing explains may be explained by a span still to come;
+		// a guess from content alone waits for the span's ancestors.
 		p := t.s.Place(in)
-		if p.Unattached || strings.HasPrefix(p.Why, "its input begins like") || strings.HasPrefix(p.Why, "its agent name") {
+		if p.Unattached || (!whole && p.Weak()) {
 			return false
 		}
 	}
@@ -460,8 +471,8 @@ func (t *Trace) Close(status, reason string, at time.Time) {
 	t.waiting = nil
 	sort.SliceStable(t.others, func(i, j int) bool { return t.others[i].Start.Before(t.others[j].Start) })
 	for _, sp := range t.others {
-		if t.s.Known(sp.ID) {
-			continue
+		if t.cls[sp.ID] == classAgent && t.s.Known(sp.ID) {
+			continue // an agent's run, mapped after all
 		}
 		t.s.Span(t.kept(sp))
 	}

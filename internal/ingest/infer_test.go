@@ -1,0 +1,203 @@
+package ingest_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/ingest"
+	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+// The inference as a recording endpoint uses it: requests and answers only,
+// no tool spans, tool-call ids absent.
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func user(s string) ingest.Message { return ingest.Message{Role: delegation.RoleUser, Content: s} }
+func asst(s string, calls ...delegation.ToolCall) ingest.Message {
+	return ingest.Message{Role: delegation.RoleAssistant, Content: s, ToolCalls: calls}
+}
+func toolMsg(s string) ingest.Message { return ingest.Message{Role: delegation.RoleTool, Content: s} }
+func task(desc, typ string) delegation.ToolCall {
+	args, _ := json.Marshal(map[string]string{"description": desc, "subagent_type": typ})
+	return delegation.ToolCall{Name: "task", Args: args}
+}
+
+type recording struct {
+	s    *ingest.Session
+	sink *collect
+	at   time.Time
+}
+
+func newRecording() *recording {
+	sink := &collect{}
+	return &recording{s: ingest.New(ingest.Config{SessionID: "s1", Tokenizer: "approx", Counter: wordCounter{}, Sink: sink}), sink: sink, at: t0}
+}
+
+// call records a call that received in and answered out; it returns the
+// agent it was placed on.
+func (r *recording) call(system string, in []ingest.Message, out ingest.Message) ingest.AgentRef {
+	r.at = r.at.Add(time.Second)
+	turn := r.s.StartCall(ingest.CallInput{System: system, Input: in, At: r.at})
+	r.at = r.at.Add(time.Second)
+	turn.Finish(ingest.CallOutput{Output: &out, At: r.at})
+	return turn.Agent()
+}
+
+func (r *recording) trace(t *testing.T) *trace.Trace {
+	t.Helper()
+	r.s.Finish(delegation.StatusDone, "", nil, r.at.Add(time.Second))
+	return r.sink.build(t)
+}
+
+func TestInferFromRequestsAlone(t *testing.T) {
+	r := newRecording()
+	prompt := user("Find the order, then report it.")
+	c1 := asst("", task("Look up order A-7731.", "researcher"), task("Summarize the above.", "forker"))
+	if a := r.call("You are main.", []ingest.Message{prompt}, c1); a.ID != "main" {
+		t.Fatalf("first call on %+v", a)
+	}
+	// The isolated child: its task alone.
+	iso := r.call("You research.", []ingest.Message{user("Look up order A-7731.")}, asst("", delegation.ToolCall{Name: "ls", Args: json.RawMessage(`{"path":"/"}`)}))
+	if iso.ParentID != "main" || iso.Mode != delegation.ModeIsolated || iso.Name != "researcher" || iso.TaskCallID == "" {
+		t.Fatalf("isolated child = %+v", iso)
+	}
+	// The fork: the parent's history without the in-flight answer, then its task.
+	fork := r.call("You are main.", []ingest.Message{prompt, user("You continue as a subagent.\n\nSummarize the above.")}, asst("A summary."))
+	if fork.ParentID != "main" || fork.Mode != delegation.ModeFork || fork.Name != "forker" {
+		t.Fatalf("fork child = %+v", fork)
+	}
+	// The isolated child goes on: its previous request, its answer, the result.
+	again := r.call("You research.", []ingest.Message{user("Look up order A-7731."), asst("", delegation.ToolCall{Name: "ls", Args: json.RawMessage(`{"path": "/"}`)}), toolMsg("/orders.md")}, asst("Order A-7731 is late."))
+	if again.ID != iso.ID {
+		t.Fatalf("the child's second call went to %+v", again)
+	}
+	// The parent's next request holds both receipts, ids or not.
+	last := r.call("You are main.", []ingest.Message{prompt, c1, toolMsg("Order A-7731 is late."), toolMsg("A summary.")}, asst("Done."))
+	if last.ID != "main" {
+		t.Fatalf("the parent's last call went to %+v", last)
+	}
+	tr := r.trace(t)
+	lists := session.Lists(tr)
+	main := lists["main"]
+	if got := fmt.Sprintf("%s %s %s", main[2].Kind, main[3].Kind, deref(main[2].ToolCallID)); got != "receipt receipt "+iso.TaskCallID {
+		t.Errorf("receipts: %s", got)
+	}
+	var fin []delegation.DelegationFinished
+	for _, ev := range tr.Events {
+		if ev.Type == delegation.EventDelegationFinished {
+			var d delegation.DelegationFinished
+			_ = json.Unmarshal(ev.Data, &d)
+			fin = append(fin, d)
+		}
+	}
+	if len(fin) != 2 || fin[0].ChildID != iso.ID || fin[1].ChildID != fork.ID {
+		t.Errorf("delegation.finished: %+v", fin)
+	}
+	var forkCall trace.ModelCall
+	for _, c := range tr.ModelCalls {
+		if c.AgentID == fork.ID {
+			forkCall = c
+		}
+	}
+	if got := fmt.Sprint(forkCall.Context); got != "[{main 0 1} {"+fork.ID+" 0 1}]" {
+		t.Errorf("the fork's context = %s: the inherited prefix is the parent's range", got)
+	}
+	for _, a := range tr.Agents {
+		if a.Status != delegation.StatusDone {
+			t.Errorf("agent %s is %s", a.ID, a.Status)
+		}
+	}
+}
+
+func TestParallelSameTaskInCallOrder(t *testing.T) {
+	r := newRecording()
+	r.call("", []ingest.Message{user("Ask twice.")}, asst("", task("Roll a die.", "roller"), task("Roll a die.", "roller")))
+	a := r.call("", []ingest.Message{user("Roll a die.")}, asst("4"))
+	b := r.call("", []ingest.Message{user("Roll a die.")}, asst("2"))
+	if a.ID == b.ID || a.TaskCallID == b.TaskCallID || a.Invocation != 0 || b.Invocation != 1 {
+		t.Fatalf("two children of one message: %+v and %+v", a, b)
+	}
+	calls := map[string]int{}
+	tr := r.trace(t)
+	for _, m := range tr.Messages {
+		if m.AgentID == "main" {
+			for i, c := range m.ToolCalls {
+				calls[c.ID] = i
+			}
+		}
+	}
+	if calls[a.TaskCallID] != 0 || calls[b.TaskCallID] != 1 {
+		t.Errorf("the first child should take the first call: %v, %s, %s", calls, a.TaskCallID, b.TaskCallID)
+	}
+}
+
+func TestUnexplainedCallIsShownUnattached(t *testing.T) {
+	r := newRecording()
+	r.call("", []ingest.Message{user("Hello.")}, asst("Hi."))
+	p := r.s.Place(ingest.CallInput{Input: []ingest.Message{user("Something else entirely.")}})
+	if !p.Unattached {
+		t.Fatalf("placement = %+v", p)
+	}
+	if got := r.sink.events; len(got) == 0 || got[len(got)-1].Type != delegation.EventModelFinished {
+		t.Fatal("Place must record nothing")
+	}
+	a := r.call("", []ingest.Message{user("Something else entirely.")}, asst("?"))
+	if !a.Unattached || a.ParentID != "main" || a.TaskCallID != "" {
+		t.Fatalf("unattached agent = %+v", a)
+	}
+}
+
+func TestKeyGroupsCallsAndTrimmedHistoryContinues(t *testing.T) {
+	r := newRecording()
+	in := []ingest.Message{user("Long task."), asst("step 1"), user("go on")}
+	r.call("", in[:1], asst("step 1"))
+	r.call("", in, asst("step 2"))
+	// The history was summarized: the next call begins like it, then differs.
+	a := r.call("", []ingest.Message{user("Long task."), user("Summary: step 1 done."), asst("step 2"), user("finish")}, asst("done"))
+	if a.ID != "main" {
+		t.Fatalf("trimmed history went to %+v", a)
+	}
+	// A key names its agent whatever the content.
+	k := ingest.Hint{Key: "span-7"}
+	at := r.at.Add(time.Second)
+	t1 := r.s.StartCall(ingest.CallInput{Hint: k, Input: []ingest.Message{user("x")}, At: at})
+	t1.Finish(ingest.CallOutput{Output: &ingest.Message{Content: "y"}, At: at})
+	t2 := r.s.StartCall(ingest.CallInput{Hint: k, Input: []ingest.Message{user("unrelated")}, At: at})
+	t2.Finish(ingest.CallOutput{Output: &ingest.Message{Content: "z"}, At: at})
+	if t1.Agent().ID != t2.Agent().ID {
+		t.Errorf("one key, two agents: %s and %s", t1.Agent().ID, t2.Agent().ID)
+	}
+	tr := r.trace(t)
+	c := tr.ModelCalls[2]
+	if got := fmt.Sprint(c.Context); got != "[{main 0 1} {main 4 7}]" {
+		t.Errorf("after the trim the context is %s: the shared head stays a range, the rest is new", got)
+	}
+}
+
+func TestNestedRefusalInAFork(t *testing.T) {
+	r := newRecording()
+	prompt := user("Go.")
+	c1 := asst("", task("Continue.", "forker"))
+	r.call("", []ingest.Message{prompt}, c1)
+	fork := r.call("", []ingest.Message{prompt, user("preamble\n\nContinue.")}, asst("", task("Again.", "forker")))
+	if fork.Mode != delegation.ModeFork {
+		t.Fatalf("fork = %+v", fork)
+	}
+	r.call("", []ingest.Message{prompt, user("preamble\n\nContinue."), asst("", task("Again.", "forker")),
+		toolMsg(delegation.NestedRefusal)}, asst("Did it myself."))
+	tr := r.trace(t)
+	refused := 0
+	for _, ev := range tr.Events {
+		if ev.Type == delegation.EventDelegationRefused {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d delegation.refused, want 1", refused)
+	}
+}
