@@ -25,7 +25,7 @@ var receivedDeepagents = lessonDef{
 		{name: "deepagents", label: "deepagents JS 1.14.1, traced with OpenInference, received over OTLP"},
 	},
 	recorded: map[string]string{"deepagents": "received-deepagents.otlp.json"},
-	table: receivedDeepagentsTable,
+	table:    receivedDeepagentsTable,
 }
 
 func receivedDeepagentsTable(r runs) (Table, error) {
