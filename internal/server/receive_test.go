@@ -1,0 +1,404 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/delegationstudio/studio/internal/db"
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/ingest"
+)
+
+// receivingStudio is a studio with its own receiver settings.
+func receivingStudio(t *testing.T, cfg Config) *studio {
+	t.Helper()
+	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DB = d
+	srv := New(cfg)
+	ts := httptest.NewServer(srv.Handler())
+	jar, _ := cookiejar.New(nil)
+	st := &studio{t: t, srv: srv, ts: ts, db: d,
+		c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	t.Cleanup(func() {
+		srv.Shutdown()
+		ts.Close()
+		d.Close()
+	})
+	return st
+}
+
+// recorded is the real deepagents run of e2e/otlp/deepagents.mjs, as its
+// exporter sent it: one ExportTraceServiceRequest in protobuf.
+func recorded(t *testing.T) ptrace.Traces {
+	t.Helper()
+	raw, err := os.ReadFile("../ingest/testdata/deepagents.otlp.pb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := ingest.DecodeProto(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return td
+}
+
+// oneByOne splits a request into one request per span, in the order the
+// spans ended: what a simple span processor sends.
+func oneByOne(td ptrace.Traces) [][]byte {
+	type item struct {
+		end  int64
+		body []byte
+	}
+	var items []item
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		sss := rss.At(i).ScopeSpans()
+		for j := 0; j < sss.Len(); j++ {
+			spans := sss.At(j).Spans()
+			for k := 0; k < spans.Len(); k++ {
+				one := ptrace.NewTraces()
+				rs := one.ResourceSpans().AppendEmpty()
+				rss.At(i).Resource().CopyTo(rs.Resource())
+				ss := rs.ScopeSpans().AppendEmpty()
+				sss.At(j).Scope().CopyTo(ss.Scope())
+				spans.At(k).CopyTo(ss.Spans().AppendEmpty())
+				b, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(one)
+				items = append(items, item{int64(spans.At(k).EndTimestamp()), b})
+			}
+		}
+	}
+	sort.SliceStable(items, func(i, j int) bool { return items[i].end < items[j].end })
+	out := make([][]byte, len(items))
+	for i, it := range items {
+		out[i] = it.body
+	}
+	return out
+}
+
+func (s *studio) otlp(contentType, encoding string, body []byte, token string) (*http.Response, []byte) {
+	s.t.Helper()
+	req, _ := http.NewRequest("POST", s.ts.URL+"/v1/traces", bytes.NewReader(body))
+	req.Header.Set("Content-Type", contentType)
+	if encoding != "" {
+		req.Header.Set("Content-Encoding", encoding)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := s.c.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(res.Body)
+	return res, b.Bytes()
+}
+
+// onlySession is the one stored session.
+func (s *studio) onlySession() *db.Session {
+	s.t.Helper()
+	list, err := s.db.Sessions(context.Background(), 0)
+	if err != nil || len(list) != 1 {
+		s.t.Fatalf("sessions: %v, %v", list, err)
+	}
+	return &list[0]
+}
+
+func (s *studio) agents(id string) []string {
+	s.t.Helper()
+	tr, err := s.db.Trace(context.Background(), id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var out []string
+	for _, a := range tr.Agents {
+		mode := ""
+		if a.Mode != nil {
+			mode = " " + *a.Mode
+		}
+		out = append(out, a.Name+mode)
+	}
+	return out
+}
+
+func TestReceiveOTLP(t *testing.T) {
+	td := recorded(t)
+	pb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	js, _ := (&ptrace.JSONMarshaler{}).MarshalTraces(td)
+
+	t.Run("protobuf: an ExportTraceServiceResponse, and the session", func(t *testing.T) {
+		s := receivingStudio(t, Config{})
+		res, body := s.otlp("application/x-protobuf", "", pb, "")
+		if res.StatusCode != 200 || res.Header.Get("Content-Type") != "application/x-protobuf" {
+			t.Fatalf("status %d, %s: %s", res.StatusCode, res.Header.Get("Content-Type"), body)
+		}
+		resp := ptraceotlp.NewExportResponse()
+		if err := resp.UnmarshalProto(body); err != nil || resp.PartialSuccess().RejectedSpans() != 0 {
+			t.Fatalf("response %x: %v", body, err)
+		}
+		sess := s.onlySession()
+		s.waitDone(sess.ID)
+		if got := strings.Join(s.agents(sess.ID), ", "); got != "main, general-purpose isolated, forker fork" {
+			t.Errorf("agents: %s", got)
+		}
+		_, page := s.get("/sessions/" + sess.ID)
+		origin := page.Find(`[data-testid="origin"]`).Text()
+		for _, want := range []string{"deepagents-order-number", "OpenInference", "@arizeai/openinference-instrumentation-langchain 4.1.1", "opentelemetry nodejs"} {
+			if !strings.Contains(origin, want) {
+				t.Errorf("origin %q lacks %q", origin, want)
+			}
+		}
+		if n := page.Find(`[data-testid="span"]`).Length(); n != 29 {
+			t.Errorf("%d kept spans listed, want 29", n)
+		}
+		if page.Find(`[data-testid="clone-team"]`).Length() != 0 {
+			t.Error("a received session has no scenario to clone")
+		}
+		if got := page.Find(`[data-testid="status"]`).Text(); got != "done" {
+			t.Errorf("status %q", got)
+		}
+	})
+
+	t.Run("JSON, gzipped", func(t *testing.T) {
+		s := receivingStudio(t, Config{})
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		_, _ = zw.Write(js)
+		_ = zw.Close()
+		res, body := s.otlp("application/json", "gzip", z.Bytes(), "")
+		if res.StatusCode != 200 || strings.TrimSpace(string(body)) != "{}" {
+			t.Fatalf("status %d: %s", res.StatusCode, body)
+		}
+		s.waitDone(s.onlySession().ID)
+	})
+
+	t.Run("live: spans one by one, the tree grows on the websocket", func(t *testing.T) {
+		s := receivingStudio(t, Config{})
+		reqs := oneByOne(td)
+		s.otlp("application/x-protobuf", "", reqs[0], "")
+		sess := s.onlySession()
+		if sess.Status != delegation.StatusRunning || !s.srv.Runner().Running(sess.ID) {
+			t.Fatalf("after the first span: %s", sess.Status)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.ts.URL, "http")+"/api/sessions/"+sess.ID+"/live?after=0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.CloseNow()
+		go func() {
+			for _, r := range reqs[1:] {
+				req, _ := http.NewRequest("POST", s.ts.URL+"/v1/traces", bytes.NewReader(r))
+				req.Header.Set("Content-Type", "application/x-protobuf")
+				if res, err := http.DefaultClient.Do(req); err == nil {
+					res.Body.Close()
+				}
+			}
+		}()
+		var types []string
+		for {
+			_, data, err := conn.Read(ctx)
+			if err != nil {
+				t.Fatalf("after %v: %v", types, err)
+			}
+			var ev wireEvent
+			_ = json.Unmarshal(data, &ev)
+			types = append(types, ev.Type)
+			if ev.Type == string(delegation.EventSessionFinished) {
+				break
+			}
+		}
+		if n := strings.Count(strings.Join(types, " "), "agent.started"); n != 3 {
+			t.Errorf("%d agents started live: %v", n, types)
+		}
+		s.waitDone(sess.ID)
+	})
+}
+
+func TestReceiveBadInput(t *testing.T) {
+	s := receivingStudio(t, Config{})
+	status := func(body []byte) (int, string) {
+		var code uint64
+		var msg string
+		for len(body) > 0 {
+			num, typ, n := protowire.ConsumeTag(body)
+			body = body[n:]
+			switch {
+			case num == 1 && typ == protowire.VarintType:
+				code, n = protowire.ConsumeVarint(body)
+			case num == 2 && typ == protowire.BytesType:
+				var b []byte
+				b, n = protowire.ConsumeBytes(body)
+				msg = string(b)
+			default:
+				n = protowire.ConsumeFieldValue(num, typ, body)
+			}
+			if n < 0 {
+				return -1, ""
+			}
+			body = body[n:]
+		}
+		return int(code), msg
+	}
+	t.Run("malformed protobuf: 400 with a google.rpc.Status", func(t *testing.T) {
+		res, body := s.otlp("application/x-protobuf", "", []byte{0x0a, 0xff, 0x01}, "")
+		code, msg := status(body)
+		if res.StatusCode != 400 || code != 3 || !strings.Contains(msg, "protobuf") {
+			t.Fatalf("%d: code %d %q", res.StatusCode, code, msg)
+		}
+	})
+	t.Run("malformed JSON: 400 with the reason", func(t *testing.T) {
+		res, body := s.otlp("application/json", "", []byte(`{"resourceSpans": [{"scopeSpans": 7}]}`), "")
+		var e struct {
+			Code  int    `json:"code"`
+			Error string `json:"error"`
+		}
+		if res.StatusCode != 400 || json.Unmarshal(body, &e) != nil || e.Code != 3 || !strings.Contains(e.Error, "JSON") {
+			t.Fatalf("%d: %s", res.StatusCode, body)
+		}
+	})
+	t.Run("not gzip though it says so", func(t *testing.T) {
+		if res, body := s.otlp("application/json", "gzip", []byte(`{}`), ""); res.StatusCode != 400 || !strings.Contains(string(body), "gzip") {
+			t.Fatalf("%d: %s", res.StatusCode, body)
+		}
+	})
+	t.Run("another content type: 415", func(t *testing.T) {
+		if res, body := s.otlp("text/plain", "", []byte(`x`), ""); res.StatusCode != 415 || !strings.Contains(string(body), "application/x-protobuf") {
+			t.Fatalf("%d: %s", res.StatusCode, body)
+		}
+	})
+	t.Run("oversized: 413, compressed or not", func(t *testing.T) {
+		big := bytes.Repeat([]byte{' '}, MaxTraceBody+10)
+		if res, _ := s.otlp("application/json", "", big, ""); res.StatusCode != 413 {
+			t.Fatalf("plain: %d", res.StatusCode)
+		}
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		_, _ = zw.Write(big)
+		_ = zw.Close()
+		res, body := s.otlp("application/json", "gzip", z.Bytes(), "")
+		if res.StatusCode != 413 || !strings.Contains(string(body), "16 MiB") {
+			t.Fatalf("gzip bomb: %d: %s", res.StatusCode, body)
+		}
+	})
+	t.Run("a span without ids: partial success, the rest kept", func(t *testing.T) {
+		td := ptrace.NewTraces()
+		spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+		spans.AppendEmpty().SetName("no ids")
+		b, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		res, body := s.otlp("application/x-protobuf", "", b, "")
+		resp := ptraceotlp.NewExportResponse()
+		if res.StatusCode != 200 || resp.UnmarshalProto(body) != nil || resp.PartialSuccess().RejectedSpans() != 1 ||
+			!strings.Contains(resp.PartialSuccess().ErrorMessage(), "no trace id") {
+			t.Fatalf("%d: %x", res.StatusCode, body)
+		}
+	})
+	list, _ := s.db.Sessions(context.Background(), 0)
+	if len(list) != 0 {
+		t.Errorf("bad input wrote %d sessions", len(list))
+	}
+}
+
+func TestReceiveNeedsTheToken(t *testing.T) {
+	s := receivingStudio(t, Config{Token: "s3cret"})
+	pb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(recorded(t))
+	if res, _ := s.otlp("application/x-protobuf", "", pb, ""); res.StatusCode != 401 {
+		t.Fatalf("without the token: %d", res.StatusCode)
+	}
+	if res, body := s.otlp("application/x-protobuf", "", pb, "s3cret"); res.StatusCode != 200 {
+		t.Fatalf("with it: %d %s", res.StatusCode, body)
+	}
+}
+
+func TestReceivedTraceEnds(t *testing.T) {
+	td := recorded(t)
+	reqs := oneByOne(td)
+	t.Run("silent for the quiet period: interrupted; late spans get a session of their own", func(t *testing.T) {
+		s := receivingStudio(t, Config{OTLPQuiet: time.Hour, OTLPGrace: time.Hour})
+		for _, r := range reqs[:10] {
+			s.otlp("application/x-protobuf", "", r, "")
+		}
+		id := s.onlySession().ID
+		s.srv.receiver.sweep(time.Now().Add(time.Hour + time.Second))
+		s.waitDone(id)
+		sess, _ := s.db.Session(context.Background(), id)
+		if sess.Status != delegation.StatusInterrupted || !strings.Contains(sess.Error, "no span of this trace arrived for 1h0m0s") {
+			t.Fatalf("%s: %s", sess.Status, sess.Error)
+		}
+		for _, r := range reqs[10:] {
+			s.otlp("application/x-protobuf", "", r, "")
+		}
+		list, _ := s.db.Sessions(context.Background(), 0)
+		if len(list) != 2 {
+			t.Fatalf("%d sessions", len(list))
+		}
+	})
+	t.Run("a missing parent: waited for, then the rest shown as orphans", func(t *testing.T) {
+		s := receivingStudio(t, Config{OTLPQuiet: time.Hour, OTLPGrace: time.Hour})
+		// Leave out one model_request span: its model call and lambda lose
+		// their parent.
+		cut := ptrace.NewTraces()
+		td.CopyTo(cut)
+		spans := cut.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+		dropped := false
+		spans.RemoveIf(func(sp ptrace.Span) bool {
+			if !dropped && sp.Name() == "model_request" {
+				dropped = true
+				return true
+			}
+			return false
+		})
+		b, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(cut)
+		s.otlp("application/x-protobuf", "", b, "")
+		id := s.onlySession().ID
+		if sess, _ := s.db.Session(context.Background(), id); sess.Status != delegation.StatusRunning {
+			t.Fatalf("the root is in but a parent is missing: still waiting, not %s", sess.Status)
+		}
+		s.srv.receiver.sweep(time.Now().Add(time.Hour + time.Second))
+		s.waitDone(id)
+		sess, _ := s.db.Session(context.Background(), id)
+		_, page := s.get("/sessions/" + id)
+		if sess.Status != delegation.StatusDone || page.Find(`[data-testid="span"] .error:contains("orphan")`).Length() != 1 {
+			t.Fatalf("%s; orphans listed: %d", sess.Status, page.Find(`[data-testid="span"] .error`).Length())
+		}
+		if got := strings.Join(s.agents(id), ", "); got != "main, general-purpose isolated, forker fork" {
+			t.Errorf("agents: %s", got)
+		}
+	})
+	t.Run("the studio stops: interrupted", func(t *testing.T) {
+		s := receivingStudio(t, Config{})
+		for _, r := range reqs[:10] {
+			s.otlp("application/x-protobuf", "", r, "")
+		}
+		id := s.onlySession().ID
+		s.srv.Shutdown()
+		sess, _ := s.db.Session(context.Background(), id)
+		if sess.Status != delegation.StatusInterrupted {
+			t.Fatalf("%s", sess.Status)
+		}
+		if res, _ := s.otlp("application/x-protobuf", "", reqs[10], ""); res.StatusCode != 503 {
+			t.Errorf("after shutdown: %d", res.StatusCode)
+		}
+	})
+}
