@@ -47,15 +47,16 @@ chromium:
 		echo "installing for the browser tests:$$missing (apt-get install)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
-# The differential tests run deepagents (JS) from e2e/node_modules, pinned by
-# e2e/package.json and its lockfile; npm ci installs it when the lockfile is
-# newer than the install (npm is installed from Debian when it is missing).
+# The differential tests run deepagents (JS), and the OTLP tests drive it and
+# the OpenTelemetry Node SDK against the studio, from e2e/node_modules, pinned
+# by e2e/package.json and its lockfile; npm ci installs them when the lockfile
+# is newer than the install (npm is installed from Debian when it is missing).
 npm:
 	@command -v npm >/dev/null 2>&1 || { \
-		echo "installing Node.js and npm for the differential tests (apt-get install nodejs npm)"; \
+		echo "installing Node.js and npm for the e2e tests (apt-get install nodejs npm)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 	@if [ ! -f e2e/node_modules/.package-lock.json ] || [ e2e/package-lock.json -nt e2e/node_modules/.package-lock.json ]; then \
-		echo "installing deepagents for the differential tests (npm ci in e2e/)"; \
+		echo "installing the real clients of the e2e tests (npm ci in e2e/)"; \
 		cd e2e && npm ci --no-audit --no-fund --loglevel=error; fi
 
 unit:

@@ -66,7 +66,11 @@ const gate = process.env.GATE === "1"
     })
   : Promise.resolve();
 if (process.env.GATE === "1") {
-  createInterface({ input: process.stdin }).once("line", () => release());
+  const rl = createInterface({ input: process.stdin });
+  rl.once("line", () => {
+    rl.close(); // stdin no longer keeps the program alive
+    release();
+  });
 }
 
 const scripts = {
