@@ -233,16 +233,25 @@ func (t *Trace) Add(spans []Span) {
 		batch = append(batch, &sp)
 		t.learnOrigin(&sp)
 	}
-	// A span is whole when it ends: take them in the order they ended.
-	sort.SliceStable(batch, func(i, j int) bool {
-		if !batch[i].End.Equal(batch[j].End) {
-			return batch[i].End.Before(batch[j].End)
-		}
-		return batch[i].Start.Before(batch[j].Start)
-	})
 	for _, sp := range batch {
 		t.cls[sp.ID] = t.classify(sp)
 	}
+	// Take them in the order things happened: a model call when it began
+	// (an agent's calls follow one another, a child's start after the call
+	// that delegated and before the parent's next), anything else when it
+	// ended, complete (a tool's result, an agent's end).
+	at := func(sp *Span) time.Time {
+		if t.cls[sp.ID] == classModel {
+			return sp.Start
+		}
+		return sp.End
+	}
+	sort.SliceStable(batch, func(i, j int) bool {
+		if a, b := at(batch[i]), at(batch[j]); !a.Equal(b) {
+			return a.Before(b)
+		}
+		return batch[i].Start.Before(batch[j].Start)
+	})
 	for _, sp := range batch {
 		t.take(sp)
 	}
