@@ -78,6 +78,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzScenario$$' -fuzztime=$(FUZZTIME) ./internal/scenario/
 	$(GO) test -run='^$$' -fuzz='^FuzzToolArgs$$' -fuzztime=$(FUZZTIME) ./internal/delegation/
 	$(GO) test -run='^$$' -fuzz='^FuzzLiveParams$$' -fuzztime=$(FUZZTIME) ./internal/server/
+	$(GO) test -run='^$$' -fuzz='^FuzzReceive$$' -fuzztime=$(FUZZTIME) ./internal/ingest/
 
 generate:
 	$(GO) tool templ generate -path web/templates

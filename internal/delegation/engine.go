@@ -193,12 +193,7 @@ func (e *Engine) startAgent(a *agent) {
 		SystemTokens: a.systemTokens, Tools: a.toolCosts, MaxSteps: a.maxSteps})
 }
 
-func (e *Engine) count(s string) int {
-	if s == "" || e.cfg.Counter == nil {
-		return 0
-	}
-	return e.cfg.Counter.Count(s)
-}
+func (e *Engine) count(s string) int { return countText(e.cfg.Counter, s) }
 
 // toolCost is a tool definition's tokens: its ToolJSON, counted with the
 // session's tokenizer.
@@ -208,19 +203,34 @@ func (e *Engine) toolCost(t *tool) int {
 	if c, ok := e.toolCosts[t]; ok {
 		return c
 	}
-	c := e.count(ToolJSON(t.def))
+	c := ToolTokens(e.cfg.Counter, t.def)
 	e.toolCosts[t] = c
 	return c
 }
 
-// messageTokens counts what the model reads of a message: its text and each
-// tool call's name and arguments.
-func (e *Engine) messageTokens(m *Message) int {
-	n := e.count(m.Content)
+// ToolTokens is a tool definition's cost: its ToolJSON, counted with the
+// session's tokenizer (§11).
+func ToolTokens(counter Counter, def ToolDef) int {
+	return countText(counter, ToolJSON(def))
+}
+
+func (e *Engine) messageTokens(m *Message) int { return MessageTokens(e.cfg.Counter, m) }
+
+// MessageTokens counts what a model reads of a message (§11): its text and
+// each tool call's name and arguments.
+func MessageTokens(counter Counter, m *Message) int {
+	n := countText(counter, m.Content)
 	for _, c := range m.ToolCalls {
-		n += e.count(c.Name) + e.count(string(c.Args))
+		n += countText(counter, c.Name) + countText(counter, string(c.Args))
 	}
 	return n
+}
+
+func countText(counter Counter, s string) int {
+	if s == "" || counter == nil {
+		return 0
+	}
+	return counter.Count(s)
 }
 
 // appendMessage adds m to a's list and to the end of its history.

@@ -17,8 +17,15 @@ func receiptText(child *agent) string {
 	if child.structuredAnswer != "" {
 		return child.structuredAnswer
 	}
-	for i := len(child.msgs) - 1; i >= 0; i-- {
-		m := child.msgs[i]
+	return LastText(child.msgs)
+}
+
+// LastText is the text of the last assistant message with non-empty text,
+// trailing white space trimmed; "" when there is none: the receipt of a
+// child without a structured response (§5), and the session's answer.
+func LastText(msgs []*Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
 		if m.Role != RoleAssistant {
 			continue
 		}

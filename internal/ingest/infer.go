@@ -74,12 +74,12 @@ func (s *Session) place(in CallInput) Placement {
 		if !s.canContinue(a, in.Hint.Name) {
 			continue
 		}
-		hist := s.resolve(a.history)
-		if len(hist) == 0 || len(hist) <= bestLen {
+		n := rangesLen(a.history)
+		if n == 0 || n <= bestLen {
 			continue
 		}
-		if commonPrefix(input, hist) == len(hist) {
-			best, bestLen = a, len(hist)
+		if s.prefix(input, a.history) == n {
+			best, bestLen = a, n
 		}
 	}
 	if best != nil {
@@ -96,7 +96,7 @@ func (s *Session) place(in CallInput) Placement {
 		if !s.canContinue(a, in.Hint.Name) {
 			continue
 		}
-		if n := commonPrefix(input, s.resolve(a.history)); n > bestLen {
+		if n := s.prefix(input, a.history); n > bestLen {
 			best, bestLen = a, n
 		}
 	}
@@ -145,7 +145,7 @@ func (s *Session) matchDelegation(input []Message, name string, byContent bool) 
 			if !byContent {
 				p.Why, p.weak = "its agent name is the subagent type of this waiting task call", true
 			}
-			if n := commonPrefix(input, s.resolve(tc.inherit)); n > 0 && n < len(input) {
+			if n := s.prefix(input, tc.inherit); n > 0 && n < len(input) {
 				p.Mode, p.Inherited = delegation.ModeFork, n
 				p.Why += ", and its input begins with the parent's history (a fork)"
 			}
@@ -177,11 +177,30 @@ func normalize(in []Message) []Message {
 	return out
 }
 
-// commonPrefix counts the messages input begins with of hist.
-func commonPrefix(input []Message, hist []*delegation.Message) int {
+// prefix counts the messages input begins with of the messages ranges
+// name, reading them in place: every call compares its input with every
+// agent's history, so nothing is copied for it.
+func (s *Session) prefix(input []Message, rs []delegation.Range) int {
 	n := 0
-	for n < len(input) && n < len(hist) && sameMessage(input[n], hist[n]) {
-		n++
+	for _, r := range rs {
+		a := s.byID[r.AgentID]
+		if a == nil {
+			return n
+		}
+		for _, m := range a.msgs[r.From:r.To] {
+			if n >= len(input) || !sameMessage(input[n], m) {
+				return n
+			}
+			n++
+		}
+	}
+	return n
+}
+
+func rangesLen(rs []delegation.Range) int {
+	n := 0
+	for _, r := range rs {
+		n += r.Len()
 	}
 	return n
 }

@@ -232,22 +232,12 @@ func (s *Session) count(text string) int {
 	return s.cfg.Counter.Count(text)
 }
 
-// messageTokens counts a message as the engine does: its text and each tool
-// call's name and arguments.
-func (s *Session) messageTokens(m *delegation.Message) int {
-	n := s.count(m.Content)
-	for _, c := range m.ToolCalls {
-		n += s.count(c.Name) + s.count(string(c.Args))
-	}
-	return n
-}
-
+// toolCosts counts tool definitions as the engine does.
 func (s *Session) toolCosts(defs []delegation.ToolDef) ([]delegation.ToolCost, int) {
 	out := make([]delegation.ToolCost, 0, len(defs))
 	total := 0
 	for _, d := range defs {
-		b, _ := json.Marshal(d)
-		c := s.count(string(b))
+		c := delegation.ToolTokens(s.cfg.Counter, d)
 		out = append(out, delegation.ToolCost{Name: d.Name, Tokens: c})
 		total += c
 	}
@@ -288,7 +278,7 @@ func (s *Session) appendMessage(a *agent, m *delegation.Message, at time.Time) *
 	idx := len(a.msgs)
 	m.ID = a.info.ID + "." + strconv.Itoa(idx)
 	m.AgentID = a.info.ID
-	m.Tokens = s.messageTokens(m)
+	m.Tokens = delegation.MessageTokens(s.cfg.Counter, m) // the engine's rule
 	a.msgs = append(a.msgs, m)
 	a.prefix = append(a.prefix, a.prefix[idx]+m.Tokens)
 	if n := len(a.history); n > 0 && a.history[n-1].AgentID == a.info.ID && a.history[n-1].To == idx {
@@ -298,17 +288,6 @@ func (s *Session) appendMessage(a *agent, m *delegation.Message, at time.Time) *
 	}
 	s.emit(a.info.ID, delegation.EventMessageAdded, at, delegation.MessageAdded{Index: idx, Message: m})
 	return m
-}
-
-// resolve returns the messages ranges name.
-func (s *Session) resolve(rs []delegation.Range) []*delegation.Message {
-	var out []*delegation.Message
-	for _, r := range rs {
-		if a := s.byID[r.AgentID]; a != nil {
-			out = append(out, a.msgs[r.From:r.To]...)
-		}
-	}
-	return out
 }
 
 // cut returns the first n messages of ranges, as ranges.
@@ -451,8 +430,7 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 
 	// What the call received: the part of its history it begins with, then
 	// the messages new to it, added to its own list once.
-	hist := s.resolve(a.history)
-	n := commonPrefix(input, hist)
+	n := s.prefix(input, a.history)
 	ctx := cut(a.history, n)
 	fresh := input[n:]
 	if len(fresh) > 0 {
@@ -471,7 +449,7 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 			s.appendMessage(a, msg, in.At)
 		}
 		ctx = a.history
-	} else if n < len(hist) {
+	} else if n < rangesLen(a.history) {
 		a.history = ctx
 	}
 	a.pending = keepUnanswered(a.pending)
@@ -803,15 +781,7 @@ func (s *Session) finishAgent(a *agent, failed bool, reason string, at time.Time
 }
 
 // receiptText is the last non-empty text an agent wrote (delegation.md §5).
-func receiptText(a *agent) string {
-	for i := len(a.msgs) - 1; i >= 0; i-- {
-		m := a.msgs[i]
-		if m.Role == delegation.RoleAssistant && strings.TrimSpace(m.Content) != "" {
-			return strings.TrimRight(m.Content, " \t\r\n")
-		}
-	}
-	return ""
-}
+func receiptText(a *agent) string { return delegation.LastText(a.msgs) }
 
 // applyFiles applies the changes a tool (or a child, from) made to a's
 // files and emits files.changed with those that changed anything; it

@@ -6,10 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/cookiejar"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -28,22 +25,9 @@ import (
 // receivingStudio is a studio with its own receiver settings.
 func receivingStudio(t *testing.T, cfg Config) *studio {
 	t.Helper()
-	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DB = d
-	srv := New(cfg)
-	ts := httptest.NewServer(srv.Handler())
-	jar, _ := cookiejar.New(nil)
-	st := &studio{t: t, srv: srv, ts: ts, db: d,
-		c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	t.Cleanup(func() {
-		srv.Shutdown()
-		ts.Close()
-		d.Close()
-	})
-	return st
+	s := startStudioWith(t, cfg)
+	s.t = t
+	return s
 }
 
 // recorded is the real deepagents run of e2e/otlp/deepagents.mjs, as its
