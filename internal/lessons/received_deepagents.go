@@ -16,7 +16,7 @@ var receivedDeepagents = lessonDef{
 	name:    "received-deepagents",
 	title:   "A real deepagents run, received",
 	article: "Ours: the engine against deepagents JS 1.14.1",
-	description: "Ours: the delegation of e2e/otlp/deepagents.mjs twice — run by our engine, and run by deepagents JS itself, " +
+	description: "Ours: the delegation of e2e/otlp/deepagents.mjs, run by our engine and by deepagents JS itself, " +
 		"traced with OpenInference and received over OTLP. Both trees have an isolated general-purpose child that sees only its " +
 		"task and a fork that starts from the parent's history, where the order number is; compare them side by side to see " +
 		"what differs: the system prompts and tool definitions each framework sends, and what each call cost.",
@@ -101,6 +101,11 @@ func receivedDeepagentsTable(r runs) (Table, error) {
 		},
 		Note: "The structure is the same; the sizes are not: each framework sends its own system prompts and tool definitions " +
 			"(the fake model of the recording received none), which compare shows call by call.",
+	}
+	// deepagents' own run stands where the other lessons have the article.
+	for _, row := range tab.Rows {
+		tab.Versus = append(tab.Versus, Versus{What: row[0], Article: row[2], Ours: row[1],
+			Why: "the same delegation: deepagents JS as received over OTLP, beside our engine's run of the same script"})
 	}
 	tab.Checks = append(tab.Checks,
 		check("both runs have the same three agents in the same modes", slices.Equal(eng.agents, da.agents),

@@ -65,6 +65,9 @@ func checkTexts(t *testing.T, l Lesson, tab Table) {
 	t.Helper()
 	texts := map[string]string{"the lesson's description": l.Description, "the table's note": tab.Note}
 	for _, v := range l.Variants {
+		if v.OTLP != nil {
+			continue // a recording: no scenario, no text of ours
+		}
 		var f struct {
 			Description string `json:"description"`
 		}
@@ -73,6 +76,9 @@ func checkTexts(t *testing.T, l Lesson, tab Table) {
 	}
 	allowed := map[string]bool{}
 	for _, v := range l.Variants {
+		if v.OTLP != nil {
+			continue
+		}
 		for f := range inputs(t, v.Scenario) {
 			allowed[f] = true
 		}
