@@ -20,6 +20,7 @@ import (
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/ingest"
+	"github.com/delegationstudio/studio/internal/session"
 )
 
 // receivingStudio is a studio with its own receiver settings.
@@ -161,6 +162,33 @@ func TestReceiveOTLP(t *testing.T) {
 		if got := page.Find(`[data-testid="status"]`).Text(); got != "done" {
 			t.Errorf("status %q", got)
 		}
+		t.Run("exports work on it: the trace re-imports, the OTLP export decodes", func(t *testing.T) {
+			res, tr := s.api("GET", "/api/sessions/"+sess.ID+"/trace", "", nil)
+			if res.StatusCode != 200 {
+				t.Fatalf("trace: %d", res.StatusCode)
+			}
+			res, body := s.api("POST", "/api/traces", "application/json", tr)
+			if res.StatusCode != 201 {
+				t.Fatalf("re-import: %d %s", res.StatusCode, body)
+			}
+			res, doc := s.api("GET", "/api/sessions/"+sess.ID+"/otlp", "", nil)
+			if res.StatusCode != 200 {
+				t.Fatalf("otlp: %d", res.StatusCode)
+			}
+			if td, err := ingest.DecodeJSON(doc); err != nil || td.SpanCount() == 0 {
+				t.Fatalf("the OTLP export: %v", err)
+			}
+		})
+		t.Run("notes and the call page", func(t *testing.T) {
+			tr, err := s.db.Trace(context.Background(), sess.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = session.Notes(tr)
+			if res, _ := s.get("/sessions/" + sess.ID + "/calls/" + tr.ModelCalls[0].ID); res.StatusCode != 200 {
+				t.Errorf("call page: %d", res.StatusCode)
+			}
+		})
 	})
 
 	t.Run("JSON, gzipped", func(t *testing.T) {
