@@ -344,19 +344,23 @@ func (t *Trace) take(sp *Span) {
 			return
 		}
 		if t.s.Known(sp.ID) {
-			// A span that calls were placed under: the agent's own run when
-			// it is one (by its kind, its parent tool, or its name being the
-			// agent's, as LangGraph names a subagent's run), else a step
-			// inside it, whose parent then belongs to the same agent.
-			p := t.spans[sp.Parent]
-			if t.cls[sp.ID] == classAgent || (p != nil && t.cls[p.ID] == classTool) || t.s.AgentName(sp.ID) == sp.Name {
+			if t.agentRun(sp) {
 				t.s.AgentEnded(sp.ID, sp.StatusError, sp.StatusMessage, sp.End)
 				return
 			}
+			// A step inside an agent's run: its parent is the same agent's.
 			t.s.Alias(sp.Parent, sp.ID)
 		}
 		t.others = append(t.others, sp)
 	}
+}
+
+// agentRun reports whether a span that calls were placed under is its
+// agent's own run: by its kind, by its parent being a tool, or by its name
+// being the agent's, as LangGraph names a subagent's run.
+func (t *Trace) agentRun(sp *Span) bool {
+	p := t.spans[sp.Parent]
+	return t.cls[sp.ID] == classAgent || (p != nil && t.cls[p.ID] == classTool) || t.s.AgentName(sp.ID) == sp.Name
 }
 
 // retry places what waits; force places it however it can (at the end).
@@ -398,7 +402,10 @@ func (t *Trace) hint(sp *Span) (Hint, bool) {
 			h.Key = cur.Parent
 			return h, false
 		}
-		if t.cls[p.ID] == classAgent || t.s.Known(p.ID) {
+		// An agent's run: by its kind, by calls placed under it before, or
+		// by its name being the agent's (LangGraph names a subagent's run
+		// after it).
+		if t.cls[p.ID] == classAgent || t.s.Known(p.ID) || (h.Name != "" && p.Name == h.Name) {
 			h.Key = p.ID
 			if h.Name == "" {
 				h.Name = agentName(p)
@@ -480,8 +487,10 @@ func (t *Trace) Close(status, reason string, at time.Time) {
 	t.waiting = nil
 	sort.SliceStable(t.others, func(i, j int) bool { return t.others[i].Start.Before(t.others[j].Start) })
 	for _, sp := range t.others {
-		if t.cls[sp.ID] == classAgent && t.s.Known(sp.ID) {
-			continue // an agent's run, mapped after all
+		if t.s.Known(sp.ID) && t.agentRun(sp) {
+			// An agent's run, which calls placed later turned out to be under.
+			t.s.AgentEnded(sp.ID, sp.StatusError, sp.StatusMessage, sp.End)
+			continue
 		}
 		t.s.Span(t.kept(sp))
 	}

@@ -372,15 +372,19 @@ func TestReceivedTraceEnds(t *testing.T) {
 		// their parent.
 		cut := ptrace.NewTraces()
 		td.CopyTo(cut)
-		spans := cut.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
 		dropped := false
-		spans.RemoveIf(func(sp ptrace.Span) bool {
-			if !dropped && sp.Name() == "model_request" {
-				dropped = true
-				return true
+		for i := 0; i < cut.ResourceSpans().Len(); i++ {
+			sss := cut.ResourceSpans().At(i).ScopeSpans()
+			for j := 0; j < sss.Len(); j++ {
+				sss.At(j).Spans().RemoveIf(func(sp ptrace.Span) bool {
+					if !dropped && sp.Name() == "model_request" {
+						dropped = true
+						return true
+					}
+					return false
+				})
 			}
-			return false
-		})
+		}
 		b, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(cut)
 		s.otlp("application/x-protobuf", "", b, "")
 		id := s.onlySession().ID
