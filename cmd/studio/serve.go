@@ -108,7 +108,7 @@ session as its spans arrive (docs/ingest.md).`, stdout, stderr)
 	defer d.Close()
 
 	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: list, Addr: *addr, AllowedHosts: allowedHosts,
-		Limits: server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers},
+		Limits:   server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers},
 		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace})
 	if n, err := srv.Recover(ctx); err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", db.Describe(*dbPath, err))

@@ -22,7 +22,6 @@ import (
 	"github.com/delegationstudio/studio/internal/tokens"
 )
 
-
 // Defaults of how a received trace ends (docs/ingest.md).
 const (
 	// DefaultQuiet: a trace from which no span arrived for this long ends
