@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -285,62 +284,20 @@ func (db *DB) EventsAfter(ctx context.Context, sessionID string, after int64, li
 	return events, nil
 }
 
-// readLog reads a session's log after a seq: the events table merged with
-// the events read back from message and model-call rows.
+// readLog reads a session's log after a seq, at most limit events (0:
+// all): the events table merged with the events read back from message and
+// model-call rows (Reader.Events).
 func readLog(ctx context.Context, tx *sql.Tx, sid, after int64, limit int) ([]delegation.Event, error) {
-	lim := limit
-	if lim <= 0 {
-		lim = -1
-	}
-	queries := []string{
-		`SELECT seq, type, agent_id, at, data FROM events WHERE sid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3`,
-		`SELECT seq, 'message.added', agent_id, at, idx, id FROM messages WHERE sid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3`,
-		`SELECT seq, 'model.started', agent_id, at, 0, id FROM model_calls WHERE sid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3`,
-		`SELECT finished_seq, 'model.finished', agent_id, finished_at, 0, id FROM model_calls
-			WHERE sid = ?1 AND finished_seq > ?2 ORDER BY finished_seq LIMIT ?3`,
-	}
+	r := &Reader{ctx: ctx, tx: tx, sid: sid}
 	var out []delegation.Event
-	for i, q := range queries {
-		rows, err := tx.QueryContext(ctx, q, sid, after, lim)
+	for sp, err := range r.log(after, false) {
 		if err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var ev delegation.Event
-			var typ string
-			var agent sql.NullString
-			var at int64
-			if i == 0 {
-				var data string
-				if err := rows.Scan(&ev.Seq, &typ, &agent, &at, &data); err != nil {
-					rows.Close()
-					return nil, err
-				}
-				ev.Data = json.RawMessage(data)
-			} else {
-				var idx int
-				var id string
-				if err := rows.Scan(&ev.Seq, &typ, &agent, &at, &idx, &id); err != nil {
-					rows.Close()
-					return nil, err
-				}
-				if typ == string(delegation.EventMessageAdded) {
-					ev.Data = trace.MessageAddedData(idx, id)
-				} else {
-					ev.Data = trace.ModelCallData(id)
-				}
-			}
-			ev.Type, ev.AgentID, ev.At = delegation.EventType(typ), agent.String, fromNanos(at)
-			out = append(out, ev)
+		out = append(out, sp.Event)
+		if limit > 0 && len(out) == limit {
+			break
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"iter"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/trace"
@@ -44,121 +45,29 @@ func (db *DB) readTraceTx(ctx context.Context, id string, fullLog bool) (*trace.
 }
 
 func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace.Trace, int64, error) {
-	s, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
-	if err == sql.ErrNoRows {
-		return nil, 0, delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)
-	}
+	r, err := openReader(ctx, tx, id)
 	if err != nil {
 		return nil, 0, err
 	}
-	key, err := sid(ctx, tx, id)
-	if err != nil {
-		return nil, 0, err
-	}
-	t := &trace.Trace{Format: trace.Format, Version: trace.Version, Scenario: s.Scenario,
-		Session: trace.Session{ID: s.ID, Name: s.Name, Title: s.Title, Prompt: s.Prompt, Status: s.Status,
-			Error: s.Error, CreatedAt: s.CreatedAt, FinishedAt: s.FinishedAt, Tokenizer: s.Tokenizer},
-		Agents: []trace.Agent{}, Messages: []trace.Message{}, ModelCalls: []trace.ModelCall{},
-		Events: []delegation.Event{}, Files: map[string]string{}}
+	h := r.Head()
+	t := &trace.Trace{Format: trace.Format, Version: trace.Version, Session: h.Session, Scenario: h.Scenario,
+		Files: map[string]string{}}
 	if len(t.Scenario) == 0 {
 		t.Scenario = json.RawMessage("{}")
 	}
-
-	agentIdx := map[string]int{}
-	rows, err := tx.QueryContext(ctx, `SELECT id, name, parent_id, mode, task_call_id, status, error, invocation,
-		system_prompt, system_tokens, tools, steps FROM agents WHERE sid = ? ORDER BY seq`, key)
-	if err != nil {
+	if t.Agents, err = collect(r.Agents()); err != nil {
 		return nil, 0, err
 	}
-	for rows.Next() {
-		var a trace.Agent
-		var parent, mode, task sql.NullString
-		var tools string
-		if err := rows.Scan(&a.ID, &a.Name, &parent, &mode, &task, &a.Status, &a.Error, &a.Invocation,
-			&a.SystemPrompt, &a.SystemTokens, &tools, &a.Steps); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		a.ParentID, a.Mode, a.TaskCallID = strPtr(parent), strPtr(mode), strPtr(task)
-		if err := json.Unmarshal([]byte(tools), &a.Tools); err != nil {
-			rows.Close()
-			return nil, 0, fmt.Errorf("agent %s tools: %w", a.ID, err)
-		}
-		agentIdx[a.ID] = len(t.Agents)
-		t.Agents = append(t.Agents, a)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if t.Messages, err = collect(r.Messages()); err != nil {
 		return nil, 0, err
 	}
-
-	rows, err = tx.QueryContext(ctx, `SELECT id, agent_id, role, content, tool_calls, tool_call_id, is_error, tokens, kind, reasoning
-		FROM messages WHERE sid = ? ORDER BY seq`, key)
-	if err != nil {
+	if t.ModelCalls, err = collect(r.ModelCalls()); err != nil {
 		return nil, 0, err
 	}
-	for rows.Next() {
-		var m trace.Message
-		var calls, callID sql.NullString
-		if err := rows.Scan(&m.ID, &m.AgentID, &m.Role, &m.Content, &calls, &callID, &m.IsError, &m.Tokens, &m.Kind, &m.Reasoning); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		m.ToolCalls = []trace.ToolCall{}
-		if calls.Valid {
-			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
-				rows.Close()
-				return nil, 0, fmt.Errorf("message %s tool calls: %w", m.ID, err)
-			}
-		}
-		m.ToolCallID = strPtr(callID)
-		t.Messages = append(t.Messages, m)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
-	}
-
-	rows, err = tx.QueryContext(ctx, `SELECT id, agent_id, idx, purpose, context, system_tokens, tool_tokens,
-		message_tokens, inherited_tokens, input_tokens, output_message_id, duration_ms, error, usage, at
-		FROM model_calls WHERE sid = ? ORDER BY seq`, key)
-	if err != nil {
-		return nil, 0, err
-	}
-	for rows.Next() {
-		var c trace.ModelCall
-		var ctxJSON string
-		var out, usage sql.NullString
-		var at int64
-		if err := rows.Scan(&c.ID, &c.AgentID, &c.Index, &c.Purpose, &ctxJSON, &c.SystemTokens, &c.ToolTokens,
-			&c.MessageTokens, &c.InheritedTokens, &c.InputTokens, &out, &c.DurationMS, &c.Error, &usage, &at); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		if c.Context, err = unpackRanges(ctxJSON); err != nil {
-			rows.Close()
-			return nil, 0, fmt.Errorf("model call %s context: %w", c.ID, err)
-		}
-		if usage.Valid {
-			c.Usage = &delegation.Usage{}
-			_ = json.Unmarshal([]byte(usage.String), c.Usage)
-		}
-		c.OutputMessageID, c.StartedAt = strPtr(out), fromNanos(at)
-		// A call's system prompt and tools are its agent's, stored once.
-		if i, ok := agentIdx[c.AgentID]; ok {
-			c.SystemPrompt, c.Tools = t.Agents[i].SystemPrompt, t.Agents[i].Tools
-		}
-		t.ModelCalls = append(t.ModelCalls, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
-	}
-
 	if fullLog {
-		t.Events, err = readLog(ctx, tx, key, 0, 0)
+		t.Events, err = collect(r.Events())
 	} else {
-		t.Events, err = readViewEvents(ctx, tx, key)
+		t.Events, err = readViewEvents(ctx, tx, r.sid)
 	}
 	if err != nil {
 		return nil, 0, err
@@ -166,27 +75,23 @@ func readTrace(ctx context.Context, tx *sql.Tx, id string, fullLog bool) (*trace
 	if t.Events == nil {
 		t.Events = []delegation.Event{}
 	}
-	// Where the session came from is said once, in session.started.
-	if len(t.Events) > 0 && t.Events[0].Type == delegation.EventSessionStarted {
-		var d struct {
-			Origin *delegation.Origin `json:"origin"`
-		}
-		if json.Unmarshal(t.Events[0].Data, &d) == nil {
-			t.Session.Origin = d.Origin
-		}
-	}
-
-	rows, err = tx.QueryContext(ctx, `SELECT path, content FROM files WHERE sid = ? ORDER BY path`, key)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var p, c string
-		if err := rows.Scan(&p, &c); err != nil {
+	for f, err := range r.Files() {
+		if err != nil {
 			return nil, 0, err
 		}
-		t.Files[p] = c
+		t.Files[f.Path] = f.Content
 	}
-	return t, s.LastSeq, rows.Err()
+	return t, h.LastSeq, nil
+}
+
+// collect reads a whole part into memory; never nil.
+func collect[T any](s iter.Seq2[T, error]) ([]T, error) {
+	out := []T{}
+	for v, err := range s {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

@@ -1,0 +1,144 @@
+package trace_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"iter"
+	"reflect"
+	"testing"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+func TestWrite(t *testing.T) {
+	sc, events := runExample(t)
+	tr, err := trace.Build(trace.Meta{ID: "s1", Scenario: sc.Raw}, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("compact: the bytes of json.Marshal", func(t *testing.T) {
+		var b bytes.Buffer
+		if err := trace.Write(&b, trace.SourceOf(tr), false); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(tr)
+		if got := b.String(); got != string(want)+"\n" {
+			t.Fatalf("streamed:\n%s\nwhole:\n%s", got, want)
+		}
+	})
+	t.Run("pretty: the bytes of json.MarshalIndent", func(t *testing.T) {
+		var b bytes.Buffer
+		if err := trace.Write(&b, trace.SourceOf(tr), true); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.MarshalIndent(tr, "", "  ")
+		if got := b.String(); got != string(want)+"\n" {
+			t.Fatalf("streamed:\n%s\nwhole:\n%s", got, want)
+		}
+	})
+	t.Run("empty parts are written as json.Marshal writes them", func(t *testing.T) {
+		empty := &trace.Trace{Format: trace.Format, Version: trace.Version, Scenario: json.RawMessage(`{}`),
+			Agents: []trace.Agent{}, Messages: []trace.Message{}, ModelCalls: []trace.ModelCall{},
+			Events: []delegation.Event{}, Files: map[string]string{}}
+		for _, pretty := range []bool{false, true} {
+			var b bytes.Buffer
+			if err := trace.Write(&b, trace.SourceOf(empty), pretty); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(empty)
+			if pretty {
+				want, _ = json.MarshalIndent(empty, "", "  ")
+			}
+			if b.String() != string(want)+"\n" {
+				t.Fatalf("pretty=%v:\n%s\nwant\n%s", pretty, b.String(), want)
+			}
+		}
+	})
+	t.Run("a part that fails stops the writing with its error", func(t *testing.T) {
+		boom := errors.New("the disk went away")
+		err := trace.Write(&bytes.Buffer{}, failing{trace.SourceOf(tr), boom}, false)
+		if !errors.Is(err, boom) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("the log with what each event introduced gives the trace back", func(t *testing.T) {
+		b := trace.NewBuilder(trace.Meta{ID: "s1", Scenario: sc.Raw})
+		for sp, err := range trace.SourceOf(tr).Log() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := sp.Event
+			switch {
+			case sp.Message != nil:
+				m := *sp.Message
+				ev.Payload, ev.Data = delegation.MessageAdded{Index: sp.Index, Message: &delegation.Message{ID: m.ID, AgentID: m.AgentID,
+					Role: delegation.Role(m.Role), Content: m.Content, ToolCalls: m.ToolCalls, IsError: m.IsError, Tokens: m.Tokens,
+					Kind: delegation.Kind(m.Kind), ToolCallID: deref(m.ToolCallID)}}, nil
+			case sp.Call != nil:
+				c := sp.Call
+				ev.Payload, ev.Data = delegation.ModelStarted{Call: delegation.ModelCall{ID: c.ID, AgentID: c.AgentID, Index: c.Index,
+					Purpose: delegation.Purpose(c.Purpose), SystemPrompt: c.SystemPrompt, SystemTokens: c.SystemTokens,
+					Context: c.Context, Tools: c.Tools, ToolTokens: c.ToolTokens, MessageTokens: c.MessageTokens,
+					InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens}}, nil
+			case sp.Finished != nil:
+				ev.Payload, ev.Data = *sp.Finished, nil
+			}
+			if _, err := b.Add(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		again := b.Trace()
+		again.Files = tr.Files // the log's session.finished holds no files: the trace does
+		if !reflect.DeepEqual(mustJSON(t, again), mustJSON(t, tr)) {
+			t.Fatalf("rebuilt:\n%s\nwant\n%s", mustJSON(t, again), mustJSON(t, tr))
+		}
+	})
+	t.Run("backward reads an agent's list newest first", func(t *testing.T) {
+		var got []string
+		for m, err := range trace.SourceOf(tr).Backward("main", 1, 4) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, m.ID)
+		}
+		if want := []string{"main.3", "main.2", "main.1"}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// failing is a source whose messages fail after the first.
+type failing struct {
+	*trace.Memory
+	err error
+}
+
+func (f failing) Messages() iter.Seq2[trace.Message, error] {
+	return func(yield func(trace.Message, error) bool) {
+		for m := range f.Memory.Messages() {
+			if !yield(m, nil) {
+				return
+			}
+			yield(trace.Message{}, f.err)
+			return
+		}
+	}
+}
