@@ -68,7 +68,7 @@ func TestConventions(t *testing.T) {
 			{[]string{"run", "a.json", "b.json"}, "studio run: give one scenario file, or lesson:NAME (see 'studio lessons'), not 2 (a.json, b.json)"},
 			{[]string{"sessions", "extra"}, `studio sessions: takes no arguments; got "extra"`},
 			{[]string{"run", example, "--frobnicate"}, "studio run: flag provided but not defined: -frobnicate"},
-			{[]string{"export", "x", "--format", "yaml"}, `studio export: unknown format "yaml"; use json or otlp`},
+			{[]string{"export", "x", "--format", "yaml"}, `studio export: unknown format "yaml"; use json, otlp or otlp-proto`},
 		} {
 			code, out, errOut := studio(t, tc.args...)
 			if code != exitUsage || out != "" || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "Run 'studio help ") {

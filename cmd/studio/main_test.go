@@ -149,7 +149,7 @@ func TestStoreCommands(t *testing.T) {
 	var exported string
 	t.Run("export prints the trace with the stored id", func(t *testing.T) {
 		code, out, errOut := studio(t, "export", id, "--db", dbPath)
-		if code != exitOK || !strings.Contains(out, `"id": "`+id+`"`) {
+		if code != exitOK || !strings.Contains(out, `"id":"`+id+`"`) || strings.Count(out, "\n") != 1 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 		if errs := schema.ValidateTrace([]byte(out)); len(errs) > 0 {
@@ -178,7 +178,7 @@ func TestStoreCommands(t *testing.T) {
 		}
 	})
 	t.Run("a bad import exits 2, one error per line, and writes nothing", func(t *testing.T) {
-		p := writeFile(t, strings.Replace(exported, `"version": 1`, `"version": 7`, 1))
+		p := writeFile(t, strings.Replace(exported, `"version":1`, `"version":7`, 1))
 		code, _, errOut := studio(t, "import", p, "--db", dbPath)
 		if code != exitUsage || !strings.Contains(errOut, p+": version: unsupported trace version 7") {
 			t.Fatalf("exit %d: %s", code, errOut)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -59,42 +60,132 @@ func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("export", "studio export SESSION_ID [--format json|otlp] [--db FILE]",
-		"Prints a stored session: its trace (formats.md §2), or its OTLP JSON spans\n(OpenTelemetry GenAI conventions) for tracing tools.", stdout, stderr).
+	c := newCommand("export", "studio export SESSION_ID [--format json|otlp|otlp-proto] [--db FILE]\n"+
+		"       studio export SESSION_ID --otlp-endpoint URL | --push [--otlp-protocol http/protobuf|http/json]",
+		`Prints a stored session: its trace (formats.md §2), or its OpenTelemetry
+spans (GenAI conventions) as OTLP/JSON or protobuf; or pushes the spans to an
+OTLP/HTTP collector (Jaeger, Langfuse, Phoenix, an OpenTelemetry Collector).
+A push honours OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_PROTOCOL, and sends only what
+it has not sent to that endpoint before. A running session's export holds only
+its finished spans. See docs/otlp.md.`, stdout, stderr).
 		positional(1, "the id of a stored session (see 'studio sessions')")
 	dbPath := dbFlag(c)
-	format := c.String("format", "json", "json", "`json` (the trace) or otlp (OpenTelemetry GenAI spans, OTLP JSON)", nil)
+	format := c.String("format", "json", "json", "`json` (the trace), otlp (OpenTelemetry spans, OTLP/JSON) or otlp-proto (OTLP protobuf)", nil)
+	pretty := c.Bool("pretty", "indent the trace (json)", nil)
+	inputs := c.String("inputs", "new", "new", "what each chat span's gen_ai.input.messages holds: `new` (the messages the call added) or full (its whole input, capped)", nil)
+	inputCap := c.String("input-cap", strconv.Itoa(otlp.DefaultInputCap), strconv.Itoa(otlp.DefaultInputCap),
+		"with --inputs full: the most `bytes` of input per span; older messages are left out first", nil)
+	conventions := c.String("conventions", "genai", "genai", "the attribute `conventions`: genai, or genai,openinference (for Arize Phoenix)", nil)
+	after := c.String("after", "0", "", "leave out the spans finished by this `seq` (a running session's earlier export said it)", []string{})
+	endpoint := c.String("otlp-endpoint", "", "", "push the spans to this OTLP/HTTP `URL` (base, e.g. http://localhost:4318) instead of printing them", []string{})
+	push := c.Bool("push", "push the spans to $"+otlp.EnvTracesEndpoint+" or $"+otlp.EnvEndpoint, []string{})
+	protocol := c.String("otlp-protocol", "", "http/protobuf", "how to push: `http/protobuf` or http/json (else $"+otlp.EnvProtocol+")", []string{})
 	pos, code, ok := c.parse(args)
 	if !ok {
 		return code
 	}
 	id := pos[0]
-	if *format != "json" && *format != "otlp" {
-		return c.fail("unknown format %q; use json or otlp", *format)
+	opts, problems := exportOptions(*inputs, *inputCap, *conventions, *after)
+	pushing := *push || *endpoint != ""
+	if pushing && *format == "json" && c.given("format") == "flag" {
+		problems = append(problems, "--format json is the trace, which is not pushed: drop --format, or leave out --otlp-endpoint")
+	}
+	if !pushing && *format != "json" && *format != "otlp" && *format != "otlp-proto" {
+		problems = append(problems, fmt.Sprintf("unknown format %q; use json, otlp or otlp-proto", *format))
+	}
+	var cfg otlp.PushConfig
+	if pushing {
+		var found bool
+		var err error
+		cfg, found, err = otlp.ConfigFromEnv(*endpoint, *protocol, os.Getenv)
+		switch {
+		case err != nil:
+			problems = append(problems, err.Error())
+		case !found:
+			problems = append(problems, "--push needs an endpoint: set "+otlp.EnvEndpoint+" (or "+otlp.EnvTracesEndpoint+"), or give --otlp-endpoint URL")
+		}
+	}
+	if *format == "otlp-proto" && !pushing && isTerminal(stdout) {
+		problems = append(problems, "otlp-proto is binary: send it to a file, e.g. studio export "+id+" --format otlp-proto > session.otlp.pb")
+	}
+	if len(problems) > 0 {
+		for _, p := range problems[:len(problems)-1] {
+			fmt.Fprintf(stderr, "studio export: %s\n", p)
+		}
+		return c.fail("%s", problems[len(problems)-1])
 	}
 	d, ok := openStore(ctx, *dbPath, stderr)
 	if !ok {
 		return exitFailed
 	}
 	defer d.Close()
-	t, err := d.Trace(ctx, id)
-	if err != nil {
+	fail := func(err error) int {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		if delegation.ErrorCode(err) == delegation.ENOTFOUND {
 			return exitUsage
 		}
 		return exitFailed
 	}
-	if *format == "otlp" {
-		doc, err := otlp.Export(t)
+	if pushing {
+		p, err := otlp.NewPusher(cfg)
 		if err != nil {
-			fmt.Fprintf(stderr, "studio: %v\n", err)
-			return exitFailed
+			return fail(err)
 		}
-		stdout.Write(append(doc, '\n'))
+		sum, err := otlp.PushStored(ctx, d, p, id, opts)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "Pushed %d spans of session %s to %s (%s).\n", sum.Spans, id, p.Endpoint(), p.Protocol())
+		if sum.Sent > 0 {
+			fmt.Fprintf(stdout, "%d spans had gone there before and were not sent again.\n", sum.Sent)
+		}
+		if sum.Running {
+			fmt.Fprintf(stdout, "The session is still running: its %d unfinished spans go with the next push.\n", sum.Open)
+		}
 		return exitOK
 	}
-	return writeJSON(stdout, stderr, t)
+	err := d.Read(ctx, id, func(r *db.Reader) error {
+		var sum otlp.Summary
+		var err error
+		switch *format {
+		case "json":
+			return trace.Write(stdout, r, *pretty)
+		case "otlp":
+			sum, err = otlp.WriteJSON(stdout, r, opts)
+		default:
+			sum, err = otlp.WriteProto(stdout, r, opts)
+		}
+		if err == nil && sum.Running {
+			fmt.Fprintf(stderr, "studio export: session %s is still running: its %d unfinished spans are left out; export them later with --after %d\n",
+				id, sum.Open, sum.LastSeq)
+		}
+		return err
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return exitOK
+}
+
+// exportOptions reads the OTLP export's flags; it returns every problem.
+func exportOptions(inputs, inputCap, conventions, after string) (otlp.Options, []string) {
+	var opts otlp.Options
+	var problems []string
+	var err error
+	if opts.Inputs, err = otlp.ParseInputs(inputs); err != nil {
+		problems = append(problems, "--"+err.Error())
+	}
+	if opts.InputCap, err = strconv.Atoi(inputCap); err != nil || opts.InputCap <= 0 {
+		problems = append(problems, fmt.Sprintf("--input-cap %q: give the cap in bytes, a whole number more than 0", inputCap))
+	}
+	if opts.OpenInference, err = otlp.ParseConventions(conventions); err != nil {
+		problems = append(problems, "--"+err.Error())
+	}
+	if opts.After, err = strconv.ParseInt(after, 10, 64); err != nil || opts.After < 0 {
+		problems = append(problems, fmt.Sprintf("--after %q: give a seq of the session's log, 0 or more", after))
+	}
+	return opts, problems
 }
 
 func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -4,10 +4,13 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/otlp"
 	"github.com/delegationstudio/studio/internal/scenario"
@@ -77,26 +80,91 @@ func download(c echo.Context, name string) {
 	}
 }
 
+// apiTrace streams a session's trace from the store, compact, or indented
+// with ?pretty=1.
 func (s *Server) apiTrace(c echo.Context) error {
-	t, err := s.cfg.DB.Trace(c.Request().Context(), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	download(c, "session-"+t.Session.ID+".trace.json")
-	return c.JSONPretty(http.StatusOK, t, "  ")
+	pretty := truthy(c.QueryParam("pretty"))
+	return s.cfg.DB.Read(c.Request().Context(), c.Param("id"), func(r *db.Reader) error {
+		download(c, "session-"+r.Session().ID+".trace.json")
+		c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSONCharsetUTF8)
+		c.Response().WriteHeader(http.StatusOK)
+		if err := trace.Write(c.Response(), r, pretty); err != nil {
+			s.abort(c, "the trace export stopped part-way", err)
+		}
+		return nil
+	})
 }
 
+// apiOTLP streams a session's spans from the store: OTLP/JSON, or protobuf
+// with ?format=otlp-proto (or Accept: application/x-protobuf). ?inputs=full
+// (&input_cap=BYTES) writes each call's whole input; ?conventions=
+// genai,openinference adds OpenInference's attributes; ?after=SEQ leaves out
+// the spans finished by that seq, which the Studio-Last-Seq header of an
+// earlier export of a running session gave.
 func (s *Server) apiOTLP(c echo.Context) error {
-	t, err := s.cfg.DB.Trace(c.Request().Context(), c.Param("id"))
+	opts, proto, err := otlpQuery(c)
 	if err != nil {
 		return err
 	}
-	doc, err := otlp.Export(t)
-	if err != nil {
-		return err
+	return s.cfg.DB.Read(c.Request().Context(), c.Param("id"), func(r *db.Reader) error {
+		h := c.Response().Header()
+		h.Set("Studio-Last-Seq", strconv.FormatInt(r.Head().LastSeq, 10))
+		write, name := otlp.WriteJSON, ".otlp.json"
+		h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+		if proto {
+			write, name = otlp.WriteProto, ".otlp.pb"
+			h.Set(echo.HeaderContentType, "application/x-protobuf")
+		}
+		download(c, "session-"+r.Session().ID+name)
+		c.Response().WriteHeader(http.StatusOK)
+		if _, err := write(c.Response(), r, opts); err != nil {
+			s.abort(c, "the OTLP export stopped part-way", err)
+		}
+		return nil
+	})
+}
+
+// otlpQuery reads the OTLP export's query parameters; every problem is
+// reported at once.
+func otlpQuery(c echo.Context) (otlp.Options, bool, error) {
+	var opts otlp.Options
+	var errs delegation.FieldErrors
+	var err error
+	if opts.Inputs, err = otlp.ParseInputs(c.QueryParam("inputs")); err != nil {
+		errs.Add("inputs", "%v", err)
 	}
-	download(c, "session-"+t.Session.ID+".otlp.json")
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, doc)
+	if v := c.QueryParam("input_cap"); v != "" {
+		if opts.InputCap, err = strconv.Atoi(v); err != nil || opts.InputCap <= 0 {
+			errs.Add("input_cap", "give the cap in bytes, a positive whole number (default %d)", otlp.DefaultInputCap)
+		}
+	}
+	if opts.OpenInference, err = otlp.ParseConventions(c.QueryParam("conventions")); err != nil {
+		errs.Add("conventions", "%v", err)
+	}
+	if v := c.QueryParam("after"); v != "" {
+		if opts.After, err = strconv.ParseInt(v, 10, 64); err != nil || opts.After < 0 {
+			errs.Add("after", "give a seq of the session's log, e.g. the Studio-Last-Seq of an earlier export")
+		}
+	}
+	proto := strings.Contains(c.Request().Header.Get(echo.HeaderAccept), "application/x-protobuf")
+	switch c.QueryParam("format") {
+	case "", "otlp", "otlp-json":
+	case "otlp-proto":
+		proto = true
+	default:
+		errs.Add("format", "use otlp (OTLP/JSON, the default) or otlp-proto (OTLP protobuf)")
+	}
+	return opts, proto, errs.Err()
+}
+
+func truthy(v string) bool { return v == "1" || v == "true" || v == "yes" }
+
+// abort ends a response whose body could not be finished: the status has
+// gone, so the connection is dropped, and the client sees a broken body
+// rather than a short document that looks whole.
+func (s *Server) abort(c echo.Context, what string, err error) {
+	s.log.Error(what, "path", c.Request().URL.Path, "err", err)
+	panic(http.ErrAbortHandler)
 }
 
 func (s *Server) apiImport(c echo.Context) error {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -279,8 +280,14 @@ func TestAPI(t *testing.T) {
 			t.Fatalf("status %d: %s", res.StatusCode, body)
 		}
 		res, trace := s.api("GET", "/api/sessions/"+created.ID+"/trace", "", nil)
-		if res.StatusCode != 200 || !strings.Contains(string(trace), `"format": "delegation-studio.trace"`) {
+		if res.StatusCode != 200 || !strings.HasPrefix(string(trace), `{"format":"delegation-studio.trace"`) {
 			t.Fatalf("trace %d", res.StatusCode)
+		}
+		res, pretty := s.api("GET", "/api/sessions/"+created.ID+"/trace?pretty=1", "", nil)
+		var a, b any
+		if res.StatusCode != 200 || !strings.HasPrefix(string(pretty), "{\n  \"format\": \"delegation-studio.trace\"") ||
+			json.Unmarshal(trace, &a) != nil || json.Unmarshal(pretty, &b) != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("pretty trace %d", res.StatusCode)
 		}
 		res, body = s.api("GET", "/api/sessions/"+created.ID+"/otlp", "", nil)
 		if res.StatusCode != 200 || !strings.Contains(string(body), `"resourceSpans"`) {

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+)
+
+// storedExample runs the example into a new database and returns its path
+// and the session's id.
+func storedExample(t *testing.T) (string, string) {
+	t.Helper()
+	dbPath := filepath.Join(t.TempDir(), "studio.db")
+	code, out, errOut := studio(t, "run", example, "--db", dbPath, "--json")
+	if code != exitOK {
+		t.Fatalf("run: exit %d: %s", code, errOut)
+	}
+	var tr struct {
+		Session struct {
+			ID string `json:"id"`
+		} `json:"session"`
+	}
+	if err := json.Unmarshal([]byte(out), &tr); err != nil || tr.Session.ID == "" {
+		t.Fatalf("run --json: %v", err)
+	}
+	return dbPath, tr.Session.ID
+}
+
+// receiver is an OTLP/HTTP traces endpoint that keeps what it was sent,
+// decoded as the Collector decodes a request.
+type receiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []string // content types
+	spans    int
+	// fail answers the first requests with these statuses.
+	fail []int
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if req.URL.Path != "/v1/traces" || req.Method != http.MethodPost {
+			http.NotFound(w, req)
+			return
+		}
+		if len(r.fail) > 0 {
+			code := r.fail[0]
+			r.fail = r.fail[1:]
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "busy", code)
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		exp := ptraceotlp.NewExportRequest()
+		var err error
+		if ct := req.Header.Get("Content-Type"); ct == "application/json" {
+			err = exp.UnmarshalJSON(body)
+		} else {
+			err = exp.UnmarshalProto(body)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.requests = append(r.requests, req.Header.Get("Content-Type"))
+		r.spans += exp.Traces().SpanCount()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		b, _ := ptraceotlp.NewExportResponse().MarshalProto()
+		w.Write(b)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func TestExportFormats(t *testing.T) {
+	dbPath, id := storedExample(t)
+	var spans int
+	t.Run("--format otlp is OTLP/JSON the Collector reads", func(t *testing.T) {
+		code, out, errOut := studio(t, "export", id, "--format", "otlp", "--db", dbPath)
+		td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(out))
+		if code != exitOK || err != nil || td.SpanCount() == 0 {
+			t.Fatalf("exit %d: %v %s", code, err, errOut)
+		}
+		spans = td.SpanCount()
+		if strings.Contains(out, "openinference") {
+			t.Fatal("OpenInference's attributes without --conventions")
+		}
+	})
+	t.Run("--format otlp-proto is the same spans in protobuf", func(t *testing.T) {
+		code, out, errOut := studio(t, "export", id, "--format", "otlp-proto", "--db", dbPath)
+		td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces([]byte(out))
+		if code != exitOK || err != nil || td.SpanCount() != spans {
+			t.Fatalf("exit %d: %v %s (%d spans, want %d)", code, err, errOut, td.SpanCount(), spans)
+		}
+	})
+	t.Run("--conventions genai,openinference and --inputs full", func(t *testing.T) {
+		code, out, errOut := studio(t, "export", id, "--format", "otlp", "--conventions", "genai,openinference",
+			"--inputs", "full", "--input-cap", "100", "--db", dbPath)
+		if code != exitOK || !strings.Contains(out, `"openinference.span.kind"`) || !strings.Contains(out, `"delegation.inputs_cut"`) {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	})
+	t.Run("--pretty indents the trace", func(t *testing.T) {
+		code, out, _ := studio(t, "export", id, "--pretty", "--db", dbPath)
+		if code != exitOK || !strings.HasPrefix(out, "{\n  \"format\": \"delegation-studio.trace\",") {
+			t.Fatalf("exit %d: %.80s", code, out)
+		}
+	})
+	t.Run("bad flags exit 2, each problem on its line", func(t *testing.T) {
+		code, _, errOut := studio(t, "export", id, "--format", "otlp", "--inputs", "some", "--conventions", "zipkin",
+			"--input-cap", "0", "--db", dbPath)
+		if code != exitUsage || strings.Count(errOut, "studio export: ") != 3 || !strings.Contains(errOut, `unknown "zipkin"`) {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	})
+}
+
+func TestExportPush(t *testing.T) {
+	dbPath, id := storedExample(t)
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		t.Setenv(k, "")
+	}
+	t.Run("--otlp-endpoint pushes protobuf, once", func(t *testing.T) {
+		r := newReceiver(t)
+		code, out, errOut := studio(t, "export", id, "--otlp-endpoint", r.URL, "--db", dbPath)
+		if code != exitOK || len(r.requests) != 1 || r.requests[0] != "application/x-protobuf" || r.spans == 0 {
+			t.Fatalf("exit %d: %s %s; requests %v", code, out, errOut, r.requests)
+		}
+		if !strings.Contains(out, "Pushed ") || !strings.Contains(out, r.URL+"/v1/traces") {
+			t.Fatalf("output %q", out)
+		}
+		// A second push sends nothing: the store remembers what went.
+		code, out, _ = studio(t, "export", id, "--otlp-endpoint", r.URL, "--db", dbPath)
+		if code != exitOK || r.spans == 0 || !strings.Contains(out, "Pushed 0 spans") || !strings.Contains(out, "were not sent again") {
+			t.Fatalf("second push: exit %d: %s", code, out)
+		}
+	})
+	t.Run("--push takes the endpoint and protocol from the environment, and retries a busy one", func(t *testing.T) {
+		r := newReceiver(t)
+		r.fail = []int{http.StatusServiceUnavailable, http.StatusTooManyRequests}
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", r.URL)
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+		code, out, errOut := studio(t, "export", id, "--push", "--db", dbPath)
+		if code != exitOK || len(r.requests) != 1 || r.requests[0] != "application/json" || r.spans == 0 {
+			t.Fatalf("exit %d: %s %s; requests %v", code, out, errOut, r.requests)
+		}
+	})
+	t.Run("a refusal is an error that says what to check", func(t *testing.T) {
+		r := newReceiver(t)
+		r.fail = []int{http.StatusUnauthorized}
+		code, _, errOut := studio(t, "export", id, "--otlp-endpoint", r.URL+"/", "--db", dbPath)
+		if code != exitFailed || !strings.Contains(errOut, "401 Unauthorized") || !strings.Contains(errOut, "OTEL_EXPORTER_OTLP_HEADERS") {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	})
+	t.Run("--push without an endpoint is a usage error", func(t *testing.T) {
+		code, _, errOut := studio(t, "export", id, "--push", "--db", dbPath)
+		if code != exitUsage || !strings.Contains(errOut, "OTEL_EXPORTER_OTLP_ENDPOINT") {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+	})
+}
