@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -171,4 +174,30 @@ func TestExportPush(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 	})
+}
+
+func TestServePushesEachSession(t *testing.T) {
+	r := newReceiver(t)
+	s := serve(t, filepath.Join(t.TempDir(), "studio.db"), "--otlp-endpoint", r.URL)
+	doc, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.Post(s.url+"/api/sessions", "application/json", bytes.NewReader(doc))
+	if err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("start: %v %v", err, res)
+	}
+	res.Body.Close()
+	// The example's session has 8 spans: 2 agents, 4 calls, 2 tools.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		n := r.spans
+		r.mu.Unlock()
+		if n == 8 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the receiver got %d spans, want 8\n%s", r.spans, s.stderr.String())
 }

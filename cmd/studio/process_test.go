@@ -102,11 +102,11 @@ type served struct {
 	exited chan struct{}
 }
 
-// serve starts `studio serve` on a free loopback port and waits until it
-// says where it listens.
-func serve(t *testing.T, dbPath string) *served {
+// serve starts `studio serve` on a free loopback port, with any more flags
+// given, and waits until it says where it listens.
+func serve(t *testing.T, dbPath string, flags ...string) *served {
 	t.Helper()
-	cmd := exec.Command(studioBinary(t), "serve", "--addr", "127.0.0.1:0", "--db", dbPath)
+	cmd := exec.Command(studioBinary(t), append([]string{"serve", "--addr", "127.0.0.1:0", "--db", dbPath}, flags...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

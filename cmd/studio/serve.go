@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/delegationstudio/studio/internal/db"
+	"github.com/delegationstudio/studio/internal/otlp"
 	"github.com/delegationstudio/studio/internal/server"
 	"github.com/delegationstudio/studio/internal/tokens"
 )
@@ -30,7 +33,9 @@ variables; OPENAI_API_KEY goes to OpenAI (or $OPENAI_BASE_URL) only.
 GET /healthz says whether the database is reachable; GET /metrics gives the
 studio's figures in the Prometheus text format. It receives OpenTelemetry
 traces (OTLP/HTTP, protobuf or JSON) at POST /v1/traces: each trace becomes a
-session as its spans arrive (docs/ingest.md).`, stdout, stderr)
+session as its spans arrive (docs/ingest.md). With an OTLP endpoint to push to
+(--otlp-endpoint, or the OTEL_EXPORTER_OTLP_* variables) it sends each
+session's spans there as the session ends (docs/otlp.md).`, stdout, stderr)
 	addr := c.String("addr", "127.0.0.1:7788", "127.0.0.1:7788", "listen on this `host:port`; beyond loopback it needs an access token", nil)
 	dbPath := dbFlag(c)
 	token := c.String("token", "", "", "access `token` every request must carry (at least 16 characters, hard to guess); prefer $STUDIO_TOKEN or --token-file, which ps does not show", nil)
@@ -52,6 +57,11 @@ session as its spans arrive (docs/ingest.md).`, stdout, stderr)
 	taskTool := c.String("task-tool", "task", "task", "the `name` of the tool that delegates, in received OTLP traces", nil)
 	quiet := c.Duration("otlp-quiet", server.DefaultQuiet, "a received trace from which no span arrives for this `long` ends as interrupted", nil)
 	grace := c.Duration("otlp-grace", server.DefaultGrace, "once a received trace's root span is in, spans still missing are waited for this `long`", nil)
+	otlpEndpoint := c.String("otlp-endpoint", "", "", "push each session's spans, as it ends, to this OTLP/HTTP `URL` (base, e.g. http://localhost:4318); "+
+		"empty: $"+otlp.EnvTracesEndpoint+", then $"+otlp.EnvEndpoint, []string{})
+	otlpProtocol := c.String("otlp-protocol", "", "http/protobuf", "how to push: `http/protobuf` or http/json", []string{otlp.EnvTracesProtocol, otlp.EnvProtocol})
+	otlpConventions := c.String("otlp-conventions", "genai", "genai", "the pushed spans' attribute `conventions`: genai, or genai,openinference (for Arize Phoenix)", nil)
+	otlpInputs := c.String("otlp-inputs", "new", "new", "what the pushed chat spans' inputs hold: `new` (the messages each call added) or full (capped)", nil)
 	if _, code, ok := c.parse(args); !ok {
 		return code
 	}
@@ -65,6 +75,13 @@ session as its spans arrive (docs/ingest.md).`, stdout, stderr)
 	if err := server.CheckAddr(*addr, *token); err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitUsage
+	}
+	push, problems := serveOTLP(*otlpEndpoint, *otlpProtocol, *otlpConventions, *otlpInputs)
+	if len(problems) > 0 {
+		for _, p := range problems[:len(problems)-1] {
+			fmt.Fprintf(stderr, "studio serve: %s\n", p)
+		}
+		return c.fail("%s", problems[len(problems)-1])
 	}
 	var list []server.Endpoint
 	if *configPath != "" {
@@ -109,7 +126,7 @@ session as its spans arrive (docs/ingest.md).`, stdout, stderr)
 
 	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: list, Addr: *addr, AllowedHosts: allowedHosts,
 		Limits:   server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers},
-		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace})
+		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace, OTLP: push})
 	if n, err := srv.Recover(ctx); err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", db.Describe(*dbPath, err))
 		return exitFailed
@@ -128,6 +145,9 @@ session as its spans arrive (docs/ingest.md).`, stdout, stderr)
 	fmt.Fprintf(stdout, "Delegation Studio on http://%s (sessions in %s)\n", ln.Addr(), *dbPath)
 	for _, e := range list {
 		fmt.Fprintf(stdout, "Model endpoint %s (%s)\n", e.Label(), keyNote(e))
+	}
+	if push != nil {
+		fmt.Fprintf(stdout, "Pushing each session's spans, as it ends, to %s (%s)\n", push.Pusher.Endpoint(), push.Pusher.Protocol())
 	}
 	if c.given("token") == "flag" {
 		log.Warn("the access token was given with --token: other users of this machine can read it in the process list; use STUDIO_TOKEN or --token-file")
@@ -157,4 +177,22 @@ func intFlag(c *command, name string, def int, usage string) *int {
 	p := c.fs.Int(name, def, usage)
 	c.add(name, fmt.Sprint(def), []string{})
 	return p
+}
+
+// serveOTLP reads where serve pushes sessions' spans: nowhere unless an
+// endpoint is given or set in the environment.
+func serveOTLP(endpoint, protocol, conventions, inputs string) (*server.OTLPPush, []string) {
+	opts, problems := exportOptions(inputs, strconv.Itoa(otlp.DefaultInputCap), conventions, "0")
+	cfg, found, err := otlp.ConfigFromEnv(endpoint, protocol, os.Getenv)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if !found || len(problems) > 0 {
+		return nil, problems
+	}
+	p, err := otlp.NewPusher(cfg)
+	if err != nil {
+		return nil, []string{err.Error()}
+	}
+	return &server.OTLPPush{Pusher: p, Options: opts}, nil
 }

@@ -1,6 +1,7 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -138,8 +139,9 @@ func strip(t *testing.T, doc []byte, prefixes ...string) []byte {
 }
 
 // TestOwnExportRoundTrips: a session our engine ran, exported as OTLP
-// (GenAI spans, OpenInference beside them) and received back, is the same
-// session — read through either convention alone too.
+// (linear GenAI spans: each call's new messages and its ranges) and received
+// back, is the same session; and so it is exported with whole inputs, as
+// another exporter writes them, read through either convention alone.
 func TestOwnExportRoundTrips(t *testing.T) {
 	l, err := lessons.Get("received-deepagents")
 	if err != nil {
@@ -153,14 +155,19 @@ func TestOwnExportRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Another exporter writes each call's whole input, in one convention.
+	var whole bytes.Buffer
+	if _, err := otlp.WriteJSON(&whole, trace.SourceOf(orig), otlp.Options{Inputs: otlp.InputsFull, OpenInference: true}); err != nil {
+		t.Fatal(err)
+	}
 	want := shape(orig)
 	for _, tc := range []struct {
 		name, convention string
 		doc              []byte
 	}{
 		{"as exported", ingest.ConventionGenAI, doc},
-		{"GenAI spans alone", ingest.ConventionGenAI, strip(t, doc, "openinference.", "llm.", "input.", "output.", "tool.", "delegation.")},
-		{"OpenInference spans alone", ingest.ConventionOpenInference, strip(t, doc, "gen_ai.", "delegation.")},
+		{"GenAI spans alone", ingest.ConventionGenAI, strip(t, whole.Bytes(), "openinference.", "llm.", "input.", "output.", "tool.", "delegation.")},
+		{"OpenInference spans alone", ingest.ConventionOpenInference, strip(t, whole.Bytes(), "gen_ai.", "delegation.")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			td, err := ingest.DecodeJSON(tc.doc)

@@ -186,6 +186,8 @@ type Trace struct {
 	scopes  map[string]bool
 	files   map[string]string // the root's final state, when it says
 	ended   bool
+	lists   lists             // a linear export's message lists (linear.go)
+	systems map[string]string // and its agents' system prompts
 }
 
 // NewTrace starts assembling a trace into a session (cfg.Origin is filled in
@@ -426,6 +428,9 @@ func (t *Trace) hint(sp *Span) (Hint, bool) {
 func (t *Trace) call(sp *Span, force bool) bool {
 	h, whole := t.hint(sp)
 	in, out := t.readCall(sp)
+	if linear, ready := t.linearInput(sp, &in); linear && !ready && !force {
+		return false // its inherited messages come with a call still to arrive
+	}
 	in.Hint = h
 	if !force {
 		// What nothing explains may be explained by a span still to come;

@@ -402,6 +402,7 @@ func (x *exporter) startCall(run *agentRun, call *trace.ModelCall, at time.Time)
 	c := &callRun{call: call, agent: run, seq: x.seq, start: at, spanID: x.spanID("chat", call.ID)}
 	run.own += call.InputTokens
 	run.subtree += call.InputTokens
+	first := !run.called
 	if !run.called {
 		run.called = true
 		for _, r := range call.Context {
@@ -446,7 +447,9 @@ func (x *exporter) startCall(run *agentRun, call *trace.ModelCall, at time.Time)
 		gen[i] = genMessageOf(m)
 	}
 	attrs = append(attrs, str("gen_ai.input.messages", jsonText(gen)))
-	if x.opts.Inputs == InputsFull && call.SystemPrompt != "" {
+	// The system prompt is the agent's, the same for each of its calls:
+	// written on each call's span with whole inputs, else on its first.
+	if call.SystemPrompt != "" && (x.opts.Inputs == InputsFull || first) {
 		attrs = append(attrs, str("gen_ai.system_instructions", systemInstructions(call.SystemPrompt)))
 	}
 	if x.opts.OpenInference {

@@ -85,8 +85,13 @@ func TestExample(t *testing.T) {
 		if ranges[0].AgentID != "main" || ranges[0].Len() != n || num(t, first, "delegation.input_messages") != n+1 {
 			t.Fatalf("ranges %+v, inherited %d", ranges, n)
 		}
-		if str(t, first, "delegation.inputs") != "new" || has(first, "gen_ai.system_instructions") {
-			t.Fatal("by default a chat span holds the new messages, and its agent's span the system prompt")
+		if str(t, first, "delegation.inputs") != "new" || !has(first, "gen_ai.system_instructions") {
+			t.Fatal("by default a chat span holds the new messages, and an agent's first call its system prompt")
+		}
+		for _, later := range d.chats(t, "main")[1:] {
+			if has(later, "gen_ai.system_instructions") {
+				t.Fatal("the system prompt is written once per agent, on its first call")
+			}
 		}
 		var out []map[string]any
 		if err := json.Unmarshal([]byte(str(t, first, "gen_ai.output.messages")), &out); err != nil || out[0]["finish_reason"] != "stop" {

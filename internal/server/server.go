@@ -47,6 +47,8 @@ type Config struct {
 	// (0: DefaultQuiet, DefaultGrace; docs/ingest.md).
 	TaskTool             string
 	OTLPQuiet, OTLPGrace time.Duration
+	// OTLP, when set, is where each session's spans are pushed as it ends.
+	OTLP *OTLPPush
 }
 
 // Endpoint is a configured OpenAI-compatible endpoint.
@@ -60,6 +62,7 @@ type Server struct {
 	hub     *live.Hub
 	views   *liveViews
 	metrics *metrics
+	pushes  *pushQueue // nil without OTLP
 	log     *slog.Logger
 	now     func() time.Time
 
@@ -95,6 +98,10 @@ func New(cfg Config) *Server {
 	s.metrics = newMetrics(cfg.DB, s.hub)
 	s.runner = &session.Runner{DB: cfg.DB, Pub: publishers{s.views, s.metrics}, Logger: cfg.Logger, MaxRunning: s.limits.MaxRunning,
 		Endpoints: session.Endpoints{List: cfg.Endpoints, Only: true}}
+	if cfg.OTLP != nil {
+		s.pushes = newPushQueue(cfg.DB, *cfg.OTLP, cfg.Logger)
+		s.runner.Ended = s.pushes.add
+	}
 	s.receiver = newReceiver(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopReceiver = cancel
@@ -131,14 +138,21 @@ func (s *Server) KeepRecovering(ctx context.Context) {
 	}
 }
 
-// Shutdown stops the running sessions, waits for them to be recorded, and
-// closes the live connections.
+// Shutdown stops the running sessions, waits for them to be recorded,
+// closes the live connections, and gives the sessions' OTLP pushes a few
+// seconds to finish.
 func (s *Server) Shutdown() {
 	s.stopReceiver()
 	s.receiver.close()
 	s.runner.Shutdown()
 	s.hub.Close()
+	if s.pushes != nil {
+		s.pushes.close(pushGrace)
+	}
 }
+
+// pushGrace is how long a stopping server waits for its OTLP pushes.
+const pushGrace = 5 * time.Second
 
 func (s *Server) routes() *echo.Echo {
 	e := echo.New()

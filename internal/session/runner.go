@@ -44,6 +44,10 @@ type Runner struct {
 	// MaxRunning caps the sessions running at once; 0 means no cap. Start
 	// and Run past it fail with EUNAVAILABLE, saying so.
 	MaxRunning int
+	// Ended, when set, is called with each session that has ended and been
+	// recorded: one this runner ran, or one Recover ended. It must not
+	// block for long.
+	Ended func(id string)
 
 	mu       sync.Mutex
 	owner    string
@@ -70,6 +74,11 @@ func NewID() string {
 // left alone. Call it at start-up, and now and then while serving.
 func (r *Runner) Recover(ctx context.Context) (int64, error) {
 	ids, err := r.DB.Recover(ctx)
+	if r.Ended != nil {
+		for _, id := range ids {
+			r.Ended(id)
+		}
+	}
 	return int64(len(ids)), err
 }
 
@@ -184,6 +193,9 @@ func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, fu
 				err = fmt.Errorf("session %s was not fully recorded: %w", id, cerr)
 			}
 			r.recordFailure(id, cerr, log)
+		}
+		if r.Ended != nil {
+			r.Ended(id)
 		}
 		return res, err
 	}
