@@ -154,7 +154,9 @@ its finished spans. See docs/otlp.md.`, stdout, stderr).
 		case "otlp":
 			sum, err = otlp.WriteJSON(stdout, r, opts)
 		default:
-			sum, err = otlp.WriteProto(stdout, r, opts)
+			// Protobuf is bytes for a file, not text for a terminal: it
+			// must not be escaped (and a terminal was refused above).
+			sum, err = otlp.WriteProto(binaryOutput(stdout), r, opts)
 		}
 		if err == nil && sum.Running {
 			fmt.Fprintf(stderr, "studio export: session %s is still running: its %d unfinished spans are left out; export them later with --after %d\n",
@@ -254,4 +256,13 @@ func writeJSON(stdout, stderr io.Writer, v any) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// binaryOutput is where bytes meant for a file go: the writer itself, not
+// the escaping that keeps text printed for a terminal harmless.
+func binaryOutput(w io.Writer) io.Writer {
+	if s, ok := w.(*safeWriter); ok {
+		return s.w
+	}
+	return w
 }

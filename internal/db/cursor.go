@@ -82,11 +82,29 @@ func (r *Reader) Session() *Session { return r.session }
 // log's last seq.
 func (r *Reader) Head() trace.Head {
 	s := r.session
-	return trace.Head{
+	h := trace.Head{
 		Session: trace.Session{ID: s.ID, Name: s.Name, Title: s.Title, Prompt: s.Prompt, Status: s.Status,
 			Error: s.Error, CreatedAt: s.CreatedAt, FinishedAt: s.FinishedAt, Tokenizer: s.Tokenizer},
 		Scenario: s.Scenario, LastSeq: s.LastSeq,
 	}
+	h.Session.Origin = r.origin()
+	return h
+}
+
+// origin is where the session came from, which its session.started says.
+func (r *Reader) origin() *delegation.Origin {
+	var data string
+	if r.tx.QueryRowContext(r.ctx, `SELECT data FROM events WHERE sid = ? AND type = 'session.started' ORDER BY seq LIMIT 1`,
+		r.sid).Scan(&data) != nil {
+		return nil
+	}
+	var d struct {
+		Origin *delegation.Origin `json:"origin"`
+	}
+	if json.Unmarshal([]byte(data), &d) != nil {
+		return nil
+	}
+	return d.Origin
 }
 
 // rowsOf runs a query and yields each row as scan reads it; an error is
