@@ -12,8 +12,10 @@
 // main agent's is the root, and a child's hangs under the execute_tool span
 // of the task call that started it. An agent's model calls (chat) and tool
 // calls (execute_tool) are the children of its span. Events of the log that
-// are not spans (delegation.refused, summarization, files.changed) are span
-// events of their agent's span.
+// are not spans are span events: delegation.refused and summarization of
+// their agent's span, files.changed of the span whose work changed the files
+// (the tool call, the task call whose child's changes came back, the
+// summary call that wrote the history down).
 //
 // The export is linear in the session's size. A chat span's
 // gen_ai.input.messages holds only the messages its agent's list gained

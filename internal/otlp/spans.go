@@ -109,8 +109,9 @@ type agentRun struct {
 	last    *trace.Message // its latest message: a call's output, a summary
 	// args are the arguments its assistant messages gave each tool call
 	// id, in order, until its tool.started takes them.
-	args    map[string][]json.RawMessage
-	written bool
+	args     map[string][]json.RawMessage
+	lastTool *toolRun // its latest tool call to finish
+	written  bool
 }
 
 // callRun is a chat span in the making: what it received is written into
@@ -127,6 +128,7 @@ type callRun struct {
 	fin      *delegation.ModelFinished
 	output   *trace.Message
 	summary  *trace.Message
+	events   []*tracepb.Span_Event
 }
 
 // toolRun is an execute_tool span in the making.
@@ -142,6 +144,7 @@ type toolRun struct {
 	isError    bool
 	childID    string
 	result     *trace.Message
+	events     []*tracepb.Span_Event
 }
 
 func newExporter(src Source, opts Options, emit func(*tracepb.Span, int64) error) *exporter {
@@ -255,6 +258,7 @@ func (x *exporter) add(sp trace.Split) error {
 		for _, t := range x.tools[toolKey(ev.AgentID, d.ToolCallID)] {
 			if !t.finished {
 				t.finished, t.end, t.isError = true, ev.At, d.IsError
+				t.agent.lastTool = t
 				if t.result != nil {
 					return x.writeTool(t)
 				}
@@ -296,14 +300,48 @@ func (x *exporter) add(sp trace.Split) error {
 				return x.writeCall(c)
 			}
 		}
-	case delegation.EventDelegationRefused, delegation.EventFilesChanged:
+	case delegation.EventDelegationRefused:
 		if run != nil {
 			run.events = append(run.events, spanEvent(ev))
+		}
+	case delegation.EventFilesChanged:
+		if run != nil {
+			x.filesChanged(run, ev)
 		}
 	case delegation.EventSessionFinished:
 		x.ended = true
 	}
 	return nil
+}
+
+// filesChanged makes a files.changed an event of the span whose work
+// changed the files: the task call whose child's changes came back, the
+// summary call whose history was written to a file, or the tool call that
+// just finished; else the agent's own span. So no span gathers the events
+// of a whole session.
+func (x *exporter) filesChanged(run *agentRun, ev delegation.Event) {
+	var d delegation.FilesChanged
+	_ = json.Unmarshal(ev.Data, &d) // a change we cannot read is still an event
+	e := spanEvent(ev)
+	if d.From != "" {
+		for _, ts := range x.tools {
+			for _, t := range ts {
+				if t.agent == run && t.childID == d.From {
+					t.events = append(t.events, e)
+					return
+				}
+			}
+		}
+	}
+	if c := x.summary[run.id]; c != nil && d.From == "" {
+		c.events = append(c.events, e)
+		return
+	}
+	if t := run.lastTool; t != nil && d.From == "" && t.finished && t.result == nil && t.childID == "" {
+		t.events = append(t.events, e)
+		return
+	}
+	run.events = append(run.events, e)
 }
 
 func spanEvent(ev delegation.Event) *tracepb.Span_Event {
@@ -858,6 +896,7 @@ func (x *exporter) writeCall(c *callRun) error {
 		s.Status = &tracepb.Status{Code: statusOK}
 	}
 	s.Attributes = attrs
+	s.Events = c.events
 	return x.write(s)
 }
 
@@ -874,6 +913,9 @@ func (x *exporter) writeTool(t *toolRun) error {
 		delete(x.tools, k)
 	} else {
 		x.tools[k] = ts
+	}
+	if t.agent.lastTool == t {
+		t.agent.lastTool = nil
 	}
 	s := x.span(t.spanID, t.agent.spanID, "execute_tool "+t.name, kindInternal)
 	s.StartTimeUnixNano, s.EndTimeUnixNano = x.times(t.start, t.end, t.finished)
@@ -917,5 +959,6 @@ func (x *exporter) writeTool(t *toolRun) error {
 		s.Status = &tracepb.Status{Code: statusOK}
 	}
 	s.Attributes = attrs
+	s.Events = t.events
 	return x.write(s)
 }

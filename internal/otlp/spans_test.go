@@ -170,6 +170,23 @@ func TestExample(t *testing.T) {
 		t.Fatal("no write_file span")
 	})
 
+	t.Run("a file change is an event of the call that made it", func(t *testing.T) {
+		for _, s := range d.spans {
+			events := map[string]int{}
+			for i := 0; i < s.Events().Len(); i++ {
+				events[s.Events().At(i).Name()]++
+			}
+			switch {
+			case op(t, s) == "execute_tool" && str(t, s, "gen_ai.tool.name") == "write_file":
+				if events["files.changed"] != 1 {
+					t.Fatalf("write_file span events %v", events)
+				}
+			case events["files.changed"] > 0:
+				t.Fatalf("span %q has files.changed events %v", s.Name(), events)
+			}
+		}
+	})
+
 	t.Run("the same trace gives the same bytes", func(t *testing.T) {
 		if again := export(t, tr, otlp.Options{}); !bytes.Equal(d.json, again.json) {
 			t.Fatal("two exports differ")
@@ -471,6 +488,9 @@ func TestSummarization(t *testing.T) {
 	}
 	if num(t, summary, "gen_ai.usage.output_tokens") == 0 {
 		t.Fatal("the summary's tokens are its output")
+	}
+	if summary.Events().Len() != 1 || summary.Events().At(0).Name() != "files.changed" {
+		t.Fatal("the history written to a file is an event of the summary call")
 	}
 	// The turn after it shows the summary as new, and not the messages it folded.
 	chats := d.chats(t, "main")
