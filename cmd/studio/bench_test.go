@@ -1,26 +1,32 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/delegationstudio/studio/internal/benchdata"
+	"github.com/delegationstudio/studio/internal/db"
 )
 
 // BenchmarkPeakRSS runs the studio binary on the 200 + 50 step scenario,
 // storing the session, and reports the process's peak resident memory.
 func BenchmarkPeakRSS(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "studio")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildStudio(b, dir)
 	scen := filepath.Join(dir, "bench.json")
 	if err := os.WriteFile(scen, benchdata.LongScenario(200, 50), 0o644); err != nil {
 		b.Fatal(err)
@@ -46,10 +52,7 @@ func BenchmarkPeakRSS(b *testing.B) {
 // issue was "run in ≤ 25 ms and ≤ 25 MB, ≤ 3× --version".
 func BenchmarkStartup(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "studio")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildStudio(b, dir)
 	measure := func(args ...string) (time.Duration, int64) {
 		cmd := exec.Command(bin, args...)
 		start := time.Now()
@@ -81,4 +84,175 @@ func median(ds []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+// storedSession runs benchdata.Messages(n) with the studio binary into a
+// new database and returns the database and the session's id.
+func storedSession(b *testing.B, bin, dir string, n int) (string, string) {
+	b.Helper()
+	scen := filepath.Join(dir, fmt.Sprintf("messages-%d.json", n))
+	if err := os.WriteFile(scen, benchdata.Messages(n), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	dbPath := filepath.Join(dir, fmt.Sprintf("messages-%d.db", n))
+	if out, err := exec.Command(bin, "run", scen, "--db", dbPath).CombinedOutput(); err != nil {
+		b.Fatalf("run: %v\n%s", err, out)
+	}
+	d, err := db.Open(context.Background(), dbPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	list, err := d.Sessions(context.Background(), 1)
+	if err != nil || len(list) != 1 {
+		b.Fatalf("sessions: %v", err)
+	}
+	return dbPath, list[0].ID
+}
+
+// buildStudio builds the studio binary into dir.
+func buildStudio(b *testing.B, dir string) string {
+	b.Helper()
+	bin := filepath.Join(dir, "studio")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// exportCost runs `studio export` and returns the bytes it printed and the
+// process's peak resident memory in bytes.
+func exportCost(b *testing.B, bin string, args ...string) (int64, int64) {
+	b.Helper()
+	cmd := exec.Command(bin, args...)
+	var out countingWriter
+	var errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%v: %v\n%s", args, err, errOut.String())
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		b.Fatal("no rusage")
+	}
+	return out.n, ru.Maxrss * 1024 // kilobytes on Linux
+}
+
+type countingWriter struct{ n int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
+
+// BenchmarkOTLPScaling exports, as OTLP/JSON, a session of 1,000 and one of
+// 2,000 messages, and reports what doubling the session costs: the ratio of
+// the output's bytes and of the exporting process's peak RSS. Target: both
+// ≤ 2.2 (linear; the export used to be quadratic).
+func BenchmarkOTLPScaling(b *testing.B) {
+	dir := b.TempDir()
+	bin := buildStudio(b, dir)
+	db1, id1 := storedSession(b, bin, dir, 1000)
+	db2, id2 := storedSession(b, bin, dir, 2000)
+	var bytes1, bytes2, rss1, rss2 int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n1, r1 := exportCost(b, bin, "export", id1, "--format", "otlp", "--db", db1)
+		n2, r2 := exportCost(b, bin, "export", id2, "--format", "otlp", "--db", db2)
+		bytes1, bytes2 = n1, n2
+		rss1, rss2 = max(rss1, r1), max(rss2, r2)
+	}
+	b.StopTimer()
+	traceBytes, _ := exportCost(b, bin, "export", id2, "--db", db2)
+	b.ReportMetric(float64(bytes2)/float64(bytes1), "bytes-ratio")
+	b.ReportMetric(float64(rss2)/float64(rss1), "rss-ratio")
+	b.ReportMetric(float64(bytes2)/1e6, "MB-at-2k")
+	b.ReportMetric(float64(bytes2)/float64(traceBytes), "otlp/trace")
+	b.ReportMetric(float64(rss2)/1e6, "RSS-MB-at-2k")
+}
+
+// BenchmarkTraceExport100k serves a session of 100,000 messages and
+// reports how far the server's resident memory rises above idle while it
+// streams the session's trace (GET /api/sessions/{id}/trace) and its OTLP
+// (…/otlp). Target for the trace: ≤ 64 MB.
+func BenchmarkTraceExport100k(b *testing.B) {
+	dir := b.TempDir()
+	bin := buildStudio(b, dir)
+	dbPath, id := storedSession(b, bin, dir, 100_000)
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--db", dbPath)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	var url string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if u, ok := strings.CutPrefix(sc.Text(), "Delegation Studio on "); ok {
+			url = strings.Fields(u)[0]
+			break
+		}
+	}
+	if url == "" {
+		b.Fatal("studio serve did not say where it listens")
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	get := func(path string) int64 {
+		res, err := http.Get(url + path)
+		if err != nil || res.StatusCode != 200 {
+			b.Fatalf("GET %s: %v %v", path, err, res)
+		}
+		defer res.Body.Close()
+		n, err := io.Copy(io.Discard, res.Body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	get("/api/sessions") // warm up: the first request's allocations are not the export's
+	var traceAbove, otlpAbove, traceBytes, otlpBytes int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		idle := resetPeak(b, cmd.Process.Pid)
+		traceBytes = get("/api/sessions/" + id + "/trace")
+		traceAbove = max(traceAbove, procStatus(b, cmd.Process.Pid, "VmHWM")-idle)
+		idle = resetPeak(b, cmd.Process.Pid)
+		otlpBytes = get("/api/sessions/" + id + "/otlp")
+		otlpAbove = max(otlpAbove, procStatus(b, cmd.Process.Pid, "VmHWM")-idle)
+	}
+	b.ReportMetric(float64(traceAbove)/1e6, "trace-RSS-MB-above-idle")
+	b.ReportMetric(float64(traceBytes)/1e6, "trace-MB")
+	b.ReportMetric(float64(otlpAbove)/1e6, "otlp-RSS-MB-above-idle")
+	b.ReportMetric(float64(otlpBytes)/1e6, "otlp-MB")
+}
+
+// resetPeak returns a process's resident memory, after resetting its peak
+// (VmHWM) to it, so the next peak read is of what follows.
+func resetPeak(b *testing.B, pid int) int64 {
+	b.Helper()
+	runtime.GC() // ours, not the server's: keeps this process's noise out of the machine's
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		b.Skipf("cannot reset the peak RSS (needs Linux and the right to write clear_refs): %v", err)
+	}
+	return procStatus(b, pid, "VmRSS")
+}
+
+// procStatus reads a memory figure of /proc/PID/status, in bytes.
+func procStatus(b *testing.B, pid int, key string) int64 {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb * 1024
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", key, pid)
+	return 0
 }

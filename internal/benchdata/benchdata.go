@@ -54,3 +54,27 @@ func LongScenario(mainSteps, childSteps int) []byte {
 	}
 	return doc
 }
+
+// Messages is a scenario of about n messages: a main agent's write_file
+// turns (an assistant message and its tool result each), then a fork
+// child, so there is a delegation to show and to export.
+func Messages(n int) []byte {
+	turns := max(n/2-2, 1)
+	var main []any
+	for i := 0; i < turns; i++ {
+		main = append(main, map[string]any{"content": fmt.Sprintf("Turn %d: reading the next file.", i),
+			"tool_calls": []any{map[string]any{"name": "write_file", "args": map[string]any{
+				"file_path": fmt.Sprintf("/n/%06d.md", i), "content": fmt.Sprintf("Finding %d: the handler skips the expiry check.", i)}}}})
+	}
+	main = append(main, map[string]any{"tool_calls": []any{map[string]any{"name": "task",
+		"args": map[string]any{"description": "Summarize the findings above.", "subagent_type": "fk"}}}},
+		map[string]any{"content": "Done."})
+	doc, err := json.Marshal(map[string]any{"name": "big", "prompt": "Audit everything.",
+		"agent":     map[string]any{"max_steps": turns + 10},
+		"subagents": []any{map[string]any{"name": "fk", "description": "Summarizes.", "mode": "fork"}},
+		"script":    map[string]any{"main": main, "fk": []any{[]any{map[string]any{"content": "Every handler skips it."}}}}})
+	if err != nil {
+		panic(err) // plain maps of strings and numbers always encode
+	}
+	return doc
+}

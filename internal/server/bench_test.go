@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -19,21 +18,7 @@ import (
 // tool-call turns, then a fork child, so the page has a delegation to show.
 func bigSession(b *testing.B, d *db.DB, srv *Server, messages int) string {
 	b.Helper()
-	turns := messages / 2
-	var main []any
-	for i := 0; i < turns; i++ {
-		main = append(main, map[string]any{"content": fmt.Sprintf("Turn %d: reading the next file.", i),
-			"tool_calls": []any{map[string]any{"name": "write_file", "args": map[string]any{
-				"file_path": fmt.Sprintf("/n/%05d.md", i), "content": fmt.Sprintf("Finding %d: the handler skips the expiry check.", i)}}}})
-	}
-	main = append(main, map[string]any{"tool_calls": []any{map[string]any{"name": "task",
-		"args": map[string]any{"description": "Summarize the findings above.", "subagent_type": "fk"}}}},
-		map[string]any{"content": "Done."})
-	doc, _ := json.Marshal(map[string]any{"name": "big", "prompt": "Audit everything.",
-		"agent":     map[string]any{"max_steps": turns + 10},
-		"subagents": []any{map[string]any{"name": "fk", "description": "Summarizes.", "mode": "fork"}},
-		"script":    map[string]any{"main": main, "fk": []any{[]any{map[string]any{"content": "Every handler skips it."}}}}})
-	sc, err := scenario.Parse(doc)
+	sc, err := scenario.Parse(benchdata.Messages(messages))
 	if err != nil {
 		b.Fatal(err)
 	}
