@@ -21,13 +21,17 @@ Usage:
          [--model-url URL --model NAME] [--config FILE] [--allowed-host NAME]... [--token-file FILE]
                                        the web studio (the default command); it also
                                        receives OTLP traces at POST /v1/traces
+                                       and, with --otlp-endpoint, pushes each session's
+                                       spans to an OTLP endpoint as it ends
   studio run SCENARIO.json|lesson:NAME[--VARIANT] [--json] [--db FILE] [--model-url URL --model NAME]
                                        run a scenario headless; --json prints the trace
   studio validate SCENARIO.json        check a scenario, run nothing
   studio lessons                       list the built-in lessons and their variants
   studio sessions [--db FILE]          list stored sessions: id, status, name
-  studio export SESSION_ID [--format json|otlp] [--db FILE]
-                                       print a stored session
+  studio export SESSION_ID [--format json|otlp|otlp-proto] [--db FILE]
+                                       print a stored session: its trace or its spans
+  studio export SESSION_ID --otlp-endpoint URL | --push
+                                       push its spans to an OTLP/HTTP collector
   studio import FILE [--db FILE]       store a trace or an OTLP file (JSON or protobuf),
                                        print the new sessions' ids
   studio help [COMMAND]                this text, or a command's flags
@@ -35,7 +39,8 @@ Usage:
 
 Every flag can be set in the environment instead: STUDIO_<FLAG> (STUDIO_DB,
 STUDIO_MODEL, ...); --model-url also reads OPENAI_BASE_URL and the key comes
-from OPENAI_API_KEY, as OpenAI's SDKs read them.
+from OPENAI_API_KEY, as OpenAI's SDKs read them; --otlp-endpoint and
+--otlp-protocol read OTEL_EXPORTER_OTLP_*, as OpenTelemetry's SDKs do.
 
 Exit codes: 0 done, 1 the session failed, 2 bad input (one error per line,
 each naming its field), 130 stopped by Ctrl-C.

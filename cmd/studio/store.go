@@ -77,10 +77,10 @@ its finished spans. See docs/otlp.md.`, stdout, stderr).
 	inputCap := c.String("input-cap", strconv.Itoa(otlp.DefaultInputCap), strconv.Itoa(otlp.DefaultInputCap),
 		"with --inputs full: the most `bytes` of input per span; older messages are left out first", nil)
 	conventions := c.String("conventions", "genai", "genai", "the attribute `conventions`: genai, or genai,openinference (for Arize Phoenix)", nil)
-	after := c.String("after", "0", "", "leave out the spans finished by this `seq` (a running session's earlier export said it)", []string{})
+	after := c.String("after", "0", "", "leave out the spans finished by this `seq` (a running session's earlier export said it)", nil)
 	endpoint := c.String("otlp-endpoint", "", "", "push the spans to this OTLP/HTTP `URL` (base, e.g. http://localhost:4318) instead of printing them", []string{})
-	push := c.Bool("push", "push the spans to $"+otlp.EnvTracesEndpoint+" or $"+otlp.EnvEndpoint, []string{})
-	protocol := c.String("otlp-protocol", "", "http/protobuf", "how to push: `http/protobuf` or http/json (else $"+otlp.EnvProtocol+")", []string{})
+	push := c.Bool("push", "push the spans to $"+otlp.EnvTracesEndpoint+" or $"+otlp.EnvEndpoint, nil)
+	protocol := c.String("otlp-protocol", "", "http/protobuf", "how to push: `http/protobuf` or http/json", []string{otlp.EnvTracesProtocol, otlp.EnvProtocol})
 	pos, code, ok := c.parse(args)
 	if !ok {
 		return code
