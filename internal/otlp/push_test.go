@@ -60,19 +60,23 @@ func newCollector(t *testing.T) *collector {
 		c.mu.Lock()
 		c.got = append(c.got, spansOf(req.Traces())...)
 		c.mu.Unlock()
-		resp := ptraceotlp.NewExportResponse()
-		var b []byte
-		if r.Header.Get("Content-Type") == "application/json" {
-			w.Header().Set("Content-Type", "application/json")
-			b, _ = resp.MarshalJSON()
-		} else {
-			w.Header().Set("Content-Type", "application/x-protobuf")
-			b, _ = resp.MarshalProto()
-		}
-		w.Write(b)
+		respond(w, r, ptraceotlp.NewExportResponse())
 	}))
 	t.Cleanup(c.Close)
 	return c
+}
+
+// respond writes an ExportTraceServiceResponse in the request's encoding.
+func respond(w http.ResponseWriter, r *http.Request, resp ptraceotlp.ExportResponse) {
+	var b []byte
+	if r.Header.Get("Content-Type") == "application/json" {
+		w.Header().Set("Content-Type", "application/json")
+		b, _ = resp.MarshalJSON()
+	} else {
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		b, _ = resp.MarshalProto()
+	}
+	w.Write(b)
 }
 
 // pusher pushes to c with no real waiting: the waits asked for are kept.
@@ -211,15 +215,7 @@ func TestPushRetries(t *testing.T) {
 				resp := ptraceotlp.NewExportResponse()
 				resp.PartialSuccess().SetRejectedSpans(2)
 				resp.PartialSuccess().SetErrorMessage("span names too long")
-				var b []byte
-				if protocol == otlp.ProtocolJSON {
-					w.Header().Set("Content-Type", "application/json")
-					b, _ = resp.MarshalJSON()
-				} else {
-					w.Header().Set("Content-Type", "application/x-protobuf")
-					b, _ = resp.MarshalProto()
-				}
-				w.Write(b)
+				respond(w, r, resp)
 				return true
 			}
 			p := pusher(t, c, protocol, nil)
