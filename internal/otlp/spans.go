@@ -808,8 +808,21 @@ func (x *exporter) writeCall(c *callRun) error {
 		attrs = append(attrs, str("server.address", host), integer("server.port", int64(port)))
 	}
 	if x.team.remote() {
-		// The adapter streams every call (internal/model/openai).
-		attrs = append(attrs, boolean("gen_ai.request.stream", true))
+		// What the adapter sends (internal/model/openai): it streams unless
+		// the agent's settings say not to.
+		set := x.team.settings(run.name)
+		if set.Stream == nil || *set.Stream {
+			attrs = append(attrs, boolean("gen_ai.request.stream", true))
+		}
+		if set.MaxTokens > 0 {
+			attrs = append(attrs, integer("gen_ai.request.max_tokens", int64(set.MaxTokens)))
+		}
+		if set.Temperature != nil {
+			attrs = append(attrs, double("gen_ai.request.temperature", *set.Temperature))
+		}
+		if set.Seed != nil {
+			attrs = append(attrs, integer("gen_ai.request.seed", int64(*set.Seed)))
+		}
 	}
 	// Usage is the provider's count: the endpoint's when it reported one;
 	// the scripted model's is our tokenizer's. Ours is always in

@@ -607,7 +607,7 @@ func (endpointModel) Generate(context.Context, *delegation.Request) (*delegation
 
 func TestEndpointCalls(t *testing.T) {
 	doc := []byte(`{"name": "remote", "description": "Greets.", "prompt": "Say hello.",
-		"model": {"provider": "openai", "model": "gpt-4.1-mini", "base_url": "http://127.0.0.1:8080/v1"}}`)
+		"model": {"provider": "openai", "model": "gpt-4.1-mini", "base_url": "http://127.0.0.1:8080/v1", "temperature": 0.2, "max_tokens": 300}}`)
 	tr := runWith(t, doc, "s7", endpointModel{})
 	d := export(t, tr, otlp.Options{})
 	checkChildren(t, tr, d)
@@ -621,6 +621,18 @@ func TestEndpointCalls(t *testing.T) {
 	if v, _ := chat.Attributes().Get("gen_ai.request.stream"); !v.Bool() {
 		t.Fatal("the adapter streams: gen_ai.request.stream")
 	}
+	if v, _ := chat.Attributes().Get("gen_ai.request.temperature"); v.Double() != 0.2 || num(t, chat, "gen_ai.request.max_tokens") != 300 {
+		t.Fatal("the agent's request settings: temperature, max_tokens")
+	}
+	t.Run("a call that does not stream says nothing of it", func(t *testing.T) {
+		doc := []byte(`{"name": "remote", "prompt": "Say hello.",
+			"model": {"provider": "openai", "model": "gpt-4.1-mini", "stream": false}}`)
+		d := export(t, runWith(t, doc, "s9", endpointModel{}), otlp.Options{})
+		chat := d.chats(t, "main")[0]
+		if has(chat, "gen_ai.request.stream") || str(t, chat, "server.address") != "api.openai.com" || num(t, chat, "server.port") != 443 {
+			t.Fatalf("chat span %q", chat.Name())
+		}
+	})
 	if num(t, chat, "gen_ai.usage.input_tokens") != 321 || num(t, chat, "gen_ai.usage.output_tokens") != 7 ||
 		num(t, chat, "gen_ai.usage.cache_read.input_tokens") != 256 || num(t, chat, "gen_ai.usage.reasoning.output_tokens") != 5 {
 		t.Fatal("gen_ai.usage is what the endpoint reported, cached and reasoning tokens included")

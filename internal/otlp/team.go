@@ -24,6 +24,7 @@ type team struct {
 	// tools maps an agent's name ("main" or a subagent's) to its tools'
 	// descriptions.
 	tools map[string]map[string]string
+	file  scenario.File // without its script
 }
 
 type subagent struct {
@@ -45,6 +46,7 @@ func readTeam(raw json.RawMessage) team {
 		return t
 	}
 	file := f.File
+	t.file = file
 	if m := file.Model; m != nil {
 		if m.Provider != "" {
 			t.provider = m.Provider
@@ -85,6 +87,10 @@ func descriptions(defs []delegation.ToolDef) map[string]string {
 
 // remote reports whether the agents' models are called over the network.
 func (t team) remote() bool { return t.provider == scenario.ProviderOpenAI }
+
+// settings are the request parameters of an agent's calls to an endpoint,
+// with what it inherits.
+func (t team) settings(agentName string) scenario.Settings { return t.file.AgentSettings(agentName) }
 
 // endpoint is the host and port an agent's calls go to, for server.address
 // and server.port: a subagent's own base_url, else the main agent's, else
