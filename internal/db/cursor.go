@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/trace"
@@ -53,9 +54,13 @@ func (db *DB) Read(ctx context.Context, id string, fn func(*Reader) error) error
 	return fn(r)
 }
 
+// readerColumns are the session's columns but for its scenario, which the
+// reader reads when asked (Head): it can be megabytes, and is needed once.
+var readerColumns = strings.Replace(sessionColumns, "scenario,", "x'' AS scenario,", 1)
+
 func openReader(ctx context.Context, tx *sql.Tx, id string) (*Reader, error) {
 	var key int64
-	row := tx.QueryRowContext(ctx, `SELECT sid, `+sessionColumns+` FROM sessions WHERE id = ?`, id)
+	row := tx.QueryRowContext(ctx, `SELECT sid, `+readerColumns+` FROM sessions WHERE id = ?`, id)
 	s, err := scanSession(prefixScanner{row, &key})
 	if err == sql.ErrNoRows {
 		return nil, delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)
@@ -63,7 +68,24 @@ func openReader(ctx context.Context, tx *sql.Tx, id string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{ctx: ctx, tx: tx, sid: key, session: s}, nil
+	r := &Reader{ctx: ctx, tx: tx, sid: key, session: s}
+	if _, err := r.scenario(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// scenario reads the session's scenario as run.
+func (r *Reader) scenario() (json.RawMessage, error) {
+	var packed []byte
+	if err := r.tx.QueryRowContext(r.ctx, `SELECT scenario FROM sessions WHERE sid = ?`, r.sid).Scan(&packed); err != nil {
+		return nil, err
+	}
+	doc, err := unpackJSON(packed)
+	if err != nil {
+		return nil, fmt.Errorf("session %s scenario: %w", r.session.ID, err)
+	}
+	return doc, nil
 }
 
 // prefixScanner scans a first column into key, then the rest as the
@@ -75,18 +97,21 @@ type prefixScanner struct {
 
 func (p prefixScanner) Scan(dest ...any) error { return p.s.Scan(append([]any{p.key}, dest...)...) }
 
-// Session is the session's row as read.
+// Session is the session's row as read, without its scenario (Head has
+// it).
 func (r *Reader) Session() *Session { return r.session }
 
 // Head is the session as the trace describes it, its scenario, and its
-// log's last seq.
+// log's last seq. The scenario is read from the store at each call (Read
+// checked that it reads), so that the reader does not hold it.
 func (r *Reader) Head() trace.Head {
 	s := r.session
 	h := trace.Head{
 		Session: trace.Session{ID: s.ID, Name: s.Name, Title: s.Title, Prompt: s.Prompt, Status: s.Status,
 			Error: s.Error, CreatedAt: s.CreatedAt, FinishedAt: s.FinishedAt, Tokenizer: s.Tokenizer},
-		Scenario: s.Scenario, LastSeq: s.LastSeq,
+		LastSeq: s.LastSeq,
 	}
+	h.Scenario, _ = r.scenario()
 	h.Session.Origin = r.origin()
 	return h
 }

@@ -52,6 +52,9 @@ func WriteJSON(w io.Writer, src Source, opts Options) (Summary, error) {
 		n++
 		b = appendSpan(b, s)
 		_, err := bw.Write(b)
+		if cap(b) > 1<<20 {
+			b = nil // a span that held a large file: keep its buffer no longer
+		}
 		return err
 	})
 	if err != nil {

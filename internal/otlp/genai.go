@@ -63,31 +63,45 @@ func attrsOf(data json.RawMessage) []*commonpb.KeyValue {
 }
 
 func attributeOf(k string, raw json.RawMessage) *commonpb.KeyValue {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
 		return nil
 	}
-	switch v := v.(type) {
-	case nil:
+	// Read by its first byte: a list or an object stays the JSON text it is
+	// (a file's content can be megabytes), never decoded.
+	switch c := raw[0]; {
+	case c == 'n':
 		return nil
-	case string:
-		return str(k, v)
-	case bool:
-		return boolean(k, v)
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			return integer(k, n)
+	case c == '"':
+		var v string
+		if json.Unmarshal(raw, &v) != nil {
+			return nil
 		}
-		f, _ := v.Float64()
-		return double(k, f)
-	default:
+		return str(k, v)
+	case c == 't' || c == 'f':
+		var v bool
+		if json.Unmarshal(raw, &v) != nil {
+			return nil
+		}
+		return boolean(k, v)
+	case c == '{' || c == '[':
+		if trace.IsCompact(raw) {
+			return str(k, string(raw))
+		}
 		var b bytes.Buffer
 		if json.Compact(&b, raw) != nil {
 			return nil
 		}
 		return str(k, b.String())
+	default:
+		n := json.Number(raw)
+		if v, err := n.Int64(); err == nil {
+			return integer(k, v)
+		}
+		if f, err := n.Float64(); err == nil {
+			return double(k, f)
+		}
+		return nil
 	}
 }
 

@@ -154,6 +154,7 @@ func newExporter(src Source, opts Options, emit func(*tracepb.Span, int64) error
 		traceID: sum[:16], used: map[uint64]bool{},
 		agents: map[string]*agentRun{}, calls: map[string]*callRun{}, tools: map[string][]*toolRun{},
 		started: map[string]int{}, tasks: map[string]string{}, summary: map[string]*callRun{}}
+	x.head.Scenario = nil // read into the team; it can be megabytes
 	x.sum.LastSeq = h.LastSeq
 	x.last = h.Session.CreatedAt
 	if f := h.Session.FinishedAt; f != nil && f.After(x.last) {

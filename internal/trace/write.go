@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/delegationstudio/studio/internal/delegation"
 )
 
 // Write writes a session's trace to w as it reads it from src, part by
@@ -27,7 +31,10 @@ func Write(w io.Writer, src Source, pretty bool) error {
 	jw.field("format", Format, true)
 	jw.field("version", Version, false)
 	jw.field("session", session, false)
-	jw.field("scenario", scenario, false)
+	jw.key("scenario", false)
+	if !jw.rawJSON(scenario) {
+		jw.value(scenario, 1)
+	}
 	if err := jw.array("agents", seqAny(src.Agents())); err != nil {
 		return fmt.Errorf("write the trace's agents: %w", err)
 	}
@@ -87,6 +94,9 @@ func (j *jsonWriter) value(v any, depth int) {
 	if j.err != nil {
 		return
 	}
+	if ev, ok := v.(delegation.Event); ok && j.event(ev) {
+		return
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		j.err = err
@@ -99,6 +109,147 @@ func (j *jsonWriter) value(v any, depth int) {
 	j.buf.Reset()
 	if j.err = json.Indent(&j.buf, b, strings.Repeat("  ", depth), "  "); j.err == nil {
 		_, j.err = j.w.Write(j.buf.Bytes())
+	}
+}
+
+// event writes a compact event as json.Marshal does, but without copying
+// its data: a stored event's data is already compact JSON, and may be
+// megabytes (a file's whole content), which Marshal would copy several
+// times over. It reports false, having written nothing, when the data is
+// not compact.
+func (j *jsonWriter) event(ev delegation.Event) bool {
+	if j.pretty || len(ev.Data) == 0 || !IsCompact(ev.Data) {
+		return false
+	}
+	head := append([]byte(`{"seq":`), strconv.AppendInt(nil, ev.Seq, 10)...)
+	typ, _ := json.Marshal(string(ev.Type))
+	head = append(append(head, `,"type":`...), typ...)
+	head = append(head, `,"agent_id":`...)
+	if ev.AgentID == "" {
+		head = append(head, "null"...)
+	} else {
+		id, _ := json.Marshal(ev.AgentID)
+		head = append(head, id...)
+	}
+	at, err := json.Marshal(ev.At.UTC())
+	if err != nil {
+		return false
+	}
+	head = append(append(append(head, `,"at":`...), at...), `,"data":`...)
+	j.raw(string(head))
+	j.escapedHTML(ev.Data)
+	j.raw("}")
+	return true
+}
+
+// rawJSON writes a compact JSON document as json.Marshal writes a
+// json.RawMessage, without copying it; it reports false, having written
+// nothing, when the document is not compact or the output is indented.
+func (j *jsonWriter) rawJSON(doc []byte) bool {
+	if j.pretty || len(doc) == 0 || !IsCompact(doc) {
+		return false
+	}
+	j.escapedHTML(doc)
+	return true
+}
+
+// str writes a string as json.Marshal does (escaping HTML too), in runs,
+// without copying it.
+func (j *jsonWriter) str(s string) {
+	const hex = "0123456789abcdef"
+	j.raw(`"`)
+	start := 0
+	for i := 0; i < len(s) && j.err == nil; {
+		c := s[i]
+		var esc string
+		size := 1
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"':
+				esc = `\"`
+			case c == '\\':
+				esc = `\\`
+			case c == '\n':
+				esc = `\n`
+			case c == '\r':
+				esc = `\r`
+			case c == '\t':
+				esc = `\t`
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				esc = `\u00` + string(hex[c>>4]) + string(hex[c&0xF])
+			default:
+				i++
+				continue
+			}
+		} else {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			size = n
+			switch {
+			case r == utf8.RuneError && n == 1:
+				esc = `\ufffd`
+			case r == '\u2028' || r == '\u2029':
+				esc = `\u202` + string(hex[r&0xF])
+			default:
+				i += n
+				continue
+			}
+		}
+		if _, j.err = j.w.WriteString(s[start:i]); j.err == nil {
+			_, j.err = j.w.WriteString(esc)
+		}
+		i += size
+		start = i
+	}
+	if j.err == nil {
+		_, j.err = j.w.WriteString(s[start:])
+	}
+	j.raw(`"`)
+}
+
+// IsCompact reports whether a JSON document has no space outside its
+// strings: what json.Compact leaves, and what json.Marshal writes.
+func IsCompact(b []byte) bool {
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return !inString
+}
+
+// escapedHTML writes compact JSON as json.Marshal does: <, >, & and
+// U+2028, U+2029 escaped, the rest as it is, in runs.
+func (j *jsonWriter) escapedHTML(b []byte) {
+	const hex = "0123456789abcdef"
+	start := 0
+	for i := 0; i < len(b) && j.err == nil; i++ {
+		var esc string
+		switch c := b[i]; {
+		case c == '<' || c == '>' || c == '&':
+			esc = `\u00` + string(hex[c>>4]) + string(hex[c&0xF])
+		case c == 0xE2 && i+2 < len(b) && b[i+1] == 0x80 && b[i+2]&^1 == 0xA8:
+			esc = `\u202` + string(hex[b[i+2]&0xF])
+		default:
+			continue
+		}
+		if _, j.err = j.w.Write(b[start:i]); j.err == nil {
+			_, j.err = j.w.WriteString(esc)
+		}
+		if b[i] == 0xE2 {
+			i += 2
+		}
+		start = i + 1
+	}
+	if j.err == nil {
+		_, j.err = j.w.Write(b[start:])
 	}
 }
 
@@ -161,13 +312,13 @@ func (j *jsonWriter) files(files iter.Seq2[File, error]) error {
 			j.raw(",")
 		}
 		j.newline(2)
-		j.value(f.Path, 2)
+		j.str(f.Path)
 		if j.pretty {
 			j.raw(": ")
 		} else {
 			j.raw(":")
 		}
-		j.value(f.Content, 2)
+		j.str(f.Content) // a file can be megabytes: written as it is escaped
 		if j.err != nil {
 			return j.err
 		}

@@ -56,6 +56,24 @@ func TestWrite(t *testing.T) {
 			}
 		}
 	})
+	t.Run("event data in any form is written as json.Marshal writes it", func(t *testing.T) {
+		odd := *tr
+		odd.Events = append([]delegation.Event(nil), tr.Events...)
+		for i, data := range []string{
+			`{ "a": 1 }`, `{"html":"<b>&</b>"}`, "{\"line\":\"\u2028\"}", `{"quote":"say \"hi\" \\ bye"}`, `{"text":"a\nb"}`,
+		} {
+			odd.Events = append(odd.Events, delegation.Event{Seq: int64(1000 + i), Type: "note", At: tr.Events[0].At, Data: json.RawMessage(data)})
+		}
+		odd.Files = map[string]string{"/a<b>.md": "tab\there \"q\" \\ <&> \u2028 \x01 \xff end", "/plain.md": "héllo"}
+		var b bytes.Buffer
+		if err := trace.Write(&b, trace.SourceOf(&odd), false); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(&odd)
+		if b.String() != string(want)+"\n" {
+			t.Fatalf("streamed:\n%s\nwhole:\n%s", b.String(), want)
+		}
+	})
 	t.Run("a part that fails stops the writing with its error", func(t *testing.T) {
 		boom := errors.New("the disk went away")
 		err := trace.Write(&bytes.Buffer{}, failing{trace.SourceOf(tr), boom}, false)
