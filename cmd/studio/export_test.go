@@ -3,18 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/delegationstudio/studio/internal/otlp/otlptest"
 )
 
 // storedExample runs the example into a new database and returns its path
@@ -35,55 +33,6 @@ func storedExample(t *testing.T) (string, string) {
 		t.Fatalf("run --json: %v", err)
 	}
 	return dbPath, tr.Session.ID
-}
-
-// receiver is an OTLP/HTTP traces endpoint that keeps what it was sent,
-// decoded as the Collector decodes a request.
-type receiver struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []string // content types
-	spans    int
-	// fail answers the first requests with these statuses.
-	fail []int
-}
-
-func newReceiver(t *testing.T) *receiver {
-	r := &receiver{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if req.URL.Path != "/v1/traces" || req.Method != http.MethodPost {
-			http.NotFound(w, req)
-			return
-		}
-		if len(r.fail) > 0 {
-			code := r.fail[0]
-			r.fail = r.fail[1:]
-			w.Header().Set("Retry-After", "0")
-			http.Error(w, "busy", code)
-			return
-		}
-		body, _ := io.ReadAll(req.Body)
-		exp := ptraceotlp.NewExportRequest()
-		var err error
-		if ct := req.Header.Get("Content-Type"); ct == "application/json" {
-			err = exp.UnmarshalJSON(body)
-		} else {
-			err = exp.UnmarshalProto(body)
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.requests = append(r.requests, req.Header.Get("Content-Type"))
-		r.spans += exp.Traces().SpanCount()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		b, _ := ptraceotlp.NewExportResponse().MarshalProto()
-		w.Write(b)
-	}))
-	t.Cleanup(r.Close)
-	return r
 }
 
 func TestExportFormats(t *testing.T) {
@@ -136,33 +85,33 @@ func TestExportPush(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	t.Run("--otlp-endpoint pushes protobuf, once", func(t *testing.T) {
-		r := newReceiver(t)
+		r := otlptest.New(t)
 		code, out, errOut := studio(t, "export", id, "--otlp-endpoint", r.URL, "--db", dbPath)
-		if code != exitOK || len(r.requests) != 1 || r.requests[0] != "application/x-protobuf" || r.spans == 0 {
-			t.Fatalf("exit %d: %s %s; requests %v", code, out, errOut, r.requests)
+		if code != exitOK || len(r.Requests()) != 1 || r.Requests()[0].Header.Get("Content-Type") != "application/x-protobuf" || len(r.Spans()) == 0 {
+			t.Fatalf("exit %d: %s %s; %d requests", code, out, errOut, len(r.Requests()))
 		}
 		if !strings.Contains(out, "Pushed ") || !strings.Contains(out, r.URL+"/v1/traces") {
 			t.Fatalf("output %q", out)
 		}
 		// A second push sends nothing: the store remembers what went.
 		code, out, _ = studio(t, "export", id, "--otlp-endpoint", r.URL, "--db", dbPath)
-		if code != exitOK || r.spans == 0 || !strings.Contains(out, "Pushed 0 spans") || !strings.Contains(out, "were not sent again") {
+		if code != exitOK || len(r.Requests()) != 1 || !strings.Contains(out, "Pushed 0 spans") || !strings.Contains(out, "were not sent again") {
 			t.Fatalf("second push: exit %d: %s", code, out)
 		}
 	})
 	t.Run("--push takes the endpoint and protocol from the environment, and retries a busy one", func(t *testing.T) {
-		r := newReceiver(t)
-		r.fail = []int{http.StatusServiceUnavailable, http.StatusTooManyRequests}
+		r := otlptest.New(t)
+		r.Fail(http.StatusServiceUnavailable, http.StatusTooManyRequests)
 		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", r.URL)
 		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
 		code, out, errOut := studio(t, "export", id, "--push", "--db", dbPath)
-		if code != exitOK || len(r.requests) != 1 || r.requests[0] != "application/json" || r.spans == 0 {
-			t.Fatalf("exit %d: %s %s; requests %v", code, out, errOut, r.requests)
+		if code != exitOK || len(r.Requests()) != 3 || r.Requests()[2].Header.Get("Content-Type") != "application/json" || len(r.Spans()) == 0 {
+			t.Fatalf("exit %d: %s %s; %d requests", code, out, errOut, len(r.Requests()))
 		}
 	})
 	t.Run("a refusal is an error that says what to check", func(t *testing.T) {
-		r := newReceiver(t)
-		r.fail = []int{http.StatusUnauthorized}
+		r := otlptest.New(t)
+		r.Fail(http.StatusUnauthorized)
 		code, _, errOut := studio(t, "export", id, "--otlp-endpoint", r.URL+"/", "--db", dbPath)
 		if code != exitFailed || !strings.Contains(errOut, "401 Unauthorized") || !strings.Contains(errOut, "OTEL_EXPORTER_OTLP_HEADERS") {
 			t.Fatalf("exit %d: %s", code, errOut)
@@ -177,7 +126,7 @@ func TestExportPush(t *testing.T) {
 }
 
 func TestServePushesEachSession(t *testing.T) {
-	r := newReceiver(t)
+	r := otlptest.New(t)
 	s := serve(t, filepath.Join(t.TempDir(), "studio.db"), "--otlp-endpoint", r.URL)
 	doc, err := os.ReadFile(example)
 	if err != nil {
@@ -191,13 +140,10 @@ func TestServePushesEachSession(t *testing.T) {
 	// The example's session has 8 spans: 2 agents, 4 calls, 2 tools.
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		r.mu.Lock()
-		n := r.spans
-		r.mu.Unlock()
-		if n == 8 {
+		if len(r.Spans()) == 8 {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("the receiver got %d spans, want 8\n%s", r.spans, s.stderr.String())
+	t.Fatalf("the receiver got %d spans, want 8\n%s", len(r.Spans()), s.stderr.String())
 }

@@ -4,83 +4,20 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/delegationstudio/studio/internal/otlp"
+	"github.com/delegationstudio/studio/internal/otlp/otlptest"
 	"github.com/delegationstudio/studio/internal/trace"
 )
 
-// collector is an OTLP/HTTP traces receiver: it decodes each request as
-// the Collector does (ptraceotlp), in either encoding, and answers as a
-// test tells it to.
-type collector struct {
-	*httptest.Server
-	mu       sync.Mutex
-	got      []ptrace.Span
-	requests []*http.Request
-	// answer, when set, answers request n (from 0) instead of accepting it.
-	answer func(n int, w http.ResponseWriter, r *http.Request) bool
-}
-
-func newCollector(t *testing.T) *collector {
-	c := &collector{}
-	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.mu.Lock()
-		n := len(c.requests)
-		c.requests = append(c.requests, r)
-		answer := c.answer
-		c.mu.Unlock()
-		if answer != nil && answer(n, w, r) {
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		req := ptraceotlp.NewExportRequest()
-		var err error
-		switch r.Header.Get("Content-Type") {
-		case "application/json":
-			err = req.UnmarshalJSON(body)
-		case "application/x-protobuf":
-			err = req.UnmarshalProto(body)
-		default:
-			http.Error(w, "unsupported media type", http.StatusUnsupportedMediaType)
-			return
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		c.mu.Lock()
-		c.got = append(c.got, spansOf(req.Traces())...)
-		c.mu.Unlock()
-		respond(w, r, ptraceotlp.NewExportResponse())
-	}))
-	t.Cleanup(c.Close)
-	return c
-}
-
-// respond writes an ExportTraceServiceResponse in the request's encoding.
-func respond(w http.ResponseWriter, r *http.Request, resp ptraceotlp.ExportResponse) {
-	var b []byte
-	if r.Header.Get("Content-Type") == "application/json" {
-		w.Header().Set("Content-Type", "application/json")
-		b, _ = resp.MarshalJSON()
-	} else {
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		b, _ = resp.MarshalProto()
-	}
-	w.Write(b)
-}
-
 // pusher pushes to c with no real waiting: the waits asked for are kept.
-func pusher(t *testing.T, c *collector, protocol string, waits *[]time.Duration, tune ...func(*otlp.PushConfig)) *otlp.Pusher {
+func pusher(t *testing.T, c *otlptest.Receiver, protocol string, waits *[]time.Duration, tune ...func(*otlp.PushConfig)) *otlp.Pusher {
 	t.Helper()
 	cfg := otlp.PushConfig{Endpoint: c.URL + "/v1/traces", Protocol: protocol,
 		Backoff: func(attempt int) time.Duration { return time.Duration(attempt) * time.Millisecond },
@@ -105,21 +42,21 @@ func TestPush(t *testing.T) {
 	want := export(t, tr, otlp.Options{})
 	for _, protocol := range []string{otlp.ProtocolProtobuf, otlp.ProtocolJSON} {
 		t.Run(protocol, func(t *testing.T) {
-			c := newCollector(t)
+			c := otlptest.New(t)
 			p := pusher(t, c, protocol, nil)
 			sum, err := p.Push(context.Background(), trace.SourceOf(tr), otlp.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(c.requests) != 1 || sum.Spans != len(want.spans) || len(c.got) != len(want.spans) {
-				t.Fatalf("%d requests, %d spans received, %d exported", len(c.requests), len(c.got), len(want.spans))
+			if len(c.Requests()) != 1 || sum.Spans != len(want.spans) || len(c.Spans()) != len(want.spans) {
+				t.Fatalf("%d requests, %d spans received, %d exported", len(c.Requests()), len(c.Spans()), len(want.spans))
 			}
-			for i, s := range c.got {
+			for i, s := range c.Spans() {
 				if spanJSON(t, s) != spanJSON(t, want.spans[i]) {
 					t.Fatalf("span %d as received differs from the export's", i)
 				}
 			}
-			if ua := c.requests[0].Header.Get("User-Agent"); ua != "delegation-studio" {
+			if ua := c.Requests()[0].Header.Get("User-Agent"); ua != "delegation-studio" {
 				t.Fatalf("User-Agent %q", ua)
 			}
 		})
@@ -129,8 +66,8 @@ func TestPush(t *testing.T) {
 func TestPushRetries(t *testing.T) {
 	tr := example(t)
 	t.Run("429 and 503 are retried, as long as Retry-After says or else with backoff", func(t *testing.T) {
-		c := newCollector(t)
-		c.answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
+		c := otlptest.New(t)
+		c.Answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
 			switch n {
 			case 0:
 				w.Header().Set("Retry-After", "7")
@@ -147,30 +84,30 @@ func TestPushRetries(t *testing.T) {
 		if _, err := p.Push(context.Background(), trace.SourceOf(tr), otlp.Options{}); err != nil {
 			t.Fatal(err)
 		}
-		if len(c.requests) != 3 || len(c.got) == 0 {
-			t.Fatalf("%d requests, %d spans", len(c.requests), len(c.got))
+		if len(c.Requests()) != 3 || len(c.Spans()) == 0 {
+			t.Fatalf("%d requests, %d spans", len(c.Requests()), len(c.Spans()))
 		}
 		if len(waits) != 2 || waits[0] != 7*time.Second || waits[1] != 2*time.Millisecond {
 			t.Fatalf("waits %v: want Retry-After's 7s, then the second backoff", waits)
 		}
 	})
 	t.Run("an endpoint busy past the retries is an error that says so", func(t *testing.T) {
-		c := newCollector(t)
-		c.answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
+		c := otlptest.New(t)
+		c.Answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
 			http.Error(w, "overloaded", http.StatusServiceUnavailable)
 			return true
 		}
 		p := pusher(t, c, otlp.ProtocolProtobuf, nil, func(cfg *otlp.PushConfig) { cfg.MaxRetries = 2 })
 		_, err := p.Push(context.Background(), trace.SourceOf(tr), otlp.Options{})
-		if err == nil || len(c.requests) != 3 || !strings.Contains(err.Error(), "503 Service Unavailable: overloaded (gave up after 3 attempts)") {
-			t.Fatalf("%d requests: %v", len(c.requests), err)
+		if err == nil || len(c.Requests()) != 3 || !strings.Contains(err.Error(), "503 Service Unavailable: overloaded (gave up after 3 attempts)") {
+			t.Fatalf("%d requests: %v", len(c.Requests()), err)
 		}
 	})
 	t.Run("an answer that never comes is retried", func(t *testing.T) {
-		c := newCollector(t)
+		c := otlptest.New(t)
 		release := make(chan struct{})
 		t.Cleanup(func() { close(release) }) // before the server closes
-		c.answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
+		c.Answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
 			if n == 0 {
 				io.Copy(io.Discard, r.Body) // so the server sees the client go
 				select {
@@ -182,8 +119,8 @@ func TestPushRetries(t *testing.T) {
 			return false
 		}
 		p := pusher(t, c, otlp.ProtocolJSON, nil, func(cfg *otlp.PushConfig) { cfg.Timeout = 50 * time.Millisecond })
-		if _, err := p.Push(context.Background(), trace.SourceOf(tr), otlp.Options{}); err != nil || len(c.got) == 0 {
-			t.Fatalf("%v, %d spans", err, len(c.got))
+		if _, err := p.Push(context.Background(), trace.SourceOf(tr), otlp.Options{}); err != nil || len(c.Spans()) == 0 {
+			t.Fatalf("%v, %d spans", err, len(c.Spans()))
 		}
 	})
 	for _, tc := range []struct {
@@ -196,26 +133,26 @@ func TestPushRetries(t *testing.T) {
 		{http.StatusBadRequest, "bad span"},
 	} {
 		t.Run(http.StatusText(tc.status)+" is not retried, and the error says what to check", func(t *testing.T) {
-			c := newCollector(t)
-			c.answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
+			c := otlptest.New(t)
+			c.Answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
 				http.Error(w, "bad span", tc.status)
 				return true
 			}
 			p := pusher(t, c, otlp.ProtocolProtobuf, nil)
 			_, err := p.Push(context.Background(), trace.SourceOf(tr), otlp.Options{})
-			if err == nil || len(c.requests) != 1 || !strings.Contains(err.Error(), tc.hint) || !strings.Contains(err.Error(), c.URL) {
-				t.Fatalf("%d requests: %v", len(c.requests), err)
+			if err == nil || len(c.Requests()) != 1 || !strings.Contains(err.Error(), tc.hint) || !strings.Contains(err.Error(), c.URL) {
+				t.Fatalf("%d requests: %v", len(c.Requests()), err)
 			}
 		})
 	}
 	for _, protocol := range []string{otlp.ProtocolProtobuf, otlp.ProtocolJSON} {
 		t.Run("spans rejected in a partial success are an error ("+protocol+")", func(t *testing.T) {
-			c := newCollector(t)
-			c.answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
+			c := otlptest.New(t)
+			c.Answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
 				resp := ptraceotlp.NewExportResponse()
 				resp.PartialSuccess().SetRejectedSpans(2)
 				resp.PartialSuccess().SetErrorMessage("span names too long")
-				respond(w, r, resp)
+				otlptest.Respond(w, r, resp)
 				return true
 			}
 			p := pusher(t, c, protocol, nil)
@@ -252,8 +189,8 @@ func TestPushStored(t *testing.T) {
 	tr := run(t, longScenario(60), "s8")
 	all := export(t, tr, otlp.Options{})
 	t.Run("a push that fails part-way is finished by the next, nothing twice", func(t *testing.T) {
-		c := newCollector(t)
-		c.answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
+		c := otlptest.New(t)
+		c.Answer = func(n int, w http.ResponseWriter, r *http.Request) bool {
 			if n == 2 {
 				http.Error(w, "disk full", http.StatusInternalServerError)
 				return true
@@ -265,7 +202,7 @@ func TestPushStored(t *testing.T) {
 		if _, err := otlp.PushStored(context.Background(), store, p, "s8", otlp.Options{}); err == nil {
 			t.Fatal("the third request failed, and so should the push")
 		}
-		first := len(c.got)
+		first := len(c.Spans())
 		if first == 0 || store.marks["s8 "+p.Endpoint()] == 0 {
 			t.Fatalf("%d spans went, mark %d", first, store.marks["s8 "+p.Endpoint()])
 		}
@@ -273,11 +210,11 @@ func TestPushStored(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(c.requests) < 5 || sum.Sent != first || len(c.got) != len(all.spans) {
-			t.Fatalf("%d requests; %d spans before, %d in all, %d exported", len(c.requests), first, len(c.got), len(all.spans))
+		if len(c.Requests()) < 5 || sum.Sent != first || len(c.Spans()) != len(all.spans) {
+			t.Fatalf("%d requests; %d spans before, %d in all, %d exported", len(c.Requests()), first, len(c.Spans()), len(all.spans))
 		}
 		seen := map[pcommon.SpanID]bool{}
-		for _, s := range c.got {
+		for _, s := range c.Spans() {
 			if seen[s.SpanID()] {
 				t.Fatalf("span %q sent twice", s.Name())
 			}

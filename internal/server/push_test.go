@@ -3,75 +3,36 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/otlp"
+	"github.com/delegationstudio/studio/internal/otlp/otlptest"
 )
 
-// traceReceiver is an OTLP/HTTP endpoint that keeps the spans of each
-// session it was sent, decoded as the Collector decodes them.
-type traceReceiver struct {
-	*httptest.Server
-	mu    sync.Mutex
-	spans map[string]int // by the resource's session.id
-}
-
-func newTraceReceiver(t *testing.T) *traceReceiver {
-	r := &traceReceiver{spans: map[string]int{}}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		exp := ptraceotlp.NewExportRequest()
-		if err := exp.UnmarshalProto(body); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		rss := exp.Traces().ResourceSpans()
-		for i := 0; i < rss.Len(); i++ {
-			id, _ := rss.At(i).Resource().Attributes().Get("session.id")
-			for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
-				r.spans[id.Str()] += rss.At(i).ScopeSpans().At(j).Spans().Len()
-			}
-		}
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *traceReceiver) count(id string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.spans[id]
-}
-
 // waitSpans waits until the receiver holds n spans of a session.
-func (r *traceReceiver) waitSpans(t *testing.T, id string, n int) {
+func waitSpans(t *testing.T, r *otlptest.Receiver, id string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for r.count(id) < n && time.Now().Before(deadline) {
+	for r.SessionSpans(id) < n && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := r.count(id); got != n {
+	if got := r.SessionSpans(id); got != n {
 		t.Fatalf("the receiver holds %d spans of session %s, want %d", got, id, n)
 	}
 }
 
 func TestPushEachSessionAsItEnds(t *testing.T) {
-	rcv := newTraceReceiver(t)
+	rcv := otlptest.New(t)
 	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +75,7 @@ func TestPushEachSessionAsItEnds(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		rcv.waitSpans(t, created.ID, want)
+		waitSpans(t, rcv, created.ID, want)
 		if seq, _ := d.PushedSeq(context.Background(), created.ID, p.Endpoint()); seq == 0 {
 			t.Fatal("the store does not remember the push")
 		}
@@ -142,7 +103,7 @@ func TestPushEachSessionAsItEnds(t *testing.T) {
 		if n, err := srv.Recover(ctx); err != nil || n != 1 {
 			t.Fatalf("recovered %d: %v", n, err)
 		}
-		rcv.waitSpans(t, "left", 1) // the main agent's span, failed
+		waitSpans(t, rcv, "left", 1) // the main agent's span, failed
 	})
 }
 
