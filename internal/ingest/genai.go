@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"encoding/json"
+	"sort"
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -162,11 +163,17 @@ func genAITool(sp *Span) ToolResult {
 }
 
 // filesFromEvents reads an agent span's files.changed events (the studio's
-// own export keeps the log's files.changed there, with its changes as
-// JSON) into the files they leave; nil when it has none.
-func filesFromEvents(sp *Span) map[string]string {
+// own export keeps the log's files.changed on the span whose work changed
+// the files: the agent's own, or its tool, task and summary calls'), with
+// their changes as JSON, into the files they leave; nil when it has none.
+func filesFromEvents(spans ...*Span) map[string]string {
+	var events []SpanEvent
+	for _, sp := range spans {
+		events = append(events, sp.Events...)
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].At.Before(events[j].At) })
 	var files map[string]string
-	for _, e := range sp.Events {
+	for _, e := range events {
 		if e.Name != string(delegation.EventFilesChanged) {
 			continue
 		}

@@ -340,7 +340,7 @@ func (t *Trace) take(sp *Span) {
 		if sp.Parent == "" {
 			if files := finalFiles(sp); files != nil {
 				t.files = files
-			} else if files := filesFromEvents(sp); files != nil {
+			} else if files := filesFromEvents(t.mainSpans(sp)...); files != nil {
 				t.files = files
 			}
 			return
@@ -355,6 +355,18 @@ func (t *Trace) take(sp *Span) {
 		}
 		t.others = append(t.others, sp)
 	}
+}
+
+// mainSpans are the root span and the spans right under it: the main
+// agent's own and its calls', where its file changes are kept.
+func (t *Trace) mainSpans(root *Span) []*Span {
+	out := []*Span{root}
+	for _, sp := range t.spans {
+		if sp.Parent == root.ID {
+			out = append(out, sp)
+		}
+	}
+	return out
 }
 
 // agentRun reports whether a span that calls were placed under is its
