@@ -32,7 +32,17 @@ row "ingest rate through the recorder" "—" ./internal/db/ BenchmarkIngest even
 row "database bytes per raw message byte (2,000 turns, then a fork)" "≤ 2" ./internal/db/ BenchmarkStorage2000Turns db/raw 2x
 row "event to viewer p99, 100 websocket viewers on loopback" "≤ 10 ms" ./internal/live/ BenchmarkEventToViewer100 p99-ms 3x
 row "server render of a 10,000-message session page" "≤ 300 ms" ./internal/server/ BenchmarkSessionPage10k ms/page 5x
-row "server render of a 100,000-message session page" "—" ./internal/server/ BenchmarkSessionPage100k ms/page 2x
+row "live page: server CPU per model call, one viewer, 4,000-step ÷ 500-step session" "≤ 1.3" ./internal/server/ BenchmarkLiveCPU x4000/500 1x
+row "live page: server CPU per model call at 4,000 steps, one viewer ÷ none" "≤ 2" ./internal/server/ BenchmarkLiveCPU watched/unwatched 1x
+row "live page: bytes a viewer receives, 2,000-turn ÷ 250-turn session" "≤ 10" ./internal/server/ BenchmarkViewerBytes x2000/250 1x
+row "live page: the largest message a viewer receives (2,000 turns)" "—" ./internal/server/ BenchmarkViewerBytes largest-message 1x
+row "session page, 100,000 ÷ 1,000 messages, server time to the last byte" "≤ 3" ./internal/server/ BenchmarkSessionPages x100k/1k 1x
+row "session page of 100,000 messages: HTML" "≤ 1.5 MB" ./internal/server/ BenchmarkSessionPages html-bytes-100k 1x
+row "a message fragment at 100,000 messages" "≤ 5 ms" ./internal/server/ BenchmarkSessionPages ms-fragment-100k 1x
+row "a scrubber step at 100,000 messages" "≤ 5 ms" ./internal/server/ BenchmarkSessionPages ms-scrub-100k 1x
+row "a reconnect at 100,000 messages (after=last−1, to the first message)" "—" ./internal/server/ BenchmarkSessionPages ms-reconnect-100k 1x
+row "event → browser p99, 100 viewers in another process (engine → SQLite → patch → websocket)" "≤ 10 ms" ./internal/server/ BenchmarkEventToBrowser p99-ms-100 1x
+row "event → browser p99, 500 viewers in another process" "≤ 50 ms" ./internal/server/ BenchmarkEventToBrowser p99-ms-500 1x
 row "peak RSS of studio run on the 200 + 50 scenario, stored" "—" ./cmd/studio/ BenchmarkPeakRSS peak-RSS-MB 3x
 row "studio run of the example / studio --version, wall time (median)" "≤ 3×" ./cmd/studio/ BenchmarkStartup run/version-time 20x
 row "studio run of the example, wall time (median)" "≤ 25 ms" ./cmd/studio/ BenchmarkStartup run-ms 20x

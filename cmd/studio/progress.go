@@ -14,6 +14,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
 // isTerminal reports whether w is a terminal, where progress is for a person.
@@ -49,8 +50,15 @@ func newProgress(w io.Writer, verbose, on bool) *progress {
 		text: map[string]*strings.Builder{}}
 }
 
-// Publish takes one event of the session.
-func (p *progress) Publish(_ string, ev delegation.Event) {
+// Publish takes a batch of the session's events (or a live-only one).
+func (p *progress) Publish(_ string, events []delegation.Event, _ view.Changes, _ *session.Live) {
+	for _, ev := range events {
+		p.event(ev)
+	}
+}
+
+// event takes one event of the session.
+func (p *progress) event(ev delegation.Event) {
 	if !p.on {
 		return
 	}
@@ -203,7 +211,7 @@ func payload[T any](ev delegation.Event, out *T) bool {
 // quote is s on one line, shortened, quoted: %q escapes control
 // characters, so it is safe for a terminal.
 func quote(s string, n int) string {
-	return fmt.Sprintf("%q", session.Excerpt(s, n))
+	return fmt.Sprintf("%q", view.Excerpt(s, n))
 }
 
 // printable makes text a model or an endpoint wrote safe to print on a

@@ -121,7 +121,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if e.Seq > 0 {
 				events = append(events, e)
 			}
-			prog.Publish("", e)
+			prog.event(e)
 		})
 		id := session.NewID()
 		if res, err = session.Run(ctx, sc, session.RunOptions{SessionID: id, Sink: sink, Model: model, Logger: log}); err != nil {

@@ -5,24 +5,39 @@ import (
 	"io"
 	"strings"
 
-	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
 // printTree writes a session as a readable tree: agents, modes, statuses,
 // steps, tokens, tasks and receipts.
 func printTree(w io.Writer, t *trace.Trace) {
-	root := session.Tree(t)
+	st, err := view.FromTrace(t, 0)
+	if err != nil {
+		fmt.Fprintf(w, "session %s: %v\n", t.Session.Name, err)
+		return
+	}
+	root := st.Tree()
+	if root == nil {
+		fmt.Fprintf(w, "session %s: %s · no agent started\n", t.Session.Name, t.Session.Status)
+		return
+	}
+	texts := make(map[string]string, len(t.Messages))
+	for _, m := range t.Messages {
+		if m.Kind == "receipt" {
+			texts[m.ID] = m.Content
+		}
+	}
 	fmt.Fprintf(w, "session %s: %s · %s · %s · %s (%s)\n", t.Session.Name, t.Session.Status,
 		plural(len(t.Agents), "agent"), plural(len(t.ModelCalls), "model call"), plural(root.SubtreeTokens, "input token"), t.Session.Tokenizer)
-	fmt.Fprintf(w, "prompt: %s\n\n", session.Excerpt(t.Session.Prompt, 100))
-	printNode(w, root, "", "")
+	fmt.Fprintf(w, "prompt: %s\n\n", view.Excerpt(t.Session.Prompt, 100))
+	printNode(w, root, texts, "", "")
 	if t.Session.Error != "" {
 		fmt.Fprintf(w, "\nerror: %s\n", t.Session.Error)
 	}
 	for i := len(t.Messages) - 1; i >= 0; i-- {
 		if m := t.Messages[i]; m.AgentID == "main" && m.Role == "assistant" && strings.TrimSpace(m.Content) != "" {
-			fmt.Fprintf(w, "\nanswer: %s\n", session.Excerpt(m.Content, 200))
+			fmt.Fprintf(w, "\nanswer: %s\n", view.Excerpt(m.Content, 200))
 			break
 		}
 	}
@@ -31,38 +46,41 @@ func printTree(w io.Writer, t *trace.Trace) {
 	}
 }
 
-func printNode(w io.Writer, n *session.Node, first, rest string) {
+func printNode(w io.Writer, n *view.Node, receipts map[string]string, first, rest string) {
 	a := n.Agent
 	mode := ""
-	if a.Mode != nil {
-		mode = " [" + *a.Mode + "]"
+	if a.Mode != "" {
+		mode = " [" + a.Mode + "]"
 	}
 	status := a.Status
 	if a.Error != "" {
-		status += ": " + session.Excerpt(a.Error, 80)
+		status += ": " + view.Excerpt(a.Error, 80)
 	}
-	fmt.Fprintf(w, "%s%s%s  %s  %s  %s tokens in", first, a.Name, mode, status, plural(n.Calls, "step"), thousands(n.OwnTokens))
-	if n.SubtreeTokens != n.OwnTokens {
+	fmt.Fprintf(w, "%s%s%s  %s  %s  %s tokens in", first, a.Name, mode, status, plural(a.Calls, "step"), thousands(a.OwnTokens))
+	if n.SubtreeTokens != a.OwnTokens {
 		fmt.Fprintf(w, " (%s with its subagents)", thousands(n.SubtreeTokens))
 	}
-	if a.ParentID != nil {
-		fmt.Fprintf(w, ", entry %s", thousands(n.EntryTokens))
-		if n.InheritedTokens > 0 {
-			fmt.Fprintf(w, " (%s inherited)", thousands(n.InheritedTokens))
+	if a.ParentID != "" {
+		fmt.Fprintf(w, ", entry %s", thousands(a.EntryTokens))
+		if a.InheritedTokens > 0 {
+			fmt.Fprintf(w, " (%s inherited)", thousands(a.InheritedTokens))
 		}
 	}
 	fmt.Fprintln(w)
-	if a.ParentID != nil {
-		fmt.Fprintf(w, "%s    task:    %q\n", rest, session.Excerpt(n.Task, 90))
-		label := "receipt:"
-		if n.ReceiptIsError {
-			label = "receipt (error):"
+	if a.ParentID != "" {
+		fmt.Fprintf(w, "%s    task:    %q\n", rest, view.Excerpt(a.Task, 90))
+		label, receipt := "receipt:", ""
+		if d := n.Delegation; d != nil && d.Receipt != nil {
+			receipt = receipts[d.Receipt.ID]
+			if d.Receipt.IsError {
+				label = "receipt (error):"
+			}
 		}
-		fmt.Fprintf(w, "%s    %s %q\n", rest, label, session.Excerpt(n.Receipt, 90))
+		fmt.Fprintf(w, "%s    %s %q\n", rest, label, view.Excerpt(receipt, 90))
 	}
 	type item struct {
-		child   *session.Node
-		refusal *session.Refusal
+		child   *view.Node
+		refusal *view.Refusal
 	}
 	var items []item
 	for _, c := range n.Children {
@@ -77,11 +95,11 @@ func printNode(w io.Writer, n *session.Node, first, rest string) {
 			branch, next = "└─ ", "   "
 		}
 		if it.child != nil {
-			printNode(w, it.child, rest+branch, rest+next)
+			printNode(w, it.child, receipts, rest+branch, rest+next)
 			continue
 		}
 		r := it.refusal
-		fmt.Fprintf(w, "%s%s✗ %s  refused (%s): %q\n", rest, branch, r.SubagentType, r.Reason, session.Excerpt(r.Message, 80))
+		fmt.Fprintf(w, "%s%s✗ %s  refused (%s): %q\n", rest, branch, r.SubagentType, r.Reason, view.Excerpt(r.Message, 80))
 	}
 }
 

@@ -78,3 +78,44 @@ func Messages(n int) []byte {
 	}
 	return doc
 }
+
+// TurnsScenario is a main agent of n tool-call turns (a note written, then
+// read back), each thinking delayMS first (the first firstMS), whose last
+// turn delegates to a fork child of two turns: the scenario of the storage
+// and live-page benchmarks.
+func TurnsScenario(n, delayMS, firstMS int) []byte {
+	var main []any
+	for i := 0; i < n; i++ {
+		var call map[string]any
+		if i%2 == 0 {
+			call = map[string]any{"name": "write_file", "args": map[string]any{"file_path": fmt.Sprintf("/notes/%05d.md", i),
+				"content": fmt.Sprintf("Finding %d: the request handler at line %d does not check the token's expiry.", i, 40+i)}}
+		} else {
+			call = map[string]any{"name": "read_file", "args": map[string]any{"file_path": fmt.Sprintf("/notes/%05d.md", i-1)}}
+		}
+		turn := map[string]any{"content": fmt.Sprintf("Turn %d.", i), "tool_calls": []any{call}}
+		d := delayMS
+		if i == 0 {
+			d = firstMS
+		}
+		if d > 0 {
+			turn["delay_ms"] = d
+		}
+		main = append(main, turn)
+	}
+	main = append(main,
+		map[string]any{"tool_calls": []any{map[string]any{"name": "task", "args": map[string]any{"description": "Summarize the findings above.", "subagent_type": "summarizer"}}}, "delay_ms": delayMS},
+		map[string]any{"content": "Done.", "delay_ms": delayMS})
+	doc, err := json.Marshal(map[string]any{
+		"name": "long", "prompt": "Audit the handler.",
+		"agent":     map[string]any{"max_steps": n + 10},
+		"subagents": []any{map[string]any{"name": "summarizer", "description": "Summarizes.", "mode": "fork"}},
+		"script": map[string]any{"main": main, "summarizer": []any{[]any{
+			map[string]any{"tool_calls": []any{map[string]any{"name": "ls", "args": map[string]any{"path": "/notes"}}}, "delay_ms": delayMS},
+			map[string]any{"content": "Every handler skips the expiry check.", "delay_ms": delayMS}}}},
+	})
+	if err != nil {
+		panic(err) // plain maps of strings and numbers always encode
+	}
+	return doc
+}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/delegationstudio/studio/internal/benchdata"
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/scenario"
@@ -20,29 +20,7 @@ import (
 // a fork child of a few turns.
 func turnsScenario(tb testing.TB, n int) *scenario.Scenario {
 	tb.Helper()
-	var main []any
-	for i := 0; i < n; i++ {
-		var call map[string]any
-		if i%2 == 0 {
-			call = map[string]any{"name": "write_file", "args": map[string]any{"file_path": fmt.Sprintf("/notes/%04d.md", i),
-				"content": fmt.Sprintf("Finding %d: the request handler at line %d does not check the token's expiry.", i, 40+i)}}
-		} else {
-			call = map[string]any{"name": "read_file", "args": map[string]any{"file_path": fmt.Sprintf("/notes/%04d.md", i-1)}}
-		}
-		main = append(main, map[string]any{"content": fmt.Sprintf("Turn %d.", i), "tool_calls": []any{call}})
-	}
-	main = append(main,
-		map[string]any{"tool_calls": []any{map[string]any{"name": "task", "args": map[string]any{"description": "Summarize the findings above.", "subagent_type": "summarizer"}}}},
-		map[string]any{"content": "Done."})
-	doc, _ := json.Marshal(map[string]any{
-		"name": "long", "prompt": "Audit the handler.",
-		"agent":     map[string]any{"max_steps": n + 10},
-		"subagents": []any{map[string]any{"name": "summarizer", "description": "Summarizes.", "mode": "fork"}},
-		"script": map[string]any{"main": main, "summarizer": []any{[]any{
-			map[string]any{"tool_calls": []any{map[string]any{"name": "ls", "args": map[string]any{"path": "/notes"}}}},
-			map[string]any{"content": "Every handler skips the expiry check."}}}},
-	})
-	sc, err := scenario.Parse(doc)
+	sc, err := scenario.Parse(benchdata.TurnsScenario(n, 0, 0))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -121,7 +99,7 @@ func BenchmarkIngest(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		rec := session.NewRecorder(d, "s", nil, nil, nil)
+		rec := session.NewRecorder(d, "s", nil, nil, nil, nil)
 		for _, ev := range fromEngine {
 			rec.Emit(ev)
 		}

@@ -21,13 +21,23 @@ import (
 	"sync/atomic"
 )
 
-// Message is one encoded event for the wire. Seq > 0 is part of the
-// session's log; Seq == 0 is live-only (streamed model text) and is never
-// deduplicated or replayed. Data is shared by every viewer and must not be
-// changed once published.
+// Message is one encoded event for the wire, or several: Data then holds
+// the events of seqs First … Seq, one a line (First 0 means Seq alone).
+// Seq > 0 is part of the session's log; Seq == 0 is live-only (streamed
+// model text) and is never deduplicated or replayed. Data is shared by
+// every viewer and must not be changed once published.
 type Message struct {
-	Seq  int64
-	Data []byte
+	Seq   int64
+	First int64
+	Data  []byte
+}
+
+// first is the seq of the message's first line.
+func (m Message) first() int64 {
+	if m.First > 0 {
+		return m.First
+	}
+	return m.Seq
 }
 
 // Options configure a Hub.

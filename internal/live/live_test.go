@@ -180,12 +180,19 @@ func waitViewers(t testing.TB, h *Hub, n int) {
 	}
 }
 
+// unread holds, per connection, the messages of a websocket message that a
+// read did not ask for yet: a burst holds several, one a line.
+var unread sync.Map // *websocket.Conn → []event
+
 // read reads n messages.
 func read(t *testing.T, c *websocket.Conn, n int) []event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	var got []event
+	if v, ok := unread.LoadAndDelete(c); ok {
+		got = v.([]event)
+	}
 	for len(got) < n {
 		typ, data, err := c.Read(ctx)
 		if err != nil {
@@ -194,13 +201,18 @@ func read(t *testing.T, c *websocket.Conn, n int) []event {
 		if typ != websocket.MessageText {
 			t.Fatalf("message type %v, want text", typ)
 		}
-		var ev event
-		if err := json.Unmarshal(data, &ev); err != nil {
-			t.Fatalf("message %q: %v", data, err)
+		for line := range bytes.SplitSeq(data, []byte("\n")) {
+			var ev event
+			if err := json.Unmarshal(line, &ev); err != nil {
+				t.Fatalf("message %q: %v", data, err)
+			}
+			got = append(got, ev)
 		}
-		got = append(got, ev)
 	}
-	return got
+	if len(got) > n {
+		unread.Store(c, got[n:])
+	}
+	return got[:n]
 }
 
 // expectNoMore fails if anything but silence follows: a duplicate would
@@ -307,6 +319,79 @@ func TestBacklogThenLive(t *testing.T) {
 		}
 		expectNoMore(t, c)
 	})
+}
+
+// TestBursts: messages waiting together go out as one websocket message,
+// one a line: a backlog page, and live messages queued while the viewer was
+// busy.
+// heldViewer is a viewer of a store of n events held in its backlog's last
+// read, subscribed, until release is closed: what is published meanwhile
+// waits in its queue.
+func heldViewer(t *testing.T, h *Hub, n int64) (c *websocket.Conn, release chan struct{}) {
+	t.Helper()
+	st := newStore(h, n)
+	release, busy := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	ls := newLiveServer(t, h, serverConfig{backlog: func(ctx context.Context, after int64, limit int) ([]Message, error) {
+		page, err := st.backlog(ctx, after, limit)
+		if len(page) < limit {
+			once.Do(func() { close(busy); <-release })
+		}
+		return page, err
+	}})
+	c = ls.dial(t, 0, nil)
+	<-busy
+	return c, release
+}
+
+func TestBursts(t *testing.T) {
+	h := NewHub(Options{})
+	c, release := heldViewer(t, h, 6)
+	for seq := int64(7); seq <= 26; seq++ {
+		h.Publish(sid, encode(seq))
+	}
+	close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var frames [][]int64
+	for n := 0; n < 26; {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %v: %v", frames, err)
+		}
+		var f []int64
+		for line := range bytes.SplitSeq(data, []byte("\n")) {
+			var ev event
+			if err := json.Unmarshal(line, &ev); err != nil {
+				t.Fatalf("line %q: %v", line, err)
+			}
+			f = append(f, ev.Seq)
+			n++
+		}
+		frames = append(frames, f)
+	}
+	if len(frames) != 2 || !slices.Equal(frames[0], seqRange(1, 6)) || !slices.Equal(frames[1], seqRange(7, 26)) {
+		t.Fatalf("websocket messages %v; want the backlog page 1..6 as one, then the queued 7..26 as one", frames)
+	}
+	expectNoMore(t, c)
+}
+
+// TestBatchMessages: a message may hold a batch of events, one a line; a
+// viewer whose backlog sent part of it gets the rest, once.
+func TestBatchMessages(t *testing.T) {
+	h := NewHub(Options{})
+	c, release := heldViewer(t, h, 5)
+	// Seqs 4..8 in one message, of which the backlog sent 4 and 5.
+	var lines [][]byte
+	for seq := int64(4); seq <= 8; seq++ {
+		lines = append(lines, encode(seq).Data)
+	}
+	h.Publish(sid, Message{First: 4, Seq: 8, Data: bytes.Join(lines, []byte("\n"))})
+	close(release)
+	if got := seqs(read(t, c, 8)); !slices.Equal(got, seqRange(1, 8)) {
+		t.Fatalf("got seqs %v, want 1..8 once each", got)
+	}
+	expectNoMore(t, c)
 }
 
 func TestReconnect(t *testing.T) {
@@ -421,17 +506,20 @@ func TestSlowViewerIsDropped(t *testing.T) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
 			defer cancel()
-			for want := int64(1); want <= total; want++ {
+			for want := int64(1); want <= total; {
 				_, data, err := c.Read(ctx)
 				if err != nil {
 					errs <- fmt.Errorf("viewer %d at seq %d: %w", i, want, err)
 					return
 				}
-				if !bytes.HasPrefix(data, fmt.Appendf(nil, `{"seq":%d,`, want)) {
-					errs <- fmt.Errorf("viewer %d: got %.40s, want seq %d", i, data, want)
-					return
+				for line := range bytes.SplitSeq(data, []byte("\n")) {
+					if !bytes.HasPrefix(line, fmt.Appendf(nil, `{"seq":%d,`, want)) {
+						errs <- fmt.Errorf("viewer %d: got %.40s, want seq %d", i, line, want)
+						return
+					}
+					progress[i].Store(want)
+					want++
 				}
-				progress[i].Store(want)
 			}
 			errs <- nil
 		}()
@@ -492,11 +580,13 @@ func TestSlowViewerIsDropped(t *testing.T) {
 			}
 			break
 		}
-		var ev event
-		if err := json.Unmarshal(data, &ev); err != nil || ev.Seq != last+1 {
-			t.Fatalf("slow viewer: got %.40s after seq %d", data, last)
+		for line := range bytes.SplitSeq(data, []byte("\n")) {
+			var ev event
+			if err := json.Unmarshal(line, &ev); err != nil || ev.Seq != last+1 {
+				t.Fatalf("slow viewer: got %.40s after seq %d", line, last)
+			}
+			last = ev.Seq
 		}
-		last = ev.Seq
 	}
 	if last >= total {
 		t.Errorf("slow viewer got all %d messages; it was meant to fall behind", last)
@@ -754,14 +844,16 @@ func BenchmarkEventToViewer100(b *testing.B) {
 					return
 				}
 				now := time.Now().UnixNano()
-				data := buf.Bytes()
-				_, after, ok := bytes.Cut(data, []byte(`"sent":`))
-				sent, err := strconv.ParseInt(string(bytes.TrimSuffix(after, []byte("}"))), 10, 64)
-				if !ok || err != nil {
-					panic(fmt.Sprintf("bad message %s", data))
+				// A burst is one message, one event a line.
+				for line := range bytes.SplitSeq(buf.Bytes(), []byte("\n")) {
+					_, after, ok := bytes.Cut(line, []byte(`"sent":`))
+					sent, err := strconv.ParseInt(string(bytes.TrimSuffix(after, []byte("}"))), 10, 64)
+					if !ok || err != nil {
+						panic(fmt.Sprintf("bad message %s", line))
+					}
+					lat[i] = append(lat[i], time.Duration(now-sent))
+					received.Add(1)
 				}
-				lat[i] = append(lat[i], time.Duration(now-sent))
-				received.Add(1)
 			}
 		})
 	}

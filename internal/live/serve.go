@@ -1,6 +1,7 @@
 package live
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,7 +47,11 @@ var (
 
 // Serve upgrades the request to a websocket and streams the session: every
 // stored message after `after` (from backlog, page by page), then live
-// messages as they are published, with no gap and no duplicate. It
+// messages as they are published, with no gap and no duplicate. Messages
+// that are waiting together (a backlog page, a burst of live ones) go out
+// as one websocket message, one frame and one write: their data joined by
+// newlines, so each line is one message (NDJSON). Message data must hold
+// no raw newline; compact JSON never does. It
 // subscribes before reading the backlog and then forwards live messages with
 // Seq greater than the last seq sent, and every Seq 0 message. A nil backlog
 // means the session has no stored log: only live messages are sent.
@@ -171,6 +176,10 @@ type stream struct {
 	opts    ServeOptions
 	log     *slog.Logger
 	last    int64 // the last seq sent; every later message with Seq <= last is a duplicate
+	// pending are the messages of the next write; joined in buf.
+	pending [][]byte
+	size    int
+	buf     []byte
 	// writeTimer, armed during each write, drops the connection if the
 	// write outlasts WriteTimeout; nil when writes have no limit.
 	writeTimer *time.Timer
@@ -200,15 +209,74 @@ func (s *stream) run(ctx context.Context) error {
 			if err := s.forward(ctx, msg); err != nil {
 				return err
 			}
+			// What else is waiting goes in the same write.
+			if err := s.drain(ctx); err != nil {
+				return err
+			}
+			if err := s.flush(); err != nil {
+				return err
+			}
 		}
 	}
 }
 
-// sendBacklog sends the stored messages after s.last, page by page, until a
-// page comes back short.
+// maxBurst caps the bytes one write joins.
+const maxBurst = 1 << 20
+
+// drain forwards the messages already queued, without waiting for more.
+func (s *stream) drain(ctx context.Context) error {
+	for s.size < maxBurst {
+		select {
+		case msg, ok := <-s.sub.C():
+			if !ok {
+				return nil // run sees the closed channel next
+			}
+			if err := s.forward(ctx, msg); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// queue adds a message to the next write.
+func (s *stream) queue(data []byte) {
+	s.pending = append(s.pending, data)
+	s.size += len(data) + 1
+}
+
+// flush writes the queued messages as one websocket message.
+func (s *stream) flush() error {
+	switch len(s.pending) {
+	case 0:
+		return nil
+	case 1:
+		err := s.write(s.pending[0])
+		s.pending, s.size = s.pending[:0], 0
+		return err
+	}
+	s.buf = s.buf[:0]
+	for i, d := range s.pending {
+		if i > 0 {
+			s.buf = append(s.buf, '\n')
+		}
+		s.buf = append(s.buf, d...)
+	}
+	clear(s.pending)
+	s.pending, s.size = s.pending[:0], 0
+	return s.write(s.buf)
+}
+
+// sendBacklog sends the stored messages after s.last, page by page (a
+// write each), until a page comes back short.
 func (s *stream) sendBacklog(ctx context.Context) error {
 	if s.backlog == nil {
 		return nil
+	}
+	if err := s.flush(); err != nil { // what was queued comes first
+		return err
 	}
 	for {
 		page, err := s.backlog(ctx, s.last, s.opts.PageSize)
@@ -220,10 +288,16 @@ func (s *stream) sendBacklog(ctx context.Context) error {
 			if m.Seq <= s.last {
 				continue // a backlog that returns too much must not make duplicates
 			}
-			if err := s.write(m.Data); err != nil {
-				return err
-			}
+			s.queue(s.after(m))
 			s.last = m.Seq
+			if s.size >= maxBurst {
+				if err := s.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := s.flush(); err != nil {
+			return err
 		}
 		// The no-progress check keeps a backlog that ignores `after` from
 		// looping forever.
@@ -241,15 +315,16 @@ func (s *stream) sendBacklog(ctx context.Context) error {
 	}
 }
 
-// forward sends one live message unless the backlog already sent it.
+// forward queues one live message unless the backlog already sent it.
 func (s *stream) forward(ctx context.Context, msg Message) error {
 	if msg.Seq == 0 {
-		return s.write(msg.Data)
+		s.queue(msg.Data)
+		return nil
 	}
 	if msg.Seq <= s.last {
 		return nil
 	}
-	if msg.Seq > s.last+1 && s.backlog != nil {
+	if msg.first() > s.last+1 && s.backlog != nil {
 		// Messages are missing before this one: published before we
 		// subscribed but stored only after we read the backlog. The store has
 		// them by now if it writes before publishing.
@@ -259,15 +334,27 @@ func (s *stream) forward(ctx context.Context, msg Message) error {
 		if msg.Seq <= s.last {
 			return nil
 		}
-		if msg.Seq > s.last+1 {
-			s.log.Debug("live: seqs missing from the backlog", "from", s.last+1, "to", msg.Seq-1)
+		if msg.first() > s.last+1 {
+			s.log.Debug("live: seqs missing from the backlog", "from", s.last+1, "to", msg.first()-1)
 		}
 	}
-	if err := s.write(msg.Data); err != nil {
-		return err
-	}
+	s.queue(s.after(msg))
 	s.last = msg.Seq
 	return nil
+}
+
+// after is a message's data without its lines of seqs already sent: a
+// batch the backlog sent part of.
+func (s *stream) after(msg Message) []byte {
+	data := msg.Data
+	for seq := msg.first(); seq <= s.last && seq < msg.Seq; seq++ {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		data = data[i+1:]
+	}
+	return data
 }
 
 // write sends one text message within WriteTimeout.

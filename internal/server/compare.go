@@ -9,8 +9,7 @@ import (
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
-	"github.com/delegationstudio/studio/internal/session"
-	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/internal/view"
 	"github.com/delegationstudio/studio/web/templates"
 )
 
@@ -22,46 +21,63 @@ func (s *Server) comparePage(c echo.Context) error {
 	}
 	var sides [2]templates.CompareSide
 	for i, id := range ids {
-		t, _, err := s.cfg.DB.ViewTrace(c.Request().Context(), id)
+		st, rd, err := s.runner.View(c.Request().Context(), id)
 		if err != nil {
 			return err
 		}
-		sides[i] = compareSide(t)
+		p := &pageData{ctx: c.Request().Context(), st: st, rd: rd}
+		sides[i], err = p.compareSide()
+		rd.Close()
+		if err != nil {
+			return err
+		}
 	}
 	return render(c, http.StatusOK, templates.CompareView(templates.ComparePage{Page: s.page(c, "Compare"), A: sides[0], B: sides[1]}))
 }
 
-// compareSide is what a comparison shows of one session.
-func compareSide(t *trace.Trace) templates.CompareSide {
-	m := newPageModel(t)
-	side := templates.CompareSide{ID: t.Session.ID, Name: t.Session.Name, Title: t.Session.Title, Status: t.Session.Status,
-		Tree: session.Layout(m.tree, "")}
-	_, side.Calls, side.Tokens = m.totals()
-	firstCall := map[string]*trace.ModelCall{}
-	for i := range t.ModelCalls {
-		c := &t.ModelCalls[i]
-		if firstCall[c.AgentID] == nil {
-			firstCall[c.AgentID] = c
+// compareSide is what a comparison shows of one session: its page state's
+// tree and costs, and the receipts, read by their places.
+func (p *pageData) compareSide() (templates.CompareSide, error) {
+	st := p.st
+	side := templates.CompareSide{ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title, Status: st.Session.Status,
+		Tree: p.tree(""), Calls: st.Calls, Tokens: st.Tokens}
+	var walk func(n *view.Node) error
+	walk = func(n *view.Node) error {
+		a := n.Agent
+		ac := templates.AgentCost{ID: a.ID, Name: a.Name, Mode: a.Mode, Status: a.Status, Own: a.OwnTokens, Subtree: n.SubtreeTokens,
+			Entry: a.EntryTokens, Inherited: a.InheritedTokens, Calls: a.Calls}
+		if d := n.Delegation; d != nil && d.Receipt != nil {
+			m, err := p.rd.MessageAt(p.ctx, d.Receipt.AgentID, d.Receipt.Index)
+			if err != nil {
+				return err
+			}
+			if m != nil {
+				ac.Receipt, ac.ReceiptIsError = m.Content, m.IsError
+			}
 		}
-	}
-	for _, a := range t.Agents {
-		n := m.nodes[a.ID]
-		if n == nil {
-			continue
+		first, err := p.rd.FirstCall(p.ctx, a.ID)
+		if err != nil {
+			return err
 		}
-		ac := templates.AgentCost{ID: a.ID, Name: a.Name, Status: a.Status, Own: n.OwnTokens, Subtree: n.SubtreeTokens,
-			Entry: n.EntryTokens, Inherited: n.InheritedTokens, Calls: n.Calls, Receipt: n.Receipt, ReceiptIsError: n.ReceiptIsError}
-		if a.Mode != nil {
-			ac.Mode = *a.Mode
-		}
-		if c := firstCall[a.ID]; c != nil {
-			for _, r := range c.Context {
+		if first != nil {
+			for _, r := range first.Context {
 				ac.EntryMessages += r.Len()
 			}
 		}
 		side.Agents = append(side.Agents, ac)
+		for _, c := range n.Children {
+			if err := walk(c); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	return side
+	if root := st.Tree(); root != nil {
+		if err := walk(root); err != nil {
+			return side, err
+		}
+	}
+	return side, nil
 }
 
 // bothModes runs a lesson's or a session's scenario twice — every subagent

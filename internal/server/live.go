@@ -5,110 +5,132 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/url"
+	"slices"
 	"strconv"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/live"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/internal/view"
 	"github.com/delegationstudio/studio/web/templates"
 )
 
 // wireEvent is a live message: the event as the trace keeps it, the message
 // or model call it introduced, and the patches that bring a session page up
-// to date with it (server-rendered fragments for the page to apply).
+// to date (server-rendered fragments for the page to apply). The patches of
+// a batch of events ride on its last event. A "sync" message (seq, no
+// event) brings a page opened at an older seq to its session's seq at once.
 type wireEvent struct {
 	Seq     int64            `json:"seq"`
 	Type    string           `json:"type"`
 	AgentID *string          `json:"agent_id"`
 	At      time.Time        `json:"at"`
-	Data    json.RawMessage  `json:"data"`
+	Data    json.RawMessage  `json:"data,omitempty"`
 	Message *trace.Message   `json:"message,omitempty"`
 	Call    *trace.ModelCall `json:"call,omitempty"`
 	Patches []patch          `json:"patches,omitempty"`
 }
 
-// patch is a change to a session page: op "append", "replace" or "inner"
-// puts HTML at the elements sel finds; "text" appends plain text.
+// patch is a change to a session page at the elements Sel finds. Op:
+// "append" (a child, or in place of the child with the same data-k or
+// id), "replace", "inner", "before" and "after" (insert beside), "remove", "text" (set
+// the text), "stream" (add Text at At of the streamed text) and "attrs"
+// (set, or with null remove, attributes). SVG: the HTML is SVG content.
 type patch struct {
-	Sel  string `json:"sel"`
-	Op   string `json:"op"`
-	HTML string `json:"html"`
+	Sel   string             `json:"sel"`
+	Op    string             `json:"op"`
+	HTML  string             `json:"html,omitempty"`
+	At    int                `json:"at,omitempty"`
+	Attrs map[string]*string `json:"attrs,omitempty"`
+	SVG   bool               `json:"svg,omitempty"`
 }
 
-// liveViews follows the running sessions: the runner publishes every event
-// to it, it keeps each session's trace up to date and hands the hub one
-// encoded message per event, rendered once whatever the number of viewers.
+// liveViews renders the patches of a session's batches for its viewers,
+// once per batch whatever the number of viewers, and nothing for a session
+// nobody watches.
 type liveViews struct {
 	hub *live.Hub
+	db  *db.DB
 	log *slog.Logger
-
-	mu       sync.Mutex
-	builders map[string]*trace.Builder
-}
-
-func newLiveViews(hub *live.Hub, log *slog.Logger) *liveViews {
-	return &liveViews{hub: hub, log: log, builders: map[string]*trace.Builder{}}
 }
 
 var _ session.Publisher = (*liveViews)(nil)
 
-// Publish takes a session's next stored event (or a live-only one).
-func (lv *liveViews) Publish(sessionID string, ev delegation.Event) {
-	if ev.Seq == 0 {
-		if lv.hub.Viewers(sessionID) == 0 {
-			return
+// Publish takes a session's next stored batch, or a live-only event.
+func (lv *liveViews) Publish(sessionID string, events []delegation.Event, ch view.Changes, v *session.Live) {
+	if len(events) == 0 || lv.hub.Viewers(sessionID) == 0 {
+		return
+	}
+	patches, err := lv.patches(sessionID, events, ch, v)
+	if err != nil {
+		lv.log.Error("live patches", "session", sessionID, "err", err)
+	}
+	// One message for the batch, one event a line: one send to each
+	// viewer, and one write.
+	var data []byte
+	for i, ev := range events {
+		var ps []patch
+		if i == len(events)-1 {
+			ps = patches
 		}
-		sp, err := trace.SplitEvent(ev)
+		line, err := encodeWire(ev, ps)
 		if err != nil {
+			lv.log.Error("encode live event", "session", sessionID, "err", err)
 			return
 		}
-		lv.send(sessionID, ev, sp, livePatches(ev, sp))
-		return
+		if i > 0 {
+			data = append(data, '\n')
+		}
+		data = append(data, line...)
 	}
-	lv.mu.Lock()
-	b := lv.builders[sessionID]
-	if b == nil {
-		b = trace.NewBuilder(trace.Meta{ID: sessionID})
-		lv.builders[sessionID] = b
-	}
-	if ev.Type == delegation.EventSessionFinished {
-		delete(lv.builders, sessionID)
-	}
-	lv.mu.Unlock()
-	// One goroutine (the session's recorder) publishes a session's stored
-	// events, so its builder needs no lock of its own.
-	sp, err := b.Add(ev)
-	if err != nil {
-		lv.log.Error("live view", "session", sessionID, "err", err)
-		return
-	}
-	if lv.hub.Viewers(sessionID) == 0 {
-		return
-	}
-	lv.send(sessionID, ev, sp, pagePatches(b.Trace(), ev, sp))
+	lv.hub.Publish(sessionID, live.Message{First: events[0].Seq, Seq: events[len(events)-1].Seq, Data: data})
 }
 
-func (lv *liveViews) send(sessionID string, ev delegation.Event, sp trace.Split, patches []patch) {
-	data, err := encodeWire(ev, sp, patches)
-	if err != nil {
-		lv.log.Error("encode live event", "session", sessionID, "err", err)
-		return
+func (lv *liveViews) patches(sessionID string, events []delegation.Event, ch view.Changes, v *session.Live) ([]patch, error) {
+	if ch.None() {
+		return nil, nil
 	}
-	lv.hub.Publish(sessionID, live.Message{Seq: ev.Seq, Data: data})
+	if events[0].Seq == 0 {
+		return streamPatches(ch), nil // nothing else changes with streamed text
+	}
+	st := v.Clone()
+	rd, err := lv.db.ReadPage(context.Background(), sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	p := &pageData{ctx: context.Background(), st: st, rd: rd}
+	return p.patches(ch)
 }
 
-func encodeWire(ev delegation.Event, sp trace.Split, patches []patch) ([]byte, error) {
-	w := wireEvent{Seq: ev.Seq, Type: string(ev.Type), At: ev.At.UTC(), Data: sp.Event.Data,
-		Message: sp.Message, Call: sp.Call, Patches: patches}
+// encodeWire encodes an event with what it introduced, as the trace has
+// them, and its patches.
+func encodeWire(ev delegation.Event, patches []patch) ([]byte, error) {
+	sp, err := trace.SplitEvent(ev)
+	if err != nil {
+		return nil, err
+	}
+	return encodeLogged(sp.Event, sp.Message, sp.Call, patches)
+}
+
+func encodeLogged(ev delegation.Event, m *trace.Message, c *trace.ModelCall, patches []patch) ([]byte, error) {
+	w := wireEvent{Seq: ev.Seq, Type: string(ev.Type), At: ev.At.UTC(), Data: ev.Data, Message: m, Call: c, Patches: patches}
 	if ev.AgentID != "" {
 		id := ev.AgentID
 		w.AgentID = &id
+	}
+	if c != nil && w.Call.StartedAt.IsZero() {
+		cc := *c
+		cc.StartedAt = w.At
+		w.Call = &cc
 	}
 	return json.Marshal(w)
 }
@@ -119,122 +141,539 @@ func html(c templ.Component) string {
 	return b.String()
 }
 
-// livePatches are the patches of live-only events: streamed text.
-func livePatches(ev delegation.Event, sp trace.Split) []patch {
-	if ev.Type != delegation.EventModelDelta {
-		return nil
-	}
-	var d delegation.ModelDelta
-	if json.Unmarshal(sp.Event.Data, &d) != nil {
-		return nil
-	}
-	return []patch{{Sel: attrIs("data-stream", d.ModelCallID), Op: "text", HTML: d.Text}}
-}
+func str(s string) *string { return &s }
 
-// pagePatches are the changes one stored event makes to a session page; t
-// is the trace with the event applied.
-func pagePatches(t *trace.Trace, ev delegation.Event, sp trace.Split) []patch {
+// streamPatches add streamed text to running calls' rows.
+func streamPatches(ch view.Changes) []patch {
 	var ps []patch
-	switch ev.Type {
-	case delegation.EventMessageAdded:
-		m := sp.Message
-		ps = append(ps, patch{Sel: attrIs("data-list", m.AgentID) + "[data-live]", Op: "append",
-			HTML: html(templates.MessageItem(messageView(t.Session.ID, *m)))})
-	case delegation.EventModelStarted:
-		c := *sp.Call
-		if built := findCall(t, c.ID); built != nil {
-			c = *built // the builder's copy knows when it started
-		}
-		r := lightRow(t, c)
-		r.Running = true
-		ps = append(ps, patch{Sel: "#timeline", Op: "append", HTML: html(templates.TimelineItem(r))})
-		ps = append(ps, totalsPatch(t))
-	case delegation.EventModelFinished:
-		if c := findCall(t, sp.Finished.ModelCallID); c != nil {
-			r := lightRow(t, *c)
-			if out := findMessage(t, sp.Finished.OutputMessageID); out != nil {
-				r.OutputTokens, r.Output = out.Tokens, session.Excerpt(out.Content, 160)
-				for _, tc := range out.ToolCalls {
-					r.ToolCalls = append(r.ToolCalls, tc.Name+" "+session.Excerpt(readableJSON(tc.Args), 80))
-				}
-			}
-			// An attribute selector: call ids hold dots, which "#…" would read as classes.
-			ps = append(ps, patch{Sel: attrIs("id", "call-"+c.ID), Op: "replace", HTML: html(templates.TimelineItem(r))})
-		}
-	case delegation.EventAgentStarted, delegation.EventAgentFinished, delegation.EventDelegationStarted,
-		delegation.EventDelegationFinished, delegation.EventDelegationRefused:
-		ps = append(ps, treePatch(t))
-	case delegation.EventSpanReceived:
-		if r, ok := spanRow(sp.Event); ok {
-			ps = append(ps, patch{Sel: "#spans", Op: "append", HTML: html(templates.SpanItem(r))})
-		}
-	case delegation.EventFilesChanged:
-		if ev.AgentID == "main" {
-			ps = append(ps, patch{Sel: "#files", Op: "inner", HTML: html(templates.Files(newPageModel(t).files()))})
-		}
-	case delegation.EventSessionFinished:
-		m := newPageModel(t)
-		ps = append(ps,
-			patch{Sel: "#status", Op: "replace", HTML: html(templates.StatusBadge(t.Session.Status, t.Session.Error))},
-			patch{Sel: "#answer", Op: "inner", HTML: html(templates.Answer(m.answer(), t.Session.Status))},
-			patch{Sel: "#files", Op: "inner", HTML: html(templates.Files(m.files()))},
-			treePatch(t), totalsPatch(t))
+	for _, s := range ch.Stream {
+		ps = append(ps, patch{Sel: attrIs("data-stream", s.CallID), Op: "stream", HTML: s.Text, At: s.At})
 	}
 	return ps
 }
 
-func treePatch(t *trace.Trace) patch {
-	return patch{Sel: "#tree", Op: "inner", HTML: html(templates.TreeSVG(t.Session.ID, session.Layout(session.Tree(t), "")))}
-}
+// patches are what a page showing the state before changes must do to
+// show the state p draws, panel by panel, each drawn by the functions that
+// draw the first render.
+func (p *pageData) patches(ch view.Changes) ([]patch, error) {
+	st := p.st
+	var ps []patch
+	add := func(more ...patch) { ps = append(ps, more...) }
 
-func totalsPatch(t *trace.Trace) patch {
-	tokens := 0
-	for _, c := range t.ModelCalls {
-		tokens += c.InputTokens
+	if ch.Status {
+		add(patch{Sel: "#status", Op: "replace", HTML: html(templates.StatusBadge(st.Session.Status, st.Session.Error))},
+			patch{Sel: "#answer", Op: "inner", HTML: html(templates.Answer(st.Session.Answer, st.Session.Status))})
+		if st.Session.Status != delegation.StatusRunning {
+			add(patch{Sel: "#stop", Op: "remove"}, patch{Sel: ".session", Op: "attrs", Attrs: map[string]*string{"data-running": nil}})
+		}
 	}
-	return patch{Sel: "#totals", Op: "inner", HTML: html(templates.Totals(len(t.Agents), len(t.ModelCalls), tokens))}
+	if ch.Totals {
+		add(patch{Sel: "#totals", Op: "inner", HTML: html(templates.Totals(len(st.Agents), st.Calls, st.Tokens))})
+	}
+	add(p.treePatches(ch)...)
+	if ch.NotesAdded {
+		add(patch{Sel: "#notes", Op: "replace", HTML: html(templates.NotesSection(p.notes()))})
+	}
+	more, err := p.delegationPatches(ch)
+	if err != nil {
+		return ps, err
+	}
+	add(more...)
+	if more, err = p.timelinePatches(ch); err != nil {
+		return ps, err
+	}
+	add(more...)
+	if more, err = p.scrubPatches(ch); err != nil {
+		return ps, err
+	}
+	add(more...)
+	if more, err = p.filePatches(ch); err != nil {
+		return ps, err
+	}
+	add(more...)
+	add(streamPatches(ch)...)
+	for _, ev := range ch.Spans {
+		if r, ok := spanRow(ev); ok {
+			add(patch{Sel: "#spans", Op: "append", HTML: html(templates.SpanItem(r))})
+		}
+	}
+	return ps, nil
 }
 
-// lightRow is a timeline row made without the whole page model: a live
-// event must cost little however long the session.
-func lightRow(t *trace.Trace, c trace.ModelCall) templates.TimelineRow {
-	r := templates.TimelineRow{CallID: c.ID, AgentID: c.AgentID, AgentName: c.AgentID, Purpose: c.Purpose, Index: c.Index,
-		InputTokens: c.InputTokens, DurationMS: c.DurationMS, Error: c.Error, StartedAt: c.StartedAt}
-	for _, a := range t.Agents {
-		if a.ID == c.AgentID {
-			r.AgentName = a.Name
-			if a.ParentID != nil {
-				r.Depth = 1
+// treePatches: the whole tree when its shape changed, else the boxes that
+// did. The page marks the selected box itself.
+func (p *pageData) treePatches(ch view.Changes) []patch {
+	if ch.TreeShape {
+		return []patch{{Sel: "#tree", Op: "inner", HTML: html(templates.TreeSVG(p.sid(), p.tree("")))}}
+	}
+	if len(ch.Nodes) == 0 {
+		return nil
+	}
+	var ps []patch
+	for _, n := range p.tree("").Nodes {
+		for _, id := range ch.Nodes {
+			if n.AgentID == id {
+				ps = append(ps, patch{Sel: "#tree " + attrIs("data-agent", id), Op: "replace", SVG: true, HTML: html(templates.TreeNode(p.sid(), n))})
 			}
 		}
 	}
-	return r
+	return ps
 }
 
-// findCall and findMessage look from the end: live events are about recent ones.
-func findCall(t *trace.Trace, id string) *trace.ModelCall {
-	for i := len(t.ModelCalls) - 1; i >= 0; i-- {
-		if t.ModelCalls[i].ID == id {
-			return &t.ModelCalls[i]
+// timelinePatches append the calls started, as the window of the timeline
+// shows them, and redraw the rows of calls that ended.
+func (p *pageData) timelinePatches(ch view.Changes) ([]patch, error) {
+	var ps []patch
+	before, after := ch.CallsBefore, p.st.Calls
+	if len(ch.Appended) > 0 && after > before {
+		rows, err := p.rd.CallsTail(p.ctx, after-before, after)
+		if err != nil {
+			return nil, err
+		}
+		rowsHTML := func(from, to int) string { // positions, from 0
+			var b strings.Builder
+			for _, c := range rows {
+				if pos := c.Step - 1; pos >= from && pos < to {
+					b.WriteString(html(templates.TimelineItem(p.timelineRow(c))))
+				}
+			}
+			return b.String()
+		}
+		const windowed, whole = "#timeline[data-window]", "#timeline:not([data-window])"
+		ps = append(ps, patch{Sel: whole, Op: "append", HTML: rowsHTML(before, after)})
+		g := view.TimelineWindow.Grow(before, after)
+		for _, pos := range g.Removed {
+			ps = append(ps, patch{Sel: windowed + " > " + attrIs("data-step", strconv.Itoa(pos+1)), Op: "remove"})
+		}
+		if g.HeadTo > g.HeadFrom {
+			ps = append(ps, patch{Sel: windowed, Op: "append", HTML: rowsHTML(g.HeadFrom, g.HeadTo)})
+		}
+		gap := html(templates.TimelineItem(p.timelineGap(after)))
+		if g.Appears {
+			ps = append(ps, patch{Sel: windowed + " > " + attrIs("data-step", strconv.Itoa(g.GapFrom)), Op: "after", HTML: gap})
+		} else if g.Changes {
+			ps = append(ps, patch{Sel: windowed + " > [data-gap]", Op: "replace", HTML: gap})
+		}
+		if g.TailTo > g.TailFrom {
+			ps = append(ps, patch{Sel: windowed, Op: "append", HTML: rowsHTML(g.TailFrom, g.TailTo)})
 		}
 	}
-	return nil
+	for _, f := range ch.Finished {
+		if f.Step > before && len(ch.Appended) > 0 {
+			continue // drawn as it is now, above
+		}
+		c, err := p.rd.Call(p.ctx, f.ID)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil {
+			continue
+		}
+		c.Step = f.Step
+		ps = append(ps, patch{Sel: "#timeline > " + attrIs("id", "call-"+f.ID), Op: "replace", HTML: html(templates.TimelineItem(p.timelineRow(*c)))})
+	}
+	return ps, nil
 }
 
-func findMessage(t *trace.Trace, id string) *trace.Message {
-	if id == "" {
-		return nil
+// scrubPatches: the scrubber's range follows the calls; a scrubber at the
+// newest call (data-follow) follows them too.
+func (p *pageData) scrubPatches(ch view.Changes) ([]patch, error) {
+	if !ch.Scrub || p.st.Calls == 0 {
+		return nil, nil
 	}
-	for i := len(t.Messages) - 1; i >= 0; i-- {
-		if t.Messages[i].ID == id {
-			return &t.Messages[i]
+	v, err := p.scrub(0)
+	if err != nil {
+		return nil, err
+	}
+	grew := len(ch.Appended) > 0
+	if grew && ch.CallsBefore == 0 {
+		return []patch{{Sel: "#scrubber", Op: "replace", HTML: html(templates.ScrubberSection(p.sid(), v))}}, nil
+	}
+	ps := []patch{{Sel: "#scrubber[data-follow] [data-scrub-view]", Op: "replace", HTML: html(templates.ScrubTable(v))}}
+	// At a step of the past, an agent that starts now had not started.
+	var rows strings.Builder
+	for _, id := range ch.Agents {
+		if a := p.st.Agent(id); a != nil {
+			rows.WriteString(html(templates.ScrubRow(templates.ScrubAgent{AgentID: a.ID, Name: a.Name, NotStarted: true})))
 		}
 	}
-	return nil
+	if rows.Len() > 0 {
+		ps = append(ps, patch{Sel: "#scrubber:not([data-follow]) [data-scrub-view] tbody", Op: "append", HTML: rows.String()})
+	}
+	if grew {
+		n := strconv.Itoa(v.Steps)
+		ps = append(ps,
+			patch{Sel: "#scrubber [data-scrub-steps]", Op: "text", HTML: n},
+			patch{Sel: "#scrubber input[type=range]", Op: "attrs", Attrs: map[string]*string{"max": str(n)}},
+			patch{Sel: "#scrubber[data-follow] input[type=range]", Op: "attrs", Attrs: map[string]*string{"value": str(n)}},
+			patch{Sel: "#scrubber[data-follow] output [data-scrub-step]", Op: "text", HTML: n})
+	}
+	return ps, nil
+}
+
+// filePatches redraw the rows of main's first page of files that changed,
+// put in the new ones and take out those that left it.
+func (p *pageData) filePatches(ch view.Changes) ([]patch, error) {
+	if ch.FilesPage == nil {
+		return nil, nil
+	}
+	count := p.st.Files.Count()
+	if ch.FilesBefore == 0 || count == 0 {
+		v, err := p.files("")
+		return []patch{{Sel: "#files", Op: "inner", HTML: html(templates.Files(v))}}, err
+	}
+	if page := ch.FilesPage; len(page) == view.FilesPage && page[len(page)-1] < minPath(ch.FilesTouched) {
+		// Every change is past a full first page: only the count moves.
+		if count == ch.FilesBefore {
+			return nil, nil
+		}
+		v := templates.FilesView{SessionID: p.sid(), Count: count}
+		if count > view.FilesPage {
+			v.Next = "/sessions/" + p.sid() + "/files?after=" + url.QueryEscape(page[len(page)-1])
+		}
+		return []patch{{Sel: "#files [data-files-count]", Op: "text", HTML: plural(count, "file")},
+			{Sel: "#files [data-files-more]", Op: "replace", HTML: html(templates.FilesMore(v))}}, nil
+	}
+	v, err := p.files("")
+	if err != nil {
+		return nil, err
+	}
+	before := map[string]bool{}
+	for _, path := range ch.FilesPage {
+		before[path] = true
+	}
+	now := map[string]bool{}
+	for _, f := range v.Files {
+		now[f.Path] = true
+	}
+	touched := map[string]bool{}
+	for _, path := range ch.FilesTouched {
+		touched[path] = true
+	}
+	const list = "#files [data-files]"
+	var ps []patch
+	for _, path := range ch.FilesPage {
+		if !now[path] {
+			ps = append(ps, patch{Sel: list + " > " + attrIs("data-file", path), Op: "remove"})
+		}
+	}
+	// New rows go in before the next row that was there already.
+	for i, f := range v.Files {
+		item := html(templates.FileItem(f))
+		switch {
+		case before[f.Path] && touched[f.Path]:
+			ps = append(ps, patch{Sel: list + " > " + attrIs("data-file", f.Path), Op: "replace", HTML: item})
+		case !before[f.Path]:
+			next := ""
+			for _, g := range v.Files[i+1:] {
+				if before[g.Path] {
+					next = g.Path
+					break
+				}
+			}
+			if next == "" {
+				ps = append(ps, patch{Sel: list, Op: "append", HTML: item})
+			} else {
+				ps = append(ps, patch{Sel: list + " > " + attrIs("data-file", next), Op: "before", HTML: item})
+			}
+		}
+	}
+	if count != ch.FilesBefore {
+		ps = append(ps, patch{Sel: "#files [data-files-count]", Op: "text", HTML: plural(count, "file")},
+			patch{Sel: "#files [data-files-more]", Op: "replace", HTML: html(templates.FilesMore(v))})
+	}
+	return ps, nil
+}
+
+func minPath(paths []string) string {
+	m := ""
+	for i, p := range paths {
+		if i == 0 || p < m {
+			m = p
+		}
+	}
+	return m
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+// delegationPatches: a delegation's panel appears where it is awaited; the
+// panes grow with the agents they follow, or are redrawn when a context
+// changed otherwise; what came back and what was held back are redrawn as
+// they change.
+func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
+	st := p.st
+	var ps []patch
+	fresh := map[string]bool{} // panes drawn whole in this batch
+	for _, child := range ch.Started {
+		d := st.Delegation(child)
+		if d == nil {
+			continue
+		}
+		panel, err := p.delegationPanel(child)
+		if err != nil {
+			return nil, err
+		}
+		body := html(templates.DelegationBody(panel))
+		sel := "#delegation" + attrIs("data-show", child)
+		if st.Delegations[0] == d {
+			sel += ", #delegation" + attrIs("data-show", "") // the first is shown by default
+		}
+		ps = append(ps, patch{Sel: sel, Op: "inner", HTML: body})
+		if st.Delegations[0] == d {
+			// Viewers waiting for another delegation now have one to pick.
+			ps = append(ps, patch{Sel: "#delegation:not(" + attrIs("data-show", "") + "):not(" + attrIs("data-show", child) + ")",
+				Op: "inner", HTML: html(templates.DelegationBody(p.pickPanel()))})
+		} else {
+			ps = append(ps, patch{Sel: "#delegation [data-pick]", Op: "append", HTML: html(templates.PickItem(p.sid(), pickOption(st, d)))})
+		}
+		pp, cp := st.PanesOf(d)
+		fresh[pp.ID()], fresh[cp.ID()] = true, true
+	}
+	for _, agent := range ch.Replaced {
+		for _, pn := range p.showing(agent, ch) {
+			if fresh[pn.ID()] {
+				continue
+			}
+			item, err := p.paneHTML(pn)
+			if err != nil {
+				return nil, err
+			}
+			ps = append(ps, patch{Sel: attrIs("data-pane", pn.ID()), Op: "replace", HTML: item})
+			fresh[pn.ID()] = true
+		}
+	}
+	for _, agent := range ch.Grown {
+		more, err := p.growPatches(agent, ch.Appends[agent], ch, fresh)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, more...)
+	}
+	for _, agent := range ch.CallChanged {
+		for _, pn := range p.showing(agent, ch) {
+			if fresh[pn.ID()] {
+				continue
+			}
+			v, err := p.pane(pn)
+			if err != nil {
+				return nil, err
+			}
+			base := attrIs("data-pane", pn.ID())
+			ps = append(ps, patch{Sel: base + " [data-total]", Op: "replace", HTML: html(templates.PaneTotal(v))})
+			if d := st.Delegation(pn.Delegation); pn.Kind == view.PaneChild && d != nil && d.Mode == string(delegation.ModeFork) {
+				ps = append(ps, patch{Sel: base + " [data-note]", Op: "replace", HTML: html(templates.ChildNote(d.Mode, v))})
+			}
+			for _, list := range [][]templates.MessageView{v.Inherited, v.Messages} {
+				for _, m := range list {
+					if m.Gap > 0 {
+						which := "ol.own"
+						if m.Inherited {
+							which = "ol.inherited"
+						}
+						ps = append(ps, patch{Sel: base + " " + which + " > [data-testid=gap]", Op: "replace", HTML: html(templates.MessageItem(m))})
+					}
+				}
+			}
+		}
+	}
+	for _, child := range ch.Frozen {
+		if d := st.Delegation(child); d != nil {
+			pp, _ := st.PanesOf(d)
+			if !fresh[pp.ID()] {
+				ps = append(ps, patch{Sel: attrIs("data-pane", pp.ID()), Op: "attrs", Attrs: map[string]*string{"data-follows": nil}})
+			}
+		}
+	}
+	for _, child := range ch.Crossing {
+		d := st.Delegation(child)
+		if d == nil || slices.Contains(ch.Started, child) {
+			continue
+		}
+		cb, err := p.cameBack(d)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, patch{Sel: attrIs("data-came-back", child), Op: "replace", HTML: html(templates.CameBack(cb))},
+			patch{Sel: attrIs("data-held-back", child), Op: "replace", HTML: html(templates.HeldBack(child, d.Finished, d.HeldBack))})
+	}
+	return ps, nil
+}
+
+// paneHTML draws a pane whole.
+func (p *pageData) paneHTML(pn view.Pane) (string, error) {
+	v, err := p.pane(pn)
+	if err != nil {
+		return "", err
+	}
+	if pn.Kind == view.PaneParent {
+		return html(templates.ParentPane(p.sid(), v)), nil
+	}
+	d := p.st.Delegation(pn.Delegation)
+	name := pn.AgentID
+	if a := p.st.Agent(pn.AgentID); a != nil {
+		name = a.Name
+	}
+	mode := ""
+	if d != nil {
+		mode = d.Mode
+	}
+	return html(templates.ChildPane(p.sid(), mode, name, v)), nil
+}
+
+// growPatches: the panes that showed an agent's context as it grew get its
+// new messages, as their window shows them: those that follow it, and those
+// that stopped following it in this batch (up to where they stopped). Panes
+// whose patches are the same get them once, between them.
+func (p *pageData) growPatches(agentID string, before int, ch view.Changes, fresh map[string]bool) ([]patch, error) {
+	panes := p.showing(agentID, ch)
+	type group struct {
+		sels []string
+		ps   []patch // with Sel the suffix after the pane's list
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, pn := range panes {
+		if fresh[pn.ID()] {
+			continue
+		}
+		ps, err := p.paneGrowth(pn, before)
+		if err != nil {
+			return nil, err
+		}
+		if len(ps) == 0 {
+			continue
+		}
+		var key strings.Builder
+		for _, x := range ps {
+			key.WriteString(x.Op + "\x00" + x.Sel + "\x00" + x.HTML + "\x00")
+		}
+		g := byKey[key.String()]
+		if g == nil {
+			g = &group{ps: ps}
+			byKey[key.String()] = g
+			groups = append(groups, g)
+		}
+		g.sels = append(g.sels, attrIs("data-pane", pn.ID())+" ol.own")
+	}
+	var out []patch
+	for _, g := range groups {
+		for _, x := range g.ps {
+			parts := make([]string, len(g.sels))
+			for i, s := range g.sels {
+				parts[i] = s + x.Sel
+			}
+			x.Sel = strings.Join(parts, ", ")
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+// showing lists the panes that showed an agent's context during a batch:
+// those that follow it, and those that stopped following it in the batch.
+func (p *pageData) showing(agentID string, ch view.Changes) []view.Pane {
+	panes := p.st.Following(agentID)
+	for _, child := range ch.Frozen {
+		if d := p.st.Delegation(child); d != nil && d.ParentID == agentID {
+			pp, _ := p.st.PanesOf(d)
+			panes = append(panes, pp)
+		}
+	}
+	return panes
+}
+
+// paneGrowth is what one pane's list of its agent's own messages does to go
+// from `before` messages to what it shows now; selectors are relative to
+// the list.
+func (p *pageData) paneGrowth(pn view.Pane, before int) ([]patch, error) {
+	cx := p.st.PaneContext(pn)
+	_, own := cx.Split(pn.AgentID)
+	after := 0
+	for _, r := range own {
+		after += r.Len()
+	}
+	if after <= before {
+		return nil, nil
+	}
+	url := ""
+	if cx.Call != nil {
+		url = "/sessions/" + p.sid() + "/calls/" + cx.Call.ID
+	}
+	span := func(from, to int) (patch, error) {
+		views, err := p.spanViews(own, from, to, false, pn.TaskCallID)
+		var b strings.Builder
+		for _, m := range views {
+			b.WriteString(html(templates.MessageItem(m)))
+		}
+		return patch{Op: "append", HTML: b.String()}, err
+	}
+	g := view.PaneWindow.Grow(before, after)
+	var ps []patch
+	for _, pos := range g.Removed {
+		ps = append(ps, patch{Sel: " > " + attrIs("data-k", keyAt(own, pos)), Op: "remove"})
+	}
+	if g.HeadTo > g.HeadFrom {
+		x, err := span(g.HeadFrom, g.HeadTo)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, x)
+	}
+	gap := html(templates.MessageItem(templates.MessageView{Gap: g.GapTo - g.GapFrom, URL: url}))
+	if g.Appears {
+		ps = append(ps, patch{Sel: " > " + attrIs("data-k", keyAt(own, g.GapFrom-1)), Op: "after", HTML: gap})
+	} else if g.Changes {
+		ps = append(ps, patch{Sel: " > [data-testid=gap]", Op: "replace", HTML: gap})
+	}
+	if g.TailTo > g.TailFrom {
+		x, err := span(g.TailFrom, g.TailTo)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, x)
+	}
+	return ps, nil
+}
+
+// syncPatches bring a page opened at an older seq to the state p draws:
+// every panel drawn again, for the viewer's choice.
+func (p *pageData) syncPatches(c choice, running bool) ([]patch, error) {
+	v, err := p.sessionPage(templates.Page{}, c, running)
+	if err != nil {
+		return nil, err
+	}
+	var rows strings.Builder
+	for _, r := range v.Timeline {
+		rows.WriteString(html(templates.TimelineItem(r)))
+	}
+	ps := []patch{
+		{Sel: "#status", Op: "replace", HTML: html(templates.StatusBadge(v.Status, v.Error))},
+		{Sel: "#totals", Op: "inner", HTML: html(templates.Totals(v.Agents, v.Calls, v.Tokens))},
+		{Sel: "#tree", Op: "inner", HTML: html(templates.TreeSVG(v.ID, v.Tree))},
+		{Sel: "#notes", Op: "replace", HTML: html(templates.NotesSection(v.Notes))},
+		{Sel: "#delegation", Op: "inner", HTML: html(templates.DelegationBody(v.Delegation))},
+		{Sel: "#scrubber", Op: "replace", HTML: html(templates.ScrubberSection(v.ID, v.Scrub))},
+		{Sel: "#timeline", Op: "inner", HTML: rows.String()},
+		{Sel: "#answer", Op: "inner", HTML: html(templates.Answer(v.Answer, v.Status))},
+		{Sel: "#files", Op: "inner", HTML: html(templates.Files(v.Files))},
+	}
+	if !running {
+		ps = append(ps, patch{Sel: "#stop", Op: "remove"}, patch{Sel: ".session", Op: "attrs", Attrs: map[string]*string{"data-running": nil}})
+	}
+	return ps, nil
 }
 
 // apiLive is the session's websocket: every event after ?after=SEQ, then
-// live events as they happen (formats.md §5).
+// live events as they happen (formats.md §5). With ?view=1 (the session
+// page's own), a page opened at SEQ gets instead one "sync" message that
+// brings it to the session's seq, drawn for its choice (?agent, ?step,
+// ?timeline), then live events with their patches.
 func (s *Server) apiLive(c echo.Context) error {
 	id := c.Param("id")
 	after, err := strconv.ParseInt(c.QueryParam("after"), 10, 64)
@@ -247,53 +686,43 @@ func (s *Server) apiLive(c echo.Context) error {
 	if _, err := s.cfg.DB.Session(c.Request().Context(), id); err != nil {
 		return err
 	}
-	// The backlog is the stored log after `after`, rendered with the page
-	// state each event leaves, computed once for this connection.
-	var cache []live.Message
-	loaded := false
-	backlog := func(ctx context.Context, from int64, limit int) ([]live.Message, error) {
-		if !loaded {
-			var err error
-			if cache, err = s.backlog(ctx, id, after); err != nil {
+	var backlog live.Backlog
+	if c.QueryParam("view") != "" {
+		ch := choiceOf(c)
+		backlog = func(ctx context.Context, from int64, limit int) ([]live.Message, error) {
+			st, rd, err := s.runner.View(ctx, id)
+			if err != nil {
 				return nil, err
 			}
-			loaded = true
-		}
-		var out []live.Message
-		for _, m := range cache {
-			if m.Seq > from && len(out) < limit {
-				out = append(out, m)
+			defer rd.Close()
+			if st.Seq <= from {
+				return nil, nil // nothing to send: the page is up to date
 			}
+			p := &pageData{ctx: ctx, st: st, rd: rd}
+			ps, err := p.syncPatches(ch, st.Session.Status == delegation.StatusRunning && s.runner.Running(id))
+			if err != nil {
+				return nil, err
+			}
+			data, err := json.Marshal(wireEvent{Seq: st.Seq, Type: "sync", At: time.Now().UTC(), Patches: ps})
+			return []live.Message{{Seq: st.Seq, Data: data}}, err
 		}
-		return out, nil
+	} else {
+		// The stored log, a page at a time, straight from the store.
+		backlog = func(ctx context.Context, from int64, limit int) ([]live.Message, error) {
+			events, err := s.cfg.DB.EventsPage(ctx, id, from, limit)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]live.Message, 0, len(events))
+			for _, ev := range events {
+				data, err := encodeLogged(ev.Event, ev.Message, ev.Call, nil)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, live.Message{Seq: ev.Seq, Data: data})
+			}
+			return out, nil
+		}
 	}
 	return s.hub.Serve(c.Response(), c.Request(), id, after, backlog, live.ServeOptions{})
-}
-
-func (s *Server) backlog(ctx context.Context, id string, after int64) ([]live.Message, error) {
-	t, err := s.cfg.DB.Trace(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	events, err := trace.Inflate(t)
-	if err != nil {
-		return nil, err
-	}
-	b := trace.NewBuilder(trace.Meta{ID: id, Title: t.Session.Title, Scenario: t.Scenario})
-	var out []live.Message
-	for _, ev := range events {
-		sp, err := b.Add(ev)
-		if err != nil {
-			return nil, err
-		}
-		if ev.Seq <= after {
-			continue
-		}
-		data, err := encodeWire(ev, sp, pagePatches(b.Trace(), ev, sp))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, live.Message{Seq: ev.Seq, Data: data})
-	}
-	return out, nil
 }

@@ -2,19 +2,21 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/delegationstudio/studio/internal/benchdata"
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/scenario"
@@ -23,39 +25,12 @@ import (
 // The live page's figures (issue 12), each a ratio measured in one run:
 // these machines are shared, and absolute figures move with load.
 
-// stepsScenario is a main agent of n tool-call turns (a note written, then
-// read back), each thinking delayMS first, whose last turn delegates to a
-// fork child of two turns. The first turn thinks firstMS, so that viewers
-// connect before anything happens.
+// stepsScenario is benchdata's turns scenario: n tool-call turns, each
+// thinking delayMS first, the first firstMS so that viewers connect before
+// anything happens.
 func stepsScenario(tb testing.TB, n, delayMS, firstMS int) *scenario.Scenario {
 	tb.Helper()
-	var main []any
-	for i := 0; i < n; i++ {
-		var call map[string]any
-		if i%2 == 0 {
-			call = map[string]any{"name": "write_file", "args": map[string]any{"file_path": fmt.Sprintf("/notes/%05d.md", i),
-				"content": fmt.Sprintf("Finding %d: the request handler at line %d does not check the token's expiry.", i, 40+i)}}
-		} else {
-			call = map[string]any{"name": "read_file", "args": map[string]any{"file_path": fmt.Sprintf("/notes/%05d.md", i-1)}}
-		}
-		d := delayMS
-		if i == 0 {
-			d = firstMS
-		}
-		main = append(main, map[string]any{"content": fmt.Sprintf("Turn %d.", i), "tool_calls": []any{call}, "delay_ms": d})
-	}
-	main = append(main,
-		map[string]any{"tool_calls": []any{map[string]any{"name": "task", "args": map[string]any{"description": "Summarize the findings above.", "subagent_type": "summarizer"}}}, "delay_ms": delayMS},
-		map[string]any{"content": "Done.", "delay_ms": delayMS})
-	doc, _ := json.Marshal(map[string]any{
-		"name": "steps", "prompt": "Audit the handler.",
-		"agent":     map[string]any{"max_steps": n + 10},
-		"subagents": []any{map[string]any{"name": "summarizer", "description": "Summarizes.", "mode": "fork"}},
-		"script": map[string]any{"main": main, "summarizer": []any{[]any{
-			map[string]any{"tool_calls": []any{map[string]any{"name": "ls", "args": map[string]any{"path": "/notes"}}}, "delay_ms": delayMS},
-			map[string]any{"content": "Every handler skips the expiry check.", "delay_ms": delayMS}}}},
-	})
-	sc, err := scenario.Parse(doc)
+	sc, err := scenario.Parse(benchdata.TurnsScenario(n, delayMS, firstMS))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -76,7 +51,8 @@ func newBenchServer(b *testing.B) *benchServer {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := New(Config{DB: d})
+	// Room for the 500 viewers of one session the figures ask for.
+	srv := New(Config{DB: d, Limits: Limits{MaxViewers: 1000, MaxSessionViewers: 1000}})
 	bs := &benchServer{srv: srv, ts: httptest.NewServer(srv.Handler()), db: d}
 	srv.runner.NewID = func() string { bs.n++; return fmt.Sprintf("bench-%d", bs.n) }
 	b.Cleanup(func() {
@@ -157,13 +133,23 @@ func BenchmarkViewerBytes(b *testing.B) {
 func BenchmarkEventToBrowser(b *testing.B) {
 	bs := newBenchServer(b)
 	for b.Loop() {
-		for _, n := range []int{100, 500} {
+		for _, n := range viewerCounts() {
 			_, rep := bs.run(b, stepsScenario(b, 150, 10, 2000), n)
 			b.ReportMetric(rep.P50MS, fmt.Sprintf("p50-ms-%d", n))
 			b.ReportMetric(rep.P99MS, fmt.Sprintf("p99-ms-%d", n))
 			b.ReportMetric(float64(rep.Events), fmt.Sprintf("deliveries-%d", n))
+			b.ReportMetric(rep.CPUMS, fmt.Sprintf("viewer-cpu-ms-%d", n))
+			b.ReportMetric(float64(rep.Messages)/float64(n), fmt.Sprintf("messages-per-viewer-%d", n))
 		}
 	}
+}
+
+func viewerCounts() []int {
+	if v := os.Getenv("STUDIO_BENCH_VIEWERS"); v != "" {
+		n, _ := strconv.Atoi(v)
+		return []int{n}
+	}
+	return []int{100, 500}
 }
 
 // timeGet is the time to the last byte of a GET, and the body's size.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -115,22 +116,25 @@ func watch(ctx context.Context, url string) (int64, error) {
 		if err != nil {
 			return last, fmt.Errorf("after seq %d: %w", last, err)
 		}
-		var ev struct {
-			Seq  int64  `json:"seq"`
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(data, &ev); err != nil {
-			return last, err
-		}
-		if ev.Seq == 0 {
-			continue
-		}
-		if ev.Seq != last+1 {
-			return last, fmt.Errorf("seq %d after %d: a gap or a duplicate", ev.Seq, last)
-		}
-		last = ev.Seq
-		if ev.Type == string(delegation.EventSessionFinished) {
-			return last, nil
+		// A message holds one event, or a burst of them, one a line.
+		for line := range bytes.SplitSeq(data, []byte("\n")) {
+			var ev struct {
+				Seq  int64  `json:"seq"`
+				Type string `json:"type"`
+			}
+			if err := json.Unmarshal(line, &ev); err != nil {
+				return last, err
+			}
+			if ev.Seq == 0 {
+				continue
+			}
+			if ev.Seq != last+1 {
+				return last, fmt.Errorf("seq %d after %d: a gap or a duplicate", ev.Seq, last)
+			}
+			last = ev.Seq
+			if ev.Type == string(delegation.EventSessionFinished) {
+				return last, nil
+			}
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/live"
 	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
 // metrics are the studio's figures for GET /metrics, in the Prometheus text
@@ -71,8 +72,14 @@ var (
 	_ session.BatchObserver = (*metrics)(nil)
 )
 
-// Publish counts one event of a running session.
-func (m *metrics) Publish(_ string, ev delegation.Event) {
+// Publish counts the events of a running session's batch.
+func (m *metrics) Publish(_ string, events []delegation.Event, _ view.Changes, _ *session.Live) {
+	for _, ev := range events {
+		m.count(ev)
+	}
+}
+
+func (m *metrics) count(ev delegation.Event) {
 	if ev.Seq > 0 {
 		m.events.Inc()
 	}
@@ -140,9 +147,9 @@ func (c sessionsCollector) Collect(ch chan<- prometheus.Metric) {
 // timing goes to those that observe batches.
 type publishers []session.Publisher
 
-func (ps publishers) Publish(sessionID string, ev delegation.Event) {
+func (ps publishers) Publish(sessionID string, events []delegation.Event, ch view.Changes, v *session.Live) {
 	for _, p := range ps {
-		p.Publish(sessionID, ev)
+		p.Publish(sessionID, events, ch, v)
 	}
 }
 

@@ -202,62 +202,96 @@ func (s *Server) importTrace(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/sessions/"+ids[0])
 }
 
-func (s *Server) loadModel(c echo.Context) (*pageModel, error) {
-	t, lastSeq, err := s.cfg.DB.ViewTrace(c.Request().Context(), c.Param("id"))
+// pageData reads a session for its pages: its page state and its store at
+// the same seq. Close its reader.
+func (s *Server) pageData(c echo.Context) (*pageData, error) {
+	ctx := c.Request().Context()
+	st, rd, err := s.runner.View(ctx, c.Param("id"))
 	if err != nil {
 		return nil, err
 	}
-	m := newPageModel(t)
-	m.lastSeq = lastSeq
-	return m, nil
+	return &pageData{ctx: ctx, st: st, rd: rd}, nil
 }
 
 func (s *Server) sessionPage(c echo.Context) error {
-	m, err := s.loadModel(c)
+	p, err := s.pageData(c)
 	if err != nil {
 		return err
 	}
-	running := m.t.Session.Status == delegation.StatusRunning && s.runner.Running(m.t.Session.ID)
-	v := m.sessionPage(s.page(c, m.t.Session.Name), c.QueryParam("agent"), atoiDefault(c.QueryParam("step"), 0),
-		running, c.QueryParam("timeline") == "all")
+	defer p.rd.Close()
+	running := p.st.Session.Status == delegation.StatusRunning && s.runner.Running(p.sid())
+	v, err := p.sessionPage(s.page(c, p.st.Session.Name), choiceOf(c), running)
+	if err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, templates.SessionPageView(v))
 }
 
 func (s *Server) scrubFragment(c echo.Context) error {
-	m, err := s.loadModel(c)
+	p, err := s.pageData(c)
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, templates.Scrubber(m.t.Session.ID, m.scrubView(atoiDefault(c.QueryParam("step"), 0))))
+	defer p.rd.Close()
+	v, err := p.scrub(atoiDefault(c.QueryParam("step"), 0))
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, templates.ScrubberSection(p.sid(), v))
 }
 
+// messagePage is one message, read by its id: the only row it needs.
 func (s *Server) messagePage(c echo.Context) error {
-	m, err := s.loadModel(c)
+	rd, err := s.cfg.DB.ReadPage(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	msg := m.byID[c.Param("mid")]
+	defer rd.Close()
+	msg, err := rd.MessageByID(c.Request().Context(), c.Param("mid"))
+	if err != nil {
+		return err
+	}
 	if msg == nil {
 		return delegation.Errorf(delegation.ENOTFOUND, "no message %q in this session", c.Param("mid"))
 	}
 	if c.QueryParam("fragment") != "" {
 		return render(c, http.StatusOK, templates.MessageBody(msg.Content))
 	}
-	v := messageView(m.t.Session.ID, *msg)
+	p := &pageData{ctx: c.Request().Context(), rd: rd}
+	v := p.messageView(*msg)
 	v.Reasoning = msg.Reasoning
-	return render(c, http.StatusOK, templates.MessagePage(s.page(c, "Message "+msg.ID), m.t.Session.ID, v, msg.Content))
+	return render(c, http.StatusOK, templates.MessagePage(s.page(c, "Message "+msg.ID), rd.Session.ID, v, msg.Content))
 }
 
 func (s *Server) callPage(c echo.Context) error {
-	m, err := s.loadModel(c)
+	p, err := s.pageData(c)
 	if err != nil {
 		return err
 	}
-	v, ok := m.callPage(c.Param("cid"))
+	defer p.rd.Close()
+	v, ok, err := p.callPage(c.Param("cid"))
+	if err != nil {
+		return err
+	}
 	if !ok {
 		return delegation.Errorf(delegation.ENOTFOUND, "no model call %q in this session", c.Param("cid"))
 	}
-	return render(c, http.StatusOK, templates.CallPage(s.page(c, "Call "+c.Param("cid")), m.t.Session.ID, v))
+	return render(c, http.StatusOK, templates.CallPage(s.page(c, "Call "+c.Param("cid")), p.sid(), v))
+}
+
+// filesPage lists main's files a page at a time, after ?after=PATH.
+func (s *Server) filesPage(c echo.Context) error {
+	p, err := s.pageData(c)
+	if err != nil {
+		return err
+	}
+	defer p.rd.Close()
+	v, err := p.files(c.QueryParam("after"))
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, templates.FilesPageView(templates.FilesPage{Page: s.page(c, "Files of "+p.st.Session.Name),
+		SessionID: p.sid(), Name: p.st.Session.Name, Files: v}))
 }
 
 func (s *Server) stopSession(c echo.Context) error {

@@ -20,7 +20,7 @@ import (
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/ingest"
-	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
 // receivingStudio is a studio with its own receiver settings.
@@ -184,7 +184,10 @@ func TestReceiveOTLP(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = session.Notes(tr)
+			// Its notes are the fold's, as a page shows them.
+			if _, err := view.FromTrace(tr, view.BudgetOf(tr.Scenario)); err != nil {
+				t.Errorf("the received session's log does not fold: %v", err)
+			}
 			if res, _ := s.get("/sessions/" + sess.ID + "/calls/" + tr.ModelCalls[0].ID); res.StatusCode != 200 {
 				t.Errorf("call page: %d", res.StatusCode)
 			}
@@ -219,6 +222,7 @@ func TestReceiveOTLP(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.CloseNow()
+		conn.SetReadLimit(1 << 24) // a batch, with its patches, is one message
 		go func() {
 			for _, r := range reqs[1:] {
 				req, _ := http.NewRequest("POST", s.ts.URL+"/v1/traces", bytes.NewReader(r))
@@ -234,10 +238,14 @@ func TestReceiveOTLP(t *testing.T) {
 			if err != nil {
 				t.Fatalf("after %v: %v", types, err)
 			}
-			var ev wireEvent
-			_ = json.Unmarshal(data, &ev)
-			types = append(types, ev.Type)
-			if ev.Type == string(delegation.EventSessionFinished) {
+			finished := false
+			for line := range bytes.SplitSeq(data, []byte("\n")) { // one event a line
+				var ev wireEvent
+				_ = json.Unmarshal(line, &ev)
+				types = append(types, ev.Type)
+				finished = finished || ev.Type == string(delegation.EventSessionFinished)
+			}
+			if finished {
 				break
 			}
 		}

@@ -94,7 +94,7 @@ func New(cfg Config) *Server {
 	// it publishes at once.
 	s.hub = live.NewHub(live.Options{Buffer: 1024, Logger: cfg.Logger,
 		MaxViewers: s.limits.MaxViewers, MaxSessionViewers: s.limits.MaxSessionViewers})
-	s.views = newLiveViews(s.hub, cfg.Logger)
+	s.views = &liveViews{hub: s.hub, db: cfg.DB, log: cfg.Logger}
 	s.metrics = newMetrics(cfg.DB, s.hub)
 	s.runner = &session.Runner{DB: cfg.DB, Pub: publishers{s.views, s.metrics}, Logger: cfg.Logger, MaxRunning: s.limits.MaxRunning,
 		Endpoints: session.Endpoints{List: cfg.Endpoints, Only: true}}
@@ -177,6 +177,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/sessions/:id/scrub", s.scrubFragment)       // the scrubber at ?step=N
 	e.GET("/sessions/:id/messages/:mid", s.messagePage) // one whole message (?fragment=1: just its body)
 	e.GET("/sessions/:id/calls/:cid", s.callPage)       // one model call's whole context
+	e.GET("/sessions/:id/files", s.filesPage)           // main's files, a page at a time (?after=PATH)
 	e.POST("/sessions/:id/stop", s.stopSession)         // stop a running session
 	e.GET("/lessons", s.lessonsPage)                    // every lesson
 	e.GET("/lessons/:name", s.lessonPage)               // a lesson, its runs (?runs=variant:id,…) and its table

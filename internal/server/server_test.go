@@ -426,21 +426,25 @@ func TestLive(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read after %v: %v", seqs, err)
 		}
-		var ev wireEvent
-		if err := json.Unmarshal(data, &ev); err != nil {
-			t.Fatal(err)
+		finished := false
+		for line := range bytes.SplitSeq(data, []byte("\n")) {
+			var ev wireEvent
+			if err := json.Unmarshal(line, &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Seq == 0 {
+				continue
+			}
+			seqs = append(seqs, ev.Seq)
+			if len(ev.Patches) > 0 {
+				sawPatch = true
+			}
+			if ev.Type == string(delegation.EventMessageAdded) && ev.Message == nil {
+				t.Fatalf("message.added without its message: %s", line)
+			}
+			finished = finished || ev.Type == string(delegation.EventSessionFinished)
 		}
-		if ev.Seq == 0 {
-			continue
-		}
-		seqs = append(seqs, ev.Seq)
-		if len(ev.Patches) > 0 {
-			sawPatch = true
-		}
-		if ev.Type == string(delegation.EventMessageAdded) && ev.Message == nil {
-			t.Fatalf("message.added without its message: %s", data)
-		}
-		if ev.Type == string(delegation.EventSessionFinished) {
+		if finished {
 			break
 		}
 	}
@@ -463,7 +467,8 @@ func TestLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ev wireEvent
-		_ = json.Unmarshal(data, &ev)
+		first, _, _ := bytes.Cut(data, []byte("\n"))
+		_ = json.Unmarshal(first, &ev)
 		if ev.Seq != 6 {
 			t.Fatalf("first event after 5 is %d", ev.Seq)
 		}
@@ -617,8 +622,9 @@ func TestLessonAsDeepagents(t *testing.T) {
 // then its task; the pane's preview names the preamble and shows the task.
 func TestForkPreamblePreview(t *testing.T) {
 	task := "Find the boiling point of water at sea level."
-	v := messageView("s", trace.Message{ID: "a1.0", AgentID: "a1", Role: "user", Kind: string(delegation.KindForkPreamble),
-		Content: delegation.ForkPreamble + task})
+	p := &pageData{rd: &db.PageReader{Session: &db.Session{ID: "s"}}}
+	v := p.messageView(db.Message{Message: trace.Message{ID: "a1.0", AgentID: "a1", Role: "user", Kind: string(delegation.KindForkPreamble),
+		Content: delegation.ForkPreamble + task}})
 	if !strings.HasPrefix(v.Preview, "[the fork preamble, ") || !strings.HasSuffix(v.Preview, task) || !v.More {
 		t.Fatalf("preview %q (more %v)", v.Preview, v.More)
 	}

@@ -41,6 +41,7 @@ type viewerReport struct {
 	P99MS    float64 `json:"p99_ms"`
 	MaxMS    float64 `json:"max_ms"`
 	Err      string  `json:"err,omitempty"`
+	CPUMS    float64 `json:"-"` // the viewer process's CPU time
 }
 
 // runViewers connects n websocket viewers to url, says "ready" once all are
@@ -103,20 +104,19 @@ func runViewers(url string, n int) int {
 				msgs++
 				largest = max(largest, len(data))
 				finished := false
-				// A message holds one event, or several, one JSON value a line.
+				// A message holds one event, or several, one JSON value a
+				// line. Only each line's head is read (seq, type, at come
+				// first), so that this process keeps up with the server
+				// whose latency it measures.
 				for line := range bytes.SplitSeq(data, []byte("\n")) {
-					var ev struct {
-						Seq  int64     `json:"seq"`
-						Type string    `json:"type"`
-						At   time.Time `json:"at"`
-					}
-					if json.Unmarshal(line, &ev) != nil {
+					seq, typ, at, ok := lineHead(line)
+					if !ok {
 						continue
 					}
-					if ev.Seq > 0 && ev.At.UnixNano() > ready {
-						mine = append(mine, now-ev.At.UnixNano())
+					if seq > 0 && at > ready {
+						mine = append(mine, now-at)
 					}
-					finished = finished || ev.Type == "session.finished"
+					finished = finished || typ == "session.finished"
 				}
 				if finished {
 					c.Close(websocket.StatusNormalClosure, "")
@@ -135,6 +135,32 @@ func runViewers(url string, n int) int {
 	out, _ := json.Marshal(rep)
 	fmt.Println(string(out))
 	return 0
+}
+
+// lineHead reads the seq, type and time at the head of a live message's
+// line: {"seq":N,"type":"…","agent_id":…,"at":"RFC 3339",…}.
+func lineHead(line []byte) (seq int64, typ string, at int64, ok bool) {
+	head := line[:min(len(line), 200)]
+	field := func(name string) []byte {
+		_, rest, found := bytes.Cut(head, []byte(`"`+name+`":`))
+		if !found {
+			return nil
+		}
+		end := bytes.IndexAny(rest, ",}")
+		if end < 0 {
+			return nil
+		}
+		return bytes.Trim(rest[:end], `"`)
+	}
+	seq, err := strconv.ParseInt(string(field("seq")), 10, 64)
+	if err != nil {
+		return 0, "", 0, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(field("at")))
+	if err != nil {
+		return 0, "", 0, false
+	}
+	return seq, string(field("type")), t.UnixNano(), true
 }
 
 // viewerProcess is a running viewer process.
@@ -174,6 +200,9 @@ func startViewers(tb testing.TB, url string, n int) *viewerProcess {
 			}
 		}
 		_ = cmd.Wait()
+		if st := cmd.ProcessState; st != nil {
+			rep.CPUMS = float64((st.UserTime() + st.SystemTime()).Milliseconds())
+		}
 		v.done <- rep
 	}()
 	select {

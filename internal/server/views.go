@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -10,9 +12,9 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
-	"github.com/delegationstudio/studio/internal/session"
-	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/internal/view"
 	"github.com/delegationstudio/studio/web/templates"
 )
 
@@ -23,90 +25,82 @@ func render(c echo.Context, status int, comp templ.Component) error {
 	return comp.Render(c.Request().Context(), c.Response().Writer)
 }
 
-// A pane shows at most paneHead + paneTail messages of a context, and the
-// timeline timelineHead + timelineTail calls; a link stands for the middle.
-// The marked call and receipt are always recent, in the tail.
-const (
-	paneHead, paneTail         = 40, 260
-	timelineHead, timelineTail = 100, 300
-)
-
 // previewLen is how much of a message body a page shows before "show all":
-// long bodies load when opened, so a 10,000-message page stays light.
+// long bodies load when opened, so a long session's page stays light.
 const previewLen = 600
 
-// pageModel holds what every view of one session needs, computed once from
-// its trace.
-type pageModel struct {
-	t      *trace.Trace
-	tree   *session.Node
-	nodes  map[string]*session.Node
-	lists  map[string][]trace.Message
-	byID   map[string]*trace.Message
-	agents map[string]*trace.Agent
+// filePreview is how much of a file the files list shows.
+const filePreview = 400
+
+// pageData draws a session's views from its page state (the fold of its
+// log) and a read of its store at the same seq: the state says what is
+// there and where, the reader brings only the rows shown. The first render
+// and every live patch are drawn by it.
+type pageData struct {
+	ctx context.Context
+	st  *view.State
+	rd  *db.PageReader
 	// wholeContexts shows every message of a context, for a call's own page.
 	wholeContexts bool
-	// lastSeq is the session's last stored seq: where a live page resumes.
-	lastSeq int64
 }
 
-func newPageModel(t *trace.Trace) *pageModel {
-	m := &pageModel{t: t, tree: session.Tree(t), nodes: map[string]*session.Node{}, lists: session.Lists(t),
-		byID: map[string]*trace.Message{}, agents: map[string]*trace.Agent{}}
-	for i := range t.Messages {
-		m.byID[t.Messages[i].ID] = &t.Messages[i]
-	}
-	for i := range t.Agents {
-		m.agents[t.Agents[i].ID] = &t.Agents[i]
-	}
-	var walk func(n *session.Node)
-	walk = func(n *session.Node) {
-		if n == nil {
-			return
-		}
-		m.nodes[n.Agent.ID] = n
-		for _, c := range n.Children {
-			walk(c)
-		}
-	}
-	walk(m.tree)
-	return m
+// choice is what a viewer of a session page asked to see: from its URL.
+type choice struct {
+	Agent       string // the delegation to show ("" for the first)
+	Step        int    // the scrubber's step (0: follow the newest)
+	TimelineAll bool
 }
 
-func (m *pageModel) agentName(id string) string {
-	if a := m.agents[id]; a != nil {
+func choiceOf(c echo.Context) choice {
+	return choice{Agent: c.QueryParam("agent"), Step: atoiDefault(c.QueryParam("step"), 0), TimelineAll: c.QueryParam("timeline") == "all"}
+}
+
+func (p *pageData) sid() string { return p.rd.Session.ID }
+
+func (p *pageData) agentName(id string) string {
+	if a := p.st.Agent(id); a != nil {
 		return a.Name
 	}
 	return id
 }
 
-func (m *pageModel) depth(id string) int {
-	d := 0
-	for a := m.agents[id]; a != nil && a.ParentID != nil; a = m.agents[*a.ParentID] {
-		d++
-	}
-	return d
-}
+func (p *pageData) messageURL(id string) string { return "/sessions/" + p.sid() + "/messages/" + id }
 
-func messageView(sessionID string, msg trace.Message) templates.MessageView {
-	v := templates.MessageView{ID: msg.ID, AgentID: msg.AgentID, Role: msg.Role, Kind: msg.Kind,
-		IsError: msg.IsError, Tokens: msg.Tokens, URL: "/sessions/" + sessionID + "/messages/" + msg.ID}
-	if msg.ToolCallID != nil {
-		v.ToolCallID = *msg.ToolCallID
+func (p *pageData) messageView(m db.Message) templates.MessageView {
+	v := templates.MessageView{ID: m.ID, AgentID: m.AgentID, Index: m.Index, Role: m.Role, Kind: m.Kind,
+		IsError: m.IsError, Tokens: m.Tokens, URL: p.messageURL(m.ID)}
+	if m.ToolCallID != nil {
+		v.ToolCallID = *m.ToolCallID
 	}
-	v.Preview, v.More = preview(msg.Content, previewLen)
+	v.Preview, v.More = preview(m.Content, previewLen)
 	// A fork's opening message is the fixed preamble, then its task: the
 	// preview names the preamble and shows the task, which is what differs.
-	if rest, ok := strings.CutPrefix(msg.Content, delegation.ForkPreamble); ok && msg.Kind == string(delegation.KindForkPreamble) {
+	if rest, ok := strings.CutPrefix(m.Content, delegation.ForkPreamble); ok && m.Kind == string(delegation.KindForkPreamble) {
 		v.Preview, _ = preview(fmt.Sprintf("[the fork preamble, %d characters] %s", utf8.RuneCountInString(delegation.ForkPreamble), rest), previewLen)
 		v.More = true
 	}
-	v.Reasoning, _ = preview(msg.Reasoning, previewLen) // whole on the message page
-	for _, tc := range msg.ToolCalls {
+	v.Reasoning, _ = preview(m.Reasoning, previewLen) // whole on the message page
+	for _, tc := range m.ToolCalls {
 		args, _ := preview(readableJSON(tc.Args), 300)
 		v.ToolCalls = append(v.ToolCalls, templates.ToolCallView{ID: tc.ID, Name: tc.Name, Args: args})
 	}
 	return v
+}
+
+// mark is how a message shows in the parent pane of the delegation with
+// task call taskCallID: its call, its receipt, or neither.
+func mark(v *templates.MessageView, taskCallID string) {
+	if taskCallID == "" {
+		return
+	}
+	for _, tc := range v.ToolCalls {
+		if tc.ID == taskCallID {
+			v.Mark = "call"
+		}
+	}
+	if v.ToolCallID == taskCallID && v.Role == string(delegation.RoleTool) {
+		v.Mark = "receipt"
+	}
 }
 
 // readableJSON writes JSON without the \u003c-style escapes Go's encoder
@@ -136,304 +130,388 @@ func preview(s string, n int) (string, bool) {
 	return s[:cut] + "…", true
 }
 
-// timelineRow is a model call as a row of the timeline.
-func (m *pageModel) timelineRow(c trace.ModelCall) templates.TimelineRow {
-	r := templates.TimelineRow{CallID: c.ID, AgentID: c.AgentID, AgentName: m.agentName(c.AgentID), Purpose: c.Purpose,
-		Index: c.Index, Depth: min(m.depth(c.AgentID), 1), InputTokens: c.InputTokens, DurationMS: c.DurationMS, Error: c.Error,
-		StartedAt: c.StartedAt}
+// timelineRow is a stored model call as a row of the timeline.
+func (p *pageData) timelineRow(c db.CallRow) templates.TimelineRow {
+	r := templates.TimelineRow{CallID: c.ID, AgentID: c.AgentID, AgentName: p.agentName(c.AgentID), Purpose: c.Purpose,
+		Index: c.Index, Step: c.Step, InputTokens: c.InputTokens, DurationMS: c.DurationMS, Error: c.Error, StartedAt: c.StartedAt}
+	if a := p.st.Agent(c.AgentID); a != nil {
+		r.Depth = min(a.Depth, 1)
+	}
 	if c.Usage != nil {
 		r.Reported = c.Usage.PromptTokens
 	}
-	if c.OutputMessageID != nil {
-		if out := m.byID[*c.OutputMessageID]; out != nil {
-			r.OutputTokens = out.Tokens
-			r.Output = session.Excerpt(out.Content, 160)
-			for _, tc := range out.ToolCalls {
-				r.ToolCalls = append(r.ToolCalls, tc.Name+" "+session.Excerpt(readableJSON(tc.Args), 80))
-			}
+	if run := p.st.Running[c.ID]; run != nil {
+		r.Running, r.Stream = true, run.Stream
+		if r.Step == 0 {
+			r.Step = run.Step
 		}
-	} else if c.Error == "" && c.Purpose != string(delegation.PurposeSummary) {
-		r.Running = m.t.Session.Status == delegation.StatusRunning
+		return r
+	}
+	if out := c.Output; out != nil {
+		r.OutputTokens = out.Tokens
+		r.Output = view.Excerpt(out.Content, 160)
+		for _, tc := range out.ToolCalls {
+			r.ToolCalls = append(r.ToolCalls, tc.Name+" "+view.Excerpt(readableJSON(tc.Args), 80))
+		}
 	}
 	return r
 }
 
-// contextView is what an agent's model call received, message by message;
-// out, when set, is the call's answer, shown after it.
-func (m *pageModel) contextView(agentID string, call *trace.ModelCall, msgs []trace.Message) templates.ContextView {
-	a := m.agents[agentID]
-	v := templates.ContextView{AgentID: agentID, AgentName: m.agentName(agentID)}
-	if a != nil {
-		v.System, v.SystemTokens = a.SystemPrompt, a.SystemTokens
-		if a.Mode != nil {
-			v.Mode = *a.Mode
+// timeline is the timeline's rows: every call, or the head and tail of a
+// long session around a gap.
+func (p *pageData) timeline(all bool) ([]templates.TimelineRow, error) {
+	n := p.st.Calls
+	w := view.TimelineWindow
+	from, to := w.Gap(n)
+	if all {
+		from, to = n, n
+	}
+	head, err := p.rd.CallsHead(p.ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	var rows []templates.TimelineRow
+	for _, c := range head {
+		rows = append(rows, p.timelineRow(c))
+	}
+	if to > from {
+		rows = append(rows, p.timelineGap(n))
+		tail, err := p.rd.CallsTail(p.ctx, n-to, n)
+		if err != nil {
+			return nil, err
 		}
-		v.Live = a.Status == delegation.StatusRunning
-		for _, t := range a.Tools {
-			v.Tools = append(v.Tools, templates.ToolView{Name: t.Name, Tokens: t.Tokens})
-			v.ToolTokens += t.Tokens
+		for _, c := range tail {
+			rows = append(rows, p.timelineRow(c))
 		}
 	}
-	if call != nil {
-		v.CallIndex, v.InputTokens = call.Index, call.InputTokens
+	return rows, nil
+}
+
+func (p *pageData) timelineGap(n int) templates.TimelineRow {
+	from, to := view.TimelineWindow.Gap(n)
+	return templates.TimelineRow{Gap: to - from, GapURL: "/sessions/" + p.sid() + "?timeline=all#timeline"}
+}
+
+// rangeViews makes the views of the messages of ranges shown through a
+// window: those of the head and the tail, read by primary key, and a gap
+// for the rest (linking to url when there is one).
+func (p *pageData) rangeViews(rs []delegation.Range, w view.Window, url string, inherited bool, taskCallID string) ([]templates.MessageView, error) {
+	n := 0
+	for _, r := range rs {
+		n += r.Len()
 	}
-	var inherited, own []trace.Message
-	for _, msg := range msgs {
-		if msg.AgentID != agentID {
-			v.InheritedCount++
-			v.InheritedTokens += msg.Tokens
-			inherited = append(inherited, msg)
-		} else {
-			own = append(own, msg)
+	gapFrom, gapTo := w.Gap(n)
+	if p.wholeContexts {
+		gapFrom, gapTo = n, n
+	}
+	out, err := p.spanViews(rs, 0, gapFrom, inherited, taskCallID)
+	if err != nil || gapTo == gapFrom {
+		return out, err
+	}
+	out = append(out, templates.MessageView{Gap: gapTo - gapFrom, URL: url, Inherited: inherited})
+	tail, err := p.spanViews(rs, gapTo, n, inherited, taskCallID)
+	return append(out, tail...), err
+}
+
+// spanViews makes the views of positions [lo, hi) of the ranges, end to end.
+func (p *pageData) spanViews(rs []delegation.Range, lo, hi int, inherited bool, taskCallID string) ([]templates.MessageView, error) {
+	var out []templates.MessageView
+	pos := 0
+	for _, r := range rs {
+		if a, b := max(lo, pos), min(hi, pos+r.Len()); a < b {
+			msgs, err := p.rd.Messages(p.ctx, r.AgentID, r.From+a-pos, r.From+b-pos)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range msgs {
+				v := p.messageView(m)
+				v.Inherited = inherited
+				mark(&v, taskCallID)
+				out = append(out, v)
+			}
 		}
+		pos += r.Len()
+	}
+	return out, nil
+}
+
+// keyAt names position i of the ranges, end to end, on the page.
+func keyAt(rs []delegation.Range, i int) string {
+	for _, r := range rs {
+		if i < r.Len() {
+			return r.AgentID + ":" + strconv.Itoa(r.From+i)
+		}
+		i -= r.Len()
+	}
+	return ""
+}
+
+// contextView is what a context holds, message by message: a pane of a
+// delegation, or (whole) a call's page.
+func (p *pageData) contextView(agentID string, cx view.Context, taskCallID string) (templates.ContextView, error) {
+	v := templates.ContextView{AgentID: agentID, AgentName: p.agentName(agentID), TaskCallID: taskCallID}
+	a := p.st.Agent(agentID)
+	if a == nil {
+		v.NotStarted = true
+		return v, nil
+	}
+	v.System, v.SystemTokens, v.Mode = a.SystemPrompt, a.SystemTokens, a.Mode
+	for _, t := range a.Tools {
+		v.Tools = append(v.Tools, templates.ToolView{Name: t.Name, Tokens: t.Tokens})
+		v.ToolTokens += t.Tokens
 	}
 	url := ""
-	if call != nil && !m.wholeContexts {
-		url = "/sessions/" + m.t.Session.ID + "/calls/" + call.ID
+	if cx.Call != nil {
+		v.HasCall, v.CallID, v.CallIndex, v.InputTokens = true, cx.Call.ID, cx.Call.Index, cx.Call.InputTokens
+		v.InheritedTokens = cx.Call.InheritedTokens
+		url = "/sessions/" + p.sid() + "/calls/" + cx.Call.ID
 	}
-	// Views are made only for the messages shown: a long context keeps its
-	// head and tail, and a gap links to the whole of it.
-	v.Messages = append(m.messageViews(inherited, url, true), m.messageViews(own, url, false)...)
+	inherited, own := cx.Split(agentID)
+	for _, r := range inherited {
+		v.InheritedCount += r.Len()
+	}
+	var err error
+	if v.Inherited, err = p.rangeViews(inherited, view.PaneWindow, url, true, taskCallID); err != nil {
+		return v, err
+	}
+	if v.Messages, err = p.rangeViews(own, view.PaneWindow, url, false, taskCallID); err != nil {
+		return v, err
+	}
+	return v, nil
+}
+
+// pane is one side of a delegation as the page shows it.
+func (p *pageData) pane(pn view.Pane) (templates.ContextView, error) {
+	v, err := p.contextView(pn.AgentID, p.st.PaneContext(pn), pn.TaskCallID)
+	v.PaneID = pn.ID()
+	if d := p.st.Delegation(pn.Delegation); pn.Kind == view.PaneChild || (d != nil && d.Frozen == nil) {
+		if p.st.Agent(pn.AgentID) != nil {
+			v.Follows = pn.AgentID
+		}
+	}
+	return v, err
+}
+
+// delegationView puts a delegation side by side.
+func (p *pageData) delegationView(d *view.Delegation) (*templates.DelegationView, error) {
+	v := &templates.DelegationView{ChildID: d.ChildID, ChildName: d.SubagentType, Mode: d.Mode, Task: d.Task}
+	if a := p.st.Agent(d.ChildID); a != nil {
+		v.ChildName, v.Status = a.Name, a.Status
+	}
+	parent, child := p.st.PanesOf(d)
+	var err error
+	if v.Parent, err = p.pane(parent); err != nil {
+		return nil, err
+	}
+	if v.Child, err = p.pane(child); err != nil {
+		return nil, err
+	}
+	if v.CameBack, err = p.cameBack(d); err != nil {
+		return nil, err
+	}
+	v.HeldBack = d.HeldBack
+	return v, nil
+}
+
+func (p *pageData) cameBack(d *view.Delegation) (templates.CameBackView, error) {
+	v := templates.CameBackView{ChildID: d.ChildID, Finished: d.Finished, FilesBack: d.FilesBack, FilesBackCount: d.FilesBackCount}
+	if a := p.st.Agent(d.ChildID); a != nil {
+		v.ChildStatus = a.Status
+	}
+	if r := d.Receipt; r != nil {
+		m, err := p.rd.MessageAt(p.ctx, r.AgentID, r.Index)
+		if err != nil {
+			return v, err
+		}
+		if m != nil {
+			mv := p.messageView(*m)
+			v.Receipt = &mv
+			v.ReceiptEmpty = r.Empty && !r.IsError
+		}
+	}
+	return v, nil
+}
+
+// delegationPanel is the delegation panel for a viewer who asked for agent.
+func (p *pageData) delegationPanel(agent string) (templates.DelegationPanel, error) {
+	v := templates.DelegationPanel{SessionID: p.sid(), Show: agent}
+	var d *view.Delegation
+	if agent == "" {
+		if len(p.st.Delegations) > 0 {
+			d = p.st.Delegations[0] // the first, until the user picks another
+		}
+	} else {
+		d = p.st.Delegation(agent)
+	}
+	if d != nil {
+		var err error
+		v.Selected, err = p.delegationView(d)
+		return v, err
+	}
+	v.Children = p.pickPanel().Children
+	return v, nil
+}
+
+// pickPanel is the delegation panel of a viewer who asked for no delegation
+// there is: the list of those there are.
+func (p *pageData) pickPanel() templates.DelegationPanel {
+	v := templates.DelegationPanel{SessionID: p.sid()}
+	for _, dl := range p.st.Delegations {
+		v.Children = append(v.Children, pickOption(p.st, dl))
+	}
 	return v
 }
 
-// messageViews makes the views of a list of messages; with a url, a long
-// list keeps only its head and tail around a gap that links to the whole.
-func (m *pageModel) messageViews(msgs []trace.Message, url string, inherited bool) []templates.MessageView {
-	view := func(msg trace.Message) templates.MessageView {
-		mv := messageView(m.t.Session.ID, msg)
-		mv.Inherited = inherited
-		return mv
+func pickOption(st *view.State, d *view.Delegation) templates.LessonOption {
+	name := d.SubagentType
+	if a := st.Agent(d.ChildID); a != nil {
+		name = a.Name
 	}
-	var out []templates.MessageView
-	if url == "" || len(msgs) <= paneHead+paneTail+1 {
-		for _, msg := range msgs {
-			out = append(out, view(msg))
-		}
-		return out
-	}
-	for _, msg := range msgs[:paneHead] {
-		out = append(out, view(msg))
-	}
-	out = append(out, templates.MessageView{Gap: len(msgs) - paneHead - paneTail, URL: url, Inherited: inherited})
-	for _, msg := range msgs[len(msgs)-paneTail:] {
-		out = append(out, view(msg))
-	}
-	return out
+	return templates.LessonOption{Name: d.ChildID, Title: name + " (" + d.ChildID + ")"}
 }
 
-// lastCall is an agent's newest turn call, or nil.
-func (m *pageModel) lastCall(agentID string) *trace.ModelCall {
-	var last *trace.ModelCall
-	for i := range m.t.ModelCalls {
-		if c := &m.t.ModelCalls[i]; c.AgentID == agentID && c.Purpose != string(delegation.PurposeSummary) {
-			last = c
-		}
+// shown is the delegation a panel shows, the tree's selected node: the one
+// asked for, or the first ("" when it shows none).
+func (p *pageData) shown(agent string) string {
+	if agent == "" && len(p.st.Delegations) > 0 {
+		return p.st.Delegations[0].ChildID
 	}
-	return last
+	if p.st.Delegation(agent) != nil {
+		return agent
+	}
+	return ""
 }
 
-// delegationView puts a delegation side by side: the parent's context as
-// it held the receipt (its call and the receipt marked) and the child's
-// context at its last call, with its answer.
-func (m *pageModel) delegationView(childID string) *templates.DelegationView {
-	node := m.nodes[childID]
-	a := m.agents[childID]
-	if node == nil || a == nil || a.ParentID == nil || a.TaskCallID == nil {
-		return nil
+// scrub is every agent's context at model call number step (from 1), which
+// stays put as calls come; 0 (or a step not made yet) is the newest call,
+// which the scrubber then follows.
+func (p *pageData) scrub(step int) (templates.ScrubView, error) {
+	n := p.st.Calls
+	v := templates.ScrubView{Steps: n}
+	if n == 0 {
+		v.Follow = true
+		return v, nil
 	}
-	parentID, callID := *a.ParentID, *a.TaskCallID
-	d := &templates.DelegationView{ChildID: childID, ChildName: a.Name, Status: a.Status, Task: node.Task}
-	if a.Mode != nil {
-		d.Mode = *a.Mode
-	}
-
-	// The parent: the first call of its that saw the receipt; before the
-	// receipt exists, its messages so far.
-	var receipt *trace.Message
-	receiptIdx := -1
-	for i, msg := range m.lists[parentID] {
-		if msg.ToolCallID != nil && *msg.ToolCallID == callID {
-			receipt, receiptIdx = &m.lists[parentID][i], i
-		}
-	}
-	var parentCall *trace.ModelCall
-	parentMsgs := m.lists[parentID]
-	if receipt != nil {
-		for i := range m.t.ModelCalls {
-			if c := &m.t.ModelCalls[i]; c.AgentID == parentID && session.Covers(*c, parentID, receiptIdx) {
-				parentCall, parentMsgs = c, append(session.ContextOf(m.lists, *c), outputOf(m, c)...)
-				break
+	if step < 1 || step > n {
+		v.Step, v.Follow = n, true
+		var cur *view.Agent
+		for _, a := range p.st.Agents {
+			if a.Last != nil && a.Last.Step == n {
+				cur = a
 			}
 		}
-	}
-	d.Parent = m.contextView(parentID, parentCall, parentMsgs)
-	for i := range d.Parent.Messages {
-		mv := &d.Parent.Messages[i]
-		for _, tc := range mv.ToolCalls {
-			if tc.ID == callID {
-				mv.Mark = "call"
+		for _, a := range p.st.Agents {
+			sa := templates.ScrubAgent{AgentID: a.ID, Name: a.Name, Current: a == cur, NotStarted: a.Last == nil}
+			if a.Last != nil {
+				sa.Calls, sa.Messages, sa.Tokens = a.Calls, a.Last.Messages, a.Last.InputTokens
 			}
+			v.Agents = append(v.Agents, sa)
 		}
-		if mv.ToolCallID == callID && mv.Role == string(delegation.RoleTool) {
-			mv.Mark = "receipt"
+		if cur != nil {
+			v.CallAgent, v.CallIndex = cur.Name, cur.Last.Index
 		}
-	}
-
-	// The child: its last call's context, then that call's answer.
-	var childMsgs []trace.Message
-	childCall := m.lastCall(childID)
-	if childCall != nil {
-		childMsgs = append(session.ContextOf(m.lists, *childCall), outputOf(m, childCall)...)
-	} else {
-		childMsgs = m.lists[childID]
-	}
-	d.Child = m.contextView(childID, childCall, childMsgs)
-
-	if receipt != nil {
-		rv := messageView(m.t.Session.ID, *receipt)
-		d.Receipt = &rv
-		d.ReceiptEmpty = receipt.Content == "" && !receipt.IsError
-	}
-	for _, ev := range m.t.Events {
-		switch ev.Type {
-		case delegation.EventDelegationFinished:
-			var f delegation.DelegationFinished
-			if json.Unmarshal(ev.Data, &f) == nil && f.ChildID == childID {
-				d.Returned, d.HeldBack = f.Returned, f.HeldBack
-			}
-		case delegation.EventFilesChanged:
-			var f delegation.FilesChanged
-			if json.Unmarshal(ev.Data, &f) == nil && f.From == childID {
-				for _, ch := range f.Changes {
-					if ch.Deleted {
-						d.FilesBack = append(d.FilesBack, ch.Path+" (deleted)")
-					} else {
-						d.FilesBack = append(d.FilesBack, ch.Path)
-					}
-				}
-			}
-		}
-	}
-	return d
-}
-
-func outputOf(m *pageModel, c *trace.ModelCall) []trace.Message {
-	if c.OutputMessageID == nil {
-		return nil
-	}
-	if out := m.byID[*c.OutputMessageID]; out != nil {
-		return []trace.Message{*out}
-	}
-	return nil
-}
-
-// scrubView is every agent's context at model call number step (from 1).
-func (m *pageModel) scrubView(step int) templates.ScrubView {
-	calls := m.t.ModelCalls
-	v := templates.ScrubView{Steps: len(calls)}
-	if len(calls) == 0 {
-		return v
-	}
-	if step < 1 || step > len(calls) {
-		step = len(calls)
+		return v, nil
 	}
 	v.Step = step
-	cur := calls[step-1]
-	v.CallLabel = fmt.Sprintf("call %d of %d (%s #%d)", step, len(calls), m.agentName(cur.AgentID), cur.Index)
-	for _, a := range m.t.Agents {
+	at, err := p.rd.CallsFrom(p.ctx, step, step+1)
+	if err != nil || len(at) == 0 {
+		return v, err
+	}
+	cur := at[0]
+	v.CallAgent, v.CallIndex = p.agentName(cur.AgentID), cur.Index
+	for _, a := range p.st.Agents {
 		sa := templates.ScrubAgent{AgentID: a.ID, Name: a.Name, Current: a.ID == cur.AgentID, NotStarted: true}
-		for _, c := range calls[:step] {
-			if c.AgentID != a.ID {
-				continue
-			}
+		last, err := p.rd.LatestCall(p.ctx, a.ID, cur.Seq)
+		if err != nil {
+			return v, err
+		}
+		if last != nil {
 			sa.NotStarted = false
-			sa.Calls++
-			sa.Messages, sa.Tokens = 0, c.InputTokens
-			for _, r := range c.Context {
+			sa.Calls, sa.Tokens = last.Index+1, last.InputTokens
+			for _, r := range last.Context {
 				sa.Messages += r.Len()
 			}
 		}
 		v.Agents = append(v.Agents, sa)
 	}
-	return v
+	return v, nil
 }
 
-func (m *pageModel) files() []templates.FileView {
-	var out []templates.FileView
-	for _, p := range trace.SortedPaths(m.t.Files) {
-		c := m.t.Files[p]
-		pv, _ := preview(c, 400)
-		out = append(out, templates.FileView{Path: p, Preview: pv, Size: len(c)})
+// files is the first page of main's files, or the page after a path.
+func (p *pageData) files(after string) (templates.FilesView, error) {
+	v := templates.FilesView{SessionID: p.sid(), Count: p.st.Files.Count()}
+	rows, err := p.rd.Files(p.ctx, after, view.FilesPage+1, filePreview)
+	if err != nil {
+		return v, err
+	}
+	if len(rows) > view.FilesPage {
+		rows = rows[:view.FilesPage]
+		v.Next = "/sessions/" + p.sid() + "/files?after=" + url.QueryEscape(rows[len(rows)-1].Path)
+	}
+	for _, f := range rows {
+		v.Files = append(v.Files, fileView(f))
+	}
+	return v, nil
+}
+
+func fileView(f db.File) templates.FileView {
+	pv := f.Preview
+	if f.Size > len(pv) {
+		// The store cut it at a byte count: not in the middle of a rune.
+		for pv != "" && !utf8.ValidString(pv) {
+			pv = pv[:len(pv)-1]
+		}
+		pv += "…"
+	}
+	return templates.FileView{Path: f.Path, Preview: pv, Size: f.Size}
+}
+
+func (p *pageData) notes() []string {
+	var out []string
+	for _, n := range p.st.Notes {
+		out = append(out, n.Text)
 	}
 	return out
 }
 
-// answer is the main agent's final text, by the receipt rule.
-func (m *pageModel) answer() string {
-	list := m.lists["main"]
-	for i := len(list) - 1; i >= 0; i-- {
-		if msg := list[i]; msg.Role == string(delegation.RoleAssistant) && strings.TrimSpace(msg.Content) != "" {
-			return strings.TrimRight(msg.Content, " \t\r\n")
-		}
-	}
-	return ""
+func (p *pageData) tree(selected string) view.TreeLayout {
+	return view.Layout(p.st.Tree(), selected)
 }
 
-func (m *pageModel) totals() (agents, calls, tokens int) {
-	for _, c := range m.t.ModelCalls {
-		tokens += c.InputTokens
+// sessionPage is the whole session page for a viewer's choice.
+func (p *pageData) sessionPage(page templates.Page, ch choice, running bool) (templates.SessionPage, error) {
+	st := p.st
+	v := templates.SessionPage{Page: page, ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title,
+		Prompt: st.Session.Prompt, Status: st.Session.Status, Error: st.Session.Error, Tokenizer: st.Session.Tokenizer,
+		CreatedAt: st.Session.CreatedAt, Running: running, Answer: st.Session.Answer, LastSeq: st.Seq,
+		Agents: len(st.Agents), Calls: st.Calls, Tokens: st.Tokens, TimelineAll: ch.TimelineAll, Notes: p.notes()}
+	v.Tree = p.tree(p.shown(ch.Agent))
+	var err error
+	if v.Delegation, err = p.delegationPanel(ch.Agent); err != nil {
+		return v, err
 	}
-	return len(m.t.Agents), len(m.t.ModelCalls), tokens
-}
-
-// sessionPage is the whole session page.
-func (m *pageModel) sessionPage(page templates.Page, selected string, step int, running, allTimeline bool) templates.SessionPage {
-	t := m.t
-	v := templates.SessionPage{Page: page, ID: t.Session.ID, Name: t.Session.Name, Title: t.Session.Title,
-		Prompt: t.Session.Prompt, Status: t.Session.Status, Error: t.Session.Error, Tokenizer: t.Session.Tokenizer,
-		CreatedAt: t.Session.CreatedAt, Running: running, Files: m.files(), Answer: m.answer()}
-	v.LastSeq = m.lastSeq
-	v.Agents, v.Calls, v.Tokens = m.totals()
-	for _, a := range t.Agents {
-		if a.ParentID != nil {
-			v.Children = append(v.Children, templates.LessonOption{Name: a.ID, Title: a.Name + " (" + a.ID + ")"})
-			if selected == "" {
-				selected = a.ID // the first delegation, until the user picks another
-			}
+	if v.Timeline, err = p.timeline(ch.TimelineAll); err != nil {
+		return v, err
+	}
+	if v.Scrub, err = p.scrub(ch.Step); err != nil {
+		return v, err
+	}
+	if v.Files, err = p.files(""); err != nil {
+		return v, err
+	}
+	v.Origin, v.Received = originLine(st.Session.Origin), st.Session.Origin.OriginKind() != delegation.OriginEngine
+	if v.Received {
+		spans, err := p.rd.EventsOfType(p.ctx, delegation.EventSpanReceived)
+		if err != nil {
+			return v, err
 		}
-	}
-	v.Tree = session.Layout(m.tree, selected)
-	if selected != "" {
-		v.Selected = m.delegationView(selected)
-	}
-	calls := t.ModelCalls
-	if !allTimeline && len(calls) > timelineHead+timelineTail+1 {
-		for _, c := range calls[:timelineHead] {
-			v.Timeline = append(v.Timeline, m.timelineRow(c))
-		}
-		v.Timeline = append(v.Timeline, templates.TimelineRow{Gap: len(calls) - timelineHead - timelineTail,
-			GapURL: "/sessions/" + t.Session.ID + "?timeline=all#timeline"})
-		calls = calls[len(calls)-timelineTail:]
-	}
-	for _, c := range calls {
-		v.Timeline = append(v.Timeline, m.timelineRow(c))
-	}
-	v.Scrub = m.scrubView(step)
-	v.Origin, v.Received = originLine(t.Session.Origin), t.Session.Origin.OriginKind() != delegation.OriginEngine
-	for _, ev := range t.Events {
-		if ev.Type == delegation.EventSpanReceived {
+		for _, ev := range spans {
 			if r, ok := spanRow(ev); ok {
 				v.Spans = append(v.Spans, r)
 			}
 		}
 	}
-	if t.Session.Status != delegation.StatusRunning {
-		for _, n := range session.Notes(t) {
-			v.Notes = append(v.Notes, n.Text)
-		}
-	}
-	return v
+	return v, nil
 }
 
 // originLine says, for a person, where a session came from: the studio's
@@ -476,23 +554,32 @@ func orText(s, def string) string {
 
 // spanRow is a span.received event as a row.
 func spanRow(ev delegation.Event) (templates.SpanRow, bool) {
-	var d delegation.SpanReceived
-	if err := json.Unmarshal(ev.Data, &d); err != nil {
+	d, err := delegation.DataAs[delegation.SpanReceived](ev)
+	if err != nil {
 		return templates.SpanRow{}, false
 	}
 	return templates.SpanRow{SpanID: d.SpanID, ParentSpanID: d.ParentSpanID, Name: d.Name, Kind: d.Kind,
 		DurationMS: d.DurationMS, Error: d.Error, Orphan: d.Orphan, Attributes: len(d.Attributes)}, true
 }
 
-// callPage is one model call's whole context.
-func (m *pageModel) callPage(callID string) (templates.ContextView, bool) {
-	for i := range m.t.ModelCalls {
-		if c := &m.t.ModelCalls[i]; c.ID == callID {
-			m.wholeContexts = true
-			return m.contextView(c.AgentID, c, append(session.ContextOf(m.lists, *c), outputOf(m, c)...)), true
-		}
+// callPage is one model call's whole context, with its answer.
+func (p *pageData) callPage(callID string) (templates.ContextView, bool, error) {
+	c, err := p.rd.Call(p.ctx, callID)
+	if err != nil || c == nil {
+		return templates.ContextView{}, false, err
 	}
-	return templates.ContextView{}, false
+	p.wholeContexts = true
+	rs := c.Context
+	if c.Output != nil {
+		rs = append(rs, delegation.Range{AgentID: c.Output.AgentID, From: c.Output.Index, To: c.Output.Index + 1})
+	}
+	n := 0
+	for _, r := range rs {
+		n += r.Len()
+	}
+	ref := &view.CallRef{ID: c.ID, Index: c.Index, InputTokens: c.InputTokens, InheritedTokens: c.InheritedTokens, Messages: n}
+	v, err := p.contextView(c.AgentID, view.Context{Ranges: rs, Call: ref}, "")
+	return v, true, err
 }
 
 func atoiDefault(s string, def int) int {

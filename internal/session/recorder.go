@@ -8,12 +8,14 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
-// Publisher receives a session's events once they are stored (and live-only
-// events at once), to fan them out to viewers. internal/live implements it.
+// Publisher receives a session's events once they are stored and folded
+// into its page state (live-only events at once, one by one), with what
+// they changed of it, to fan them out to viewers. The server implements it.
 type Publisher interface {
-	Publish(sessionID string, ev delegation.Event)
+	Publish(sessionID string, events []delegation.Event, changes view.Changes, v *Live)
 }
 
 // BatchObserver is told how long each batch took to store; a Publisher
@@ -26,13 +28,16 @@ type BatchObserver interface {
 const defaultMaxBatch = 512
 
 // Recorder is the Sink of a running session: it appends events to the store
-// in batches, one transaction each, and publishes each batch after it is
-// committed, so a viewer that reconnects and reads the store misses nothing.
-// Emit never waits for the database, only for room in the queue.
+// in batches, one transaction each, folds each batch into the session's page
+// state once it is committed, and publishes it, so a viewer that reconnects
+// and reads the store misses nothing. When the session ends it stores the
+// page state beside the log. Emit never waits for the database, only for
+// room in the queue.
 type Recorder struct {
 	db        *db.DB
 	sessionID string
 	pub       Publisher
+	view      *Live
 	log       *slog.Logger
 	onFailure func(error)
 	maxBatch  int // events a batch holds at most
@@ -44,21 +49,25 @@ type Recorder struct {
 	err error
 }
 
-// NewRecorder starts recording a session. onFailure, when set, is called
-// once if the store fails, so the run can stop rather than go on unrecorded.
-func NewRecorder(store *db.DB, sessionID string, pub Publisher, log *slog.Logger, onFailure func(error)) *Recorder {
-	return newRecorder(store, sessionID, pub, log, onFailure, 0)
+// NewRecorder starts recording a session into its page state v (nil: a
+// state of its own). onFailure, when set, is called once if the store fails,
+// so the run can stop rather than go on unrecorded.
+func NewRecorder(store *db.DB, sessionID string, v *Live, pub Publisher, log *slog.Logger, onFailure func(error)) *Recorder {
+	return newRecorder(store, sessionID, v, pub, log, onFailure, 0)
 }
 
 // newRecorder is NewRecorder with a cap on batches (0: defaultMaxBatch).
-func newRecorder(store *db.DB, sessionID string, pub Publisher, log *slog.Logger, onFailure func(error), maxBatch int) *Recorder {
+func newRecorder(store *db.DB, sessionID string, v *Live, pub Publisher, log *slog.Logger, onFailure func(error), maxBatch int) *Recorder {
 	if maxBatch <= 0 {
 		maxBatch = defaultMaxBatch
+	}
+	if v == nil {
+		v = NewLive(view.Meta{ID: sessionID})
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &Recorder{db: store, sessionID: sessionID, pub: pub, log: log, onFailure: onFailure, maxBatch: maxBatch,
+	r := &Recorder{db: store, sessionID: sessionID, view: v, pub: pub, log: log, onFailure: onFailure, maxBatch: maxBatch,
 		queue: make(chan delegation.Event, 4*defaultMaxBatch), done: make(chan struct{})}
 	go r.loop()
 	return r
@@ -71,8 +80,10 @@ func (r *Recorder) SessionID() string { return r.sessionID }
 // never stored.
 func (r *Recorder) Emit(ev delegation.Event) {
 	if ev.Seq == 0 {
+		// Streamed text: the running call shows it, on a reload too.
+		ch, _ := r.view.apply([]delegation.Event{ev})
 		if r.pub != nil {
-			r.pub.Publish(r.sessionID, ev)
+			r.pub.Publish(r.sessionID, []delegation.Event{ev}, ch, r.view)
 		}
 		return
 	}
@@ -121,11 +132,28 @@ func (r *Recorder) loop() {
 			r.fail(err)
 			continue
 		}
-		if r.pub != nil {
-			for _, ev := range batch {
-				r.pub.Publish(r.sessionID, ev)
-			}
+		ch, err := r.view.apply(batch)
+		if err != nil {
+			r.log.Error("page state", "session", r.sessionID, "err", err)
 		}
+		if r.pub != nil {
+			r.pub.Publish(r.sessionID, batch, ch, r.view)
+		}
+		if batch[len(batch)-1].Type == delegation.EventSessionFinished {
+			r.saveView()
+		}
+	}
+}
+
+// saveView stores the page state of a session that ended, so its pages read
+// it rather than fold the log again.
+func (r *Recorder) saveView() {
+	state, seq, err := r.view.snapshot()
+	if err == nil {
+		err = r.db.SaveView(context.Background(), r.sessionID, seq, view.SnapshotVersion, state)
+	}
+	if err != nil {
+		r.log.Error("store the page state", "session", r.sessionID, "err", err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
 // Runner runs sessions and keeps them in the store: one goroutine per
@@ -52,6 +53,7 @@ type Runner struct {
 	mu       sync.Mutex
 	owner    string
 	running  map[string]context.CancelFunc
+	views    map[string]*Live
 	starting int // sessions past the cap check, not yet in running
 	wg       sync.WaitGroup
 	renewer  chan struct{} // closed to stop renewing; nil when not renewing
@@ -168,25 +170,31 @@ func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, fu
 	// The session outlives the request that started it; Cancel and
 	// Shutdown stop it.
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	live := NewLive(view.Meta{ID: id, Name: sc.File.Name, Title: sc.File.Title, Prompt: sc.File.Prompt,
+		Tokenizer: sc.Tokenizer(), Budget: sc.Team.Main.Summarization.MaxTokens})
 	r.mu.Lock()
 	if r.running == nil {
-		r.running = map[string]context.CancelFunc{}
+		r.running, r.views = map[string]context.CancelFunc{}, map[string]*Live{}
 	}
 	r.running[id] = func() { cancel(errCancelled) }
+	r.views[id] = live
 	r.startRenewingLocked()
 	r.mu.Unlock()
 
 	run := func() (*delegation.Result, error) {
 		defer func() {
+			// The recorder stored the page state as the session ended:
+			// pages read it from the store from now on.
 			r.mu.Lock()
 			delete(r.running, id)
+			delete(r.views, id)
 			if len(r.running) == 0 {
 				r.stopRenewingLocked()
 			}
 			r.mu.Unlock()
 			cancel(nil)
 		}()
-		rec := newRecorder(r.DB, id, r.Pub, log, func(err error) { cancel(fmt.Errorf("the store failed: %w", err)) }, r.MaxBatch)
+		rec := newRecorder(r.DB, id, live, r.Pub, log, func(err error) { cancel(fmt.Errorf("the store failed: %w", err)) }, r.MaxBatch)
 		res, err := Run(runCtx, sc, RunOptions{SessionID: id, Sink: rec, Model: model, Now: r.DB.Now, Logger: log})
 		if cerr := rec.Close(); cerr != nil {
 			if err == nil {
@@ -293,15 +301,17 @@ func (r *Runner) Receive(ctx context.Context, s *db.Session, stop func()) (rec *
 		return nil, nil, err
 	}
 	log := r.logger()
+	live := NewLive(view.Meta{ID: s.ID, Name: s.Name, Title: s.Title, Prompt: s.Prompt, Tokenizer: s.Tokenizer})
 	r.mu.Lock()
 	if r.running == nil {
-		r.running = map[string]context.CancelFunc{}
+		r.running, r.views = map[string]context.CancelFunc{}, map[string]*Live{}
 	}
 	r.running[s.ID] = stop
+	r.views[s.ID] = live
 	r.startRenewingLocked()
 	r.wg.Add(1)
 	r.mu.Unlock()
-	rec = newRecorder(r.DB, s.ID, r.Pub, log, func(error) { stop() }, r.MaxBatch)
+	rec = newRecorder(r.DB, s.ID, live, r.Pub, log, func(error) { stop() }, r.MaxBatch)
 	var once sync.Once
 	done = func() error {
 		var cerr error
@@ -310,6 +320,7 @@ func (r *Runner) Receive(ctx context.Context, s *db.Session, stop func()) (rec *
 			cerr = rec.Close()
 			r.mu.Lock()
 			delete(r.running, s.ID)
+			delete(r.views, s.ID)
 			if len(r.running) == 0 {
 				r.stopRenewingLocked()
 			}
@@ -321,6 +332,13 @@ func (r *Runner) Receive(ctx context.Context, s *db.Session, stop func()) (rec *
 		return cerr
 	}
 	return rec, done, nil
+}
+
+// Live is the page state of a session running in this process, or nil.
+func (r *Runner) Live(id string) *Live {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.views[id]
 }
 
 // Running reports whether a session runs in this process.
@@ -362,5 +380,12 @@ func (r *Runner) Import(ctx context.Context, raw []byte) (string, error) {
 	if err := r.DB.Import(ctx, id, t, pos); err != nil {
 		return "", err
 	}
+	// Its page state, folded once now rather than at each page.
+	st, rd, err := r.View(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	_ = st
+	rd.Close()
 	return id, nil
 }

@@ -1,106 +1,78 @@
 package session
 
 import (
-	"encoding/json"
+	"context"
+	"fmt"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
-// Node is an agent in the delegation tree, with its costs.
-type Node struct {
-	Agent trace.Agent
-	// Calls is the number of model calls the agent made.
-	Calls int
-	// OwnTokens is the input tokens of the agent's own model calls;
-	// SubtreeTokens adds its descendants', each counted once.
-	OwnTokens, SubtreeTokens int
-	// EntryTokens is the input of its first model call: what starting it
-	// cost; InheritedTokens is the part of that inherited from its parent.
-	EntryTokens, InheritedTokens int
-	// Task is the description it was given; Receipt what came back.
-	Task           string
-	Receipt        string
-	ReceiptIsError bool
-	Children       []*Node
-	// Refused are the task calls of this agent that started no child.
-	Refused []Refusal
-}
-
-// Refusal is a task call that started no child.
-type Refusal struct {
-	ToolCallID   string
-	Reason       string
-	SubagentType string
-	Message      string
-}
-
-// Tree builds the delegation tree of a trace; it returns the main agent.
-func Tree(t *trace.Trace) *Node {
-	nodes := map[string]*Node{}
-	var root *Node
-	for _, a := range t.Agents {
-		n := &Node{Agent: a}
-		nodes[a.ID] = n
-		if a.ParentID == nil {
-			root = n
-		} else if p := nodes[*a.ParentID]; p != nil {
-			p.Children = append(p.Children, n)
-		}
-	}
-	for _, c := range t.ModelCalls {
-		n := nodes[c.AgentID]
-		if n == nil {
-			continue
-		}
-		if n.Calls == 0 {
-			n.EntryTokens, n.InheritedTokens = c.InputTokens, c.InheritedTokens
-		}
-		n.Calls++
-		n.OwnTokens += c.InputTokens
-	}
-	receipts := map[string]trace.Message{}
-	for _, m := range t.Messages {
-		if m.Kind == string(delegation.KindReceipt) && m.ToolCallID != nil {
-			receipts[*m.ToolCallID] = m
-		}
-	}
-	for _, ev := range t.Events {
-		switch ev.Type {
-		case delegation.EventDelegationStarted:
-			var d delegation.DelegationStarted
-			if json.Unmarshal(ev.Data, &d) == nil && nodes[d.ChildID] != nil {
-				nodes[d.ChildID].Task = d.Description
-				if r, ok := receipts[d.ToolCallID]; ok {
-					nodes[d.ChildID].Receipt, nodes[d.ChildID].ReceiptIsError = r.Content, r.IsError
-				}
+// View returns a session's page state and a read of its store at the same
+// seq, so a page drawn from the two is one moment of the session. The state
+// is the running session's own (a copy), or the one stored when it ended;
+// a session without one (stored before views were, or left by a crash) has
+// its log folded once, and the result stored when the session is over.
+// Close the reader.
+func (r *Runner) View(ctx context.Context, id string) (*view.State, *db.PageReader, error) {
+	if live := r.Live(id); live != nil {
+		for {
+			st := live.Clone()
+			rd, err := r.DB.ReadPage(ctx, id)
+			if err != nil {
+				return nil, nil, err
 			}
-		case delegation.EventDelegationRefused:
-			var d delegation.DelegationRefused
-			if json.Unmarshal(ev.Data, &d) == nil && nodes[ev.AgentID] != nil {
-				nodes[ev.AgentID].Refused = append(nodes[ev.AgentID].Refused,
-					Refusal{ToolCallID: d.ToolCallID, Reason: d.Reason, SubagentType: d.SubagentType, Message: d.Message})
+			if rd.Session.LastSeq <= st.Seq {
+				return st, rd, nil
+			}
+			// Stored but not folded in yet: it will be in a moment.
+			rd.Close()
+			if err := live.Wait(ctx, rd.Session.LastSeq); err != nil {
+				return nil, nil, err
 			}
 		}
 	}
-	if root != nil {
-		subtree(root)
+	rd, err := r.DB.ReadPage(ctx, id)
+	if err != nil {
+		return nil, nil, err
 	}
-	return root
-}
-
-func subtree(n *Node) int {
-	n.SubtreeTokens = n.OwnTokens
-	for _, c := range n.Children {
-		n.SubtreeTokens += subtree(c)
+	if live := r.Live(id); live != nil {
+		rd.Close() // it started in between
+		return r.View(ctx, id)
 	}
-	return n.SubtreeTokens
-}
-
-// CallContext returns what a model call received after its system prompt:
-// the messages its context ranges name, in order, resolved from the trace.
-func CallContext(t *trace.Trace, call trace.ModelCall) []trace.Message {
-	return ContextOf(Lists(t), call)
+	blob, seq, err := rd.View(ctx, view.SnapshotVersion)
+	if err != nil {
+		rd.Close()
+		return nil, nil, err
+	}
+	if blob != nil && seq == rd.Session.LastSeq {
+		st, err := view.Restore(blob)
+		if err == nil {
+			return st, rd, nil
+		}
+		r.logger().Warn("stored view unreadable; folding the log", "session", id, "err", err)
+	}
+	t, err := rd.Trace(ctx)
+	if err != nil {
+		rd.Close()
+		return nil, nil, err
+	}
+	st, err := view.FromTrace(t, view.BudgetOf(t.Scenario))
+	if err != nil {
+		rd.Close()
+		return nil, nil, fmt.Errorf("session %s: %w", id, err)
+	}
+	st.Seq = rd.Session.LastSeq
+	if st.Session.Status != delegation.StatusRunning {
+		if b, err := st.MarshalJSON(); err == nil {
+			if err := r.DB.SaveView(ctx, id, st.Seq, view.SnapshotVersion, b); err != nil {
+				r.logger().Warn("store a folded view", "session", id, "err", err)
+			}
+		}
+	}
+	return st, rd, nil
 }
 
 // ContextOf resolves a call's context against lists made once by Lists, for
@@ -115,16 +87,6 @@ func ContextOf(lists map[string][]trace.Message, call trace.ModelCall) []trace.M
 		out = append(out, list[r.From:r.To]...)
 	}
 	return out
-}
-
-// Covers reports whether a call's context holds message idx of agent's list.
-func Covers(call trace.ModelCall, agentID string, idx int) bool {
-	for _, r := range call.Context {
-		if r.AgentID == agentID && r.From <= idx && idx < r.To {
-			return true
-		}
-	}
-	return false
 }
 
 // Lists returns each agent's message list: its messages in the order they

@@ -364,6 +364,14 @@ type toolRef struct {
 	Name       string `json:"name"`
 }
 
+// Ref is what the data of an event that refers to a message or a model
+// call written once says of it.
+type Ref struct {
+	Index       int    `json:"index"`
+	MessageID   string `json:"message_id"`
+	ModelCallID string `json:"model_call_id"`
+}
+
 // MessageAddedData and ModelCallData are the data of the events a store
 // reads back from its message and model-call rows.
 func MessageAddedData(index int, messageID string) json.RawMessage {
@@ -471,11 +479,7 @@ func Inflate(t *Trace) ([]delegation.Event, error) {
 	}
 	out := make([]delegation.Event, 0, len(t.Events))
 	for _, ev := range t.Events {
-		var ref struct {
-			Index       int    `json:"index"`
-			MessageID   string `json:"message_id"`
-			ModelCallID string `json:"model_call_id"`
-		}
+		var ref Ref
 		switch ev.Type {
 		case delegation.EventMessageAdded:
 			if err := json.Unmarshal(ev.Data, &ref); err != nil {

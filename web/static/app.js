@@ -6,31 +6,103 @@
 (function () {
   "use strict";
 
+  // fragment parses a patch's HTML; SVG content is parsed inside an <svg>.
+  function fragment(p) {
+    var tpl = document.createElement("template");
+    if (!p.svg) {
+      tpl.innerHTML = p.html || "";
+      return tpl.content;
+    }
+    tpl.innerHTML = '<svg xmlns="http://www.w3.org/2000/svg">' + (p.html || "") + "</svg>";
+    var out = document.createDocumentFragment();
+    var svg = tpl.content.firstChild;
+    while (svg && svg.firstChild) out.appendChild(svg.firstChild);
+    return out;
+  }
+
+  function keyOf(el) {
+    return el.nodeType === 1 ? (el.getAttribute("data-k") || el.id || "") : "";
+  }
+
+  // appendTo adds a fragment's elements at the end of el, each in place of
+  // a child with the same key if there is one (a patch applied twice
+  // changes nothing).
+  function appendTo(el, frag) {
+    var nodes = Array.prototype.slice.call(frag.childNodes);
+    nodes.forEach(function (n) {
+      var key = keyOf(n);
+      if (key) {
+        for (var c = el.firstElementChild; c; c = c.nextElementSibling) {
+          if (keyOf(c) === key) {
+            c.replaceWith(n);
+            return;
+          }
+        }
+      }
+      el.appendChild(n);
+    });
+  }
+
   function applyPatch(p) {
     var targets = document.querySelectorAll(p.sel);
     for (var i = 0; i < targets.length; i++) {
       var el = targets[i];
-      if (p.op === "text") {
-        el.appendChild(document.createTextNode(p.html));
-        continue;
-      }
-      var tpl = document.createElement("template");
-      tpl.innerHTML = p.html;
-      if (p.op === "append") {
-        el.appendChild(tpl.content.cloneNode(true));
-      } else if (p.op === "replace") {
-        el.replaceWith(tpl.content.cloneNode(true));
-      } else if (p.op === "inner") {
-        el.replaceChildren(tpl.content.cloneNode(true));
+      switch (p.op) {
+        case "text":
+          el.textContent = p.html || "";
+          break;
+        case "stream": {
+          // Text streamed from p.at on; a row drawn later may have it already.
+          var cur = el.textContent, at = p.at || 0;
+          if (cur.length <= at) el.textContent = cur + (p.html || "");
+          break;
+        }
+        case "attrs":
+          Object.keys(p.attrs || {}).forEach(function (k) {
+            if (p.attrs[k] === null) el.removeAttribute(k); else el.setAttribute(k, p.attrs[k]);
+          });
+          break;
+        case "remove":
+          el.remove();
+          break;
+        case "append":
+          appendTo(el, fragment(p));
+          break;
+        case "replace":
+          el.replaceWith(fragment(p));
+          break;
+        case "inner":
+          el.replaceChildren(fragment(p));
+          break;
+        case "after":
+          el.after(fragment(p));
+          break;
+        case "before":
+          el.before(fragment(p));
+          break;
       }
     }
   }
 
-  function markSelected(root) {
-    var sel = new URLSearchParams(location.search).get("agent");
-    if (!sel) return;
-    var g = root.querySelector('[data-testid="node-' + CSS.escape(sel) + '"]');
-    if (g) g.classList.add("node-selected");
+  // The tree marks the delegation the panel shows.
+  function markSelected(page) {
+    var shown = page.querySelector("#delegation [data-came-back]");
+    var id = shown ? shown.getAttribute("data-came-back") : "";
+    var want = id ? page.querySelector('#tree [data-testid="node-' + CSS.escape(id) + '"]') : null;
+    page.querySelectorAll("#tree .node-selected").forEach(function (g) { if (g !== want) g.classList.remove("node-selected"); });
+    if (want && !want.classList.contains("node-selected")) want.classList.add("node-selected");
+  }
+
+  // choice is what this page shows, for the server to draw a sync for it.
+  function choice() {
+    var q = new URLSearchParams(location.search), out = "";
+    ["agent", "timeline"].forEach(function (k) {
+      if (q.get(k)) out += "&" + k + "=" + encodeURIComponent(q.get(k));
+    });
+    var scrub = document.getElementById("scrubber");
+    var range = scrub && scrub.querySelector("input[type=range]");
+    if (range && !scrub.hasAttribute("data-follow")) out += "&step=" + encodeURIComponent(range.value);
+    return out;
   }
 
   function live(page) {
@@ -39,25 +111,27 @@
     var proto = location.protocol === "https:" ? "wss:" : "ws:";
     var delay = 500;
     function connect() {
-      var ws = new WebSocket(proto + "//" + location.host + "/api/sessions/" + encodeURIComponent(id) + "/live?after=" + last);
-      ws.onopen = function () { delay = 500; };
+      var ws = new WebSocket(proto + "//" + location.host + "/api/sessions/" + encodeURIComponent(id) +
+        "/live?view=1&after=" + last + choice());
+      ws.onopen = function () { delay = 500; page.dataset.live = "open"; };
       ws.onmessage = function (m) {
-        var ev;
-        try { ev = JSON.parse(m.data); } catch (e) { return; }
-        if (ev.seq > 0) {
-          if (ev.seq <= last) return; // already shown
-          last = ev.seq;
-          page.dataset.lastSeq = String(last);
-        }
-        (ev.patches || []).forEach(applyPatch);
-        if (ev.type === "agent.started" || ev.type === "agent.finished" || ev.type === "session.finished") {
-          markSelected(page);
-        }
-        if (ev.type === "session.finished") {
-          page.removeAttribute("data-running");
-        }
+        // A message is one event, or a burst of them, one JSON value a line.
+        String(m.data).split("\n").forEach(function (line) {
+          if (!line) return;
+          var ev;
+          try { ev = JSON.parse(line); } catch (e) { return; }
+          if (ev.seq > 0) {
+            if (ev.seq <= last) return; // already shown
+            last = ev.seq;
+          }
+          if (ev.type === "sync") page.dataset.syncedAt = String(ev.seq);
+          (ev.patches || []).forEach(applyPatch);
+        });
+        page.dataset.lastSeq = String(last);
+        markSelected(page);
       };
       ws.onclose = function () {
+        page.dataset.live = "closed";
         if (!page.hasAttribute("data-running")) return;
         setTimeout(connect, delay);
         delay = Math.min(delay * 2, 8000);
@@ -92,29 +166,39 @@
       });
   });
 
-  // The step scrubber moves without a reload.
+  // The step scrubber moves without a reload; at the newest call it follows
+  // the calls as they come. The address says the step, so a reload shows it.
   document.addEventListener("input", function (e) {
     var form = e.target.closest && e.target.closest("form[data-scrub]");
     if (!form) return;
-    var step = e.target.value;
-    var out = form.querySelector("output");
-    if (out) out.textContent = step + " / " + e.target.max;
-    fetch("/sessions/" + encodeURIComponent(form.dataset.scrub) + "/scrub?step=" + step, { credentials: "same-origin" })
+    var step = e.target.value, box = document.getElementById("scrubber");
+    var follow = step === e.target.max;
+    var out = form.querySelector("[data-scrub-step]");
+    if (out) out.textContent = step;
+    box.toggleAttribute("data-follow", follow);
+    var q = new URLSearchParams(location.search);
+    if (follow) q.delete("step"); else q.set("step", step);
+    var qs = q.toString();
+    history.replaceState(null, "", location.pathname + (qs ? "?" + qs : "") + location.hash);
+    fetch("/sessions/" + encodeURIComponent(form.dataset.scrub) + "/scrub?step=" + (follow ? 0 : step), { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
       .then(function (html) {
-        var box = document.getElementById("scrubber");
         var tpl = document.createElement("template");
         tpl.innerHTML = html;
-        var table = tpl.content.querySelector("table");
-        var label = tpl.content.querySelector("p.muted");
-        var old = box.querySelector("table");
-        if (table && old) old.replaceWith(table);
-        var oldLabel = box.querySelector("p.muted");
-        if (label && oldLabel) oldLabel.replaceWith(label);
+        var view = tpl.content.querySelector("[data-scrub-view]");
+        var old = box.querySelector("[data-scrub-view]");
+        if (view && old && (box.hasAttribute("data-follow") === follow)) old.replaceWith(view);
       });
   });
 
   document.addEventListener("DOMContentLoaded", function () {
+    // A step not made yet shows the newest, and follows: so says the address.
+    var box = document.getElementById("scrubber"), q = new URLSearchParams(location.search);
+    if (box && box.hasAttribute("data-follow") && q.has("step")) {
+      q.delete("step");
+      var qs = q.toString();
+      history.replaceState(null, "", location.pathname + (qs ? "?" + qs : "") + location.hash);
+    }
     var page = document.querySelector(".session[data-session]");
     if (page && page.hasAttribute("data-running")) live(page);
     setInterval(tick, 250);

@@ -9,7 +9,7 @@ package templates
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-import "github.com/delegationstudio/studio/internal/session"
+import "github.com/delegationstudio/studio/internal/view"
 
 // AgentCost is an agent's line in a comparison.
 type AgentCost struct {
@@ -25,7 +25,7 @@ type AgentCost struct {
 // CompareSide is one session of a comparison.
 type CompareSide struct {
 	ID, Name, Title, Status string
-	Tree                    session.TreeLayout
+	Tree                    view.TreeLayout
 	Agents                  []AgentCost
 	Calls, Tokens           int
 }

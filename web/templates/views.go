@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
 // Page is what every page's frame needs.
@@ -66,6 +66,9 @@ type MessageView struct {
 	Gap                     int    // for a gap: how many messages it stands for (the list is too long to show whole)
 }
 
+// Key names a message on the page by its place: "<agent>:<index>".
+func (m MessageView) Key() string { return m.AgentID + ":" + itoa(m.Index) }
+
 // ToolCallView is a tool call of an assistant message.
 type ToolCallView struct {
 	ID, Name, Args string
@@ -78,19 +81,24 @@ type ToolView struct {
 }
 
 // ContextView is one agent's context at a model call: what that call
-// received, message by message.
+// received, message by message. On a session page it is a pane of a
+// delegation (PaneID), which grows with the agent while it Follows it.
 type ContextView struct {
-	AgentID, AgentName, Mode string
-	CallIndex                int
-	System                   string
-	SystemTokens             int
-	Tools                    []ToolView
-	ToolTokens               int
-	Messages                 []MessageView
-	InputTokens              int
-	InheritedCount           int
-	InheritedTokens          int
-	Live                     bool // the agent still runs: new messages are appended
+	PaneID, Follows, TaskCallID string
+	AgentID, AgentName, Mode    string
+	NotStarted                  bool // the agent has not started yet
+	HasCall                     bool
+	CallID                      string
+	CallIndex                   int
+	InputTokens                 int
+	System                      string
+	SystemTokens                int
+	Tools                       []ToolView
+	ToolTokens                  int
+	Inherited                   []MessageView // from other agents' lists (a fork's), with a gap when long
+	Messages                    []MessageView // its own, with a gap when long
+	InheritedCount              int
+	InheritedTokens             int
 }
 
 // DelegationView is a delegation side by side: what the parent holds (its
@@ -99,21 +107,41 @@ type DelegationView struct {
 	ChildID, ChildName, Mode, Status, Task string
 	Parent                                 ContextView
 	Child                                  ContextView
-	Receipt                                *MessageView
-	ReceiptEmpty                           bool
-	Returned, HeldBack                     []string
-	FilesBack                              []string
+	CameBack                               CameBackView
+	HeldBack                               []string
+}
+
+// CameBackView is what came back of a delegation.
+type CameBackView struct {
+	ChildID        string
+	ChildStatus    string
+	Receipt        *MessageView
+	ReceiptEmpty   bool
+	Finished       bool
+	FilesBack      []string
+	FilesBackCount int
+}
+
+// DelegationPanel is the session page's delegation panel: the delegation
+// Shown (the one asked for, or the first), or a list to pick one from.
+type DelegationPanel struct {
+	SessionID string
+	Show      string // the child asked for; "" for the first delegation
+	Selected  *DelegationView
+	Children  []LessonOption // name = agent id, title = label
 }
 
 // TimelineRow is a model call in the timeline of turns.
 type TimelineRow struct {
 	CallID, AgentID, AgentName, Purpose string
 	Index                               int
+	Step                                int // among the session's calls, from 1
 	Depth                               int
 	InputTokens, OutputTokens           int
 	DurationMS                          int64
 	Running                             bool
 	StartedAt                           time.Time
+	Stream                              string // text streamed so far, while running
 	Output                              string
 	ToolCalls                           []string
 	Error                               string
@@ -133,16 +161,29 @@ type ScrubAgent struct {
 }
 
 // ScrubView is the step scrubber: every agent's context at one model call.
+// It Follows the newest call unless a step was asked for.
 type ScrubView struct {
 	Step, Steps int
-	CallLabel   string
-	Agents      []ScrubAgent
+	Follow      bool
+	// The call at the step: its agent's name and its index among its calls.
+	CallAgent string
+	CallIndex int
+	Agents    []ScrubAgent
 }
 
 // FileView is a file of the main agent's filesystem.
 type FileView struct {
 	Path, Preview string
 	Size          int
+}
+
+// FilesView is the first page of main's files, of Count.
+type FilesView struct {
+	SessionID string
+	Files     []FileView
+	Count     int
+	// Next is the link to the files after this page ("" for none).
+	Next string
 }
 
 // SessionPage is a session: its tree, timeline, context panes and scrubber.
@@ -152,13 +193,13 @@ type SessionPage struct {
 	CreatedAt                                         time.Time
 	LastSeq                                           int64
 	Running                                           bool
-	Tree                                              session.TreeLayout
+	Tree                                              view.TreeLayout
 	Agents, Calls, Tokens                             int
 	Timeline                                          []TimelineRow
-	Selected                                          *DelegationView
-	Children                                          []LessonOption // name = agent id, title = label
+	TimelineAll                                       bool
+	Delegation                                        DelegationPanel
 	Scrub                                             ScrubView
-	Files                                             []FileView
+	Files                                             FilesView
 	Answer                                            string
 	Notes                                             []string
 	// Origin is where the session came from, for a person; Received is
@@ -176,6 +217,13 @@ type SpanRow struct {
 	Error                            string
 	Orphan                           bool
 	Attributes                       int
+}
+
+// FilesPage lists main's files a page at a time.
+type FilesPage struct {
+	Page
+	SessionID, Name string
+	Files           FilesView
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

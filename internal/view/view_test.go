@@ -1,4 +1,4 @@
-package session
+package view_test
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
 func runTrace(t *testing.T, doc string) *trace.Trace {
@@ -17,7 +19,7 @@ func runTrace(t *testing.T, doc string) *trace.Trace {
 		t.Fatal(err)
 	}
 	var events []delegation.Event
-	if _, err := Run(context.Background(), sc, RunOptions{SessionID: "s", Sink: delegation.SinkFunc(func(e delegation.Event) {
+	if _, err := session.Run(context.Background(), sc, session.RunOptions{SessionID: "s", Sink: delegation.SinkFunc(func(e delegation.Event) {
 		if e.Seq > 0 {
 			events = append(events, e)
 		}
@@ -29,6 +31,26 @@ func runTrace(t *testing.T, doc string) *trace.Trace {
 		t.Fatal(err)
 	}
 	return tr
+}
+
+// tree folds a trace and returns its tree.
+func tree(t *testing.T, tr *trace.Trace) *view.Node {
+	t.Helper()
+	st, err := view.FromTrace(tr, view.BudgetOf(tr.Scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Tree()
+}
+
+// receipt is the text of a child's receipt.
+func receipt(tr *trace.Trace, n *view.Node) string {
+	for _, m := range tr.Messages {
+		if n.Delegation != nil && n.Delegation.Receipt != nil && m.ID == n.Delegation.Receipt.ID {
+			return m.Content
+		}
+	}
+	return ""
 }
 
 const fanOut = `{"name": "fan", "prompt": "go",
@@ -46,7 +68,7 @@ const fanOut = `{"name": "fan", "prompt": "go",
 
 func TestTree(t *testing.T) {
 	tr := runTrace(t, fanOut)
-	root := Tree(tr)
+	root := tree(t, tr)
 	if root.Agent.Name != "main" || len(root.Children) != 2 || len(root.Refused) != 1 {
 		t.Fatalf("tree: %s with %d children, %d refused", root.Agent.Name, len(root.Children), len(root.Refused))
 	}
@@ -60,18 +82,18 @@ func TestTree(t *testing.T) {
 		}
 		kids := 0
 		for _, c := range root.Children {
-			if c.SubtreeTokens != c.OwnTokens {
-				t.Fatalf("a leaf's subtree %d != own %d", c.SubtreeTokens, c.OwnTokens)
+			if c.SubtreeTokens != c.Agent.OwnTokens {
+				t.Fatalf("a leaf's subtree %d != own %d", c.SubtreeTokens, c.Agent.OwnTokens)
 			}
-			kids += c.OwnTokens
+			kids += c.Agent.OwnTokens
 		}
-		if root.SubtreeTokens != root.OwnTokens+kids {
-			t.Fatalf("subtree %d != own %d + children %d", root.SubtreeTokens, root.OwnTokens, kids)
+		if root.SubtreeTokens != root.Agent.OwnTokens+kids {
+			t.Fatalf("subtree %d != own %d + children %d", root.SubtreeTokens, root.Agent.OwnTokens, kids)
 		}
 	})
 	t.Run("each child carries its task, receipt and entry cost", func(t *testing.T) {
-		gp, fk := root.Children[0], root.Children[1]
-		if gp.Task != "one" || gp.Receipt != "r1" || fk.Task != "two" || fk.Receipt != "r2" {
+		gp, fk := root.Children[0].Agent, root.Children[1].Agent
+		if gp.Task != "one" || receipt(tr, root.Children[0]) != "r1" || fk.Task != "two" || receipt(tr, root.Children[1]) != "r2" {
 			t.Fatalf("children: %+v / %+v", gp, fk)
 		}
 		if gp.InheritedTokens != 0 || fk.InheritedTokens == 0 || fk.EntryTokens <= gp.EntryTokens-gp.InheritedTokens {
@@ -85,33 +107,35 @@ func TestTree(t *testing.T) {
 	})
 }
 
-func TestCallContext(t *testing.T) {
+func TestForkContext(t *testing.T) {
 	tr := runTrace(t, fanOut)
-	var fk trace.ModelCall
+	fk := tree(t, tr).Children[1]
+	var call trace.ModelCall
 	for _, c := range tr.ModelCalls {
-		if c.AgentID == Tree(tr).Children[1].Agent.ID {
-			fk = c
+		if c.AgentID == fk.Agent.ID {
+			call = c
 		}
 	}
-	msgs := CallContext(tr, fk)
+	msgs := session.ContextOf(session.Lists(tr), call)
 	// The parent's prompt, its write call and result, then the fork's opening.
 	if len(msgs) != 4 || msgs[0].Kind != "prompt" || msgs[3].Kind != "fork_preamble" {
 		b, _ := json.Marshal(msgs)
 		t.Fatalf("context = %s", b)
 	}
-	if msgs[0].AgentID != "main" || msgs[3].AgentID == "main" {
-		t.Fatal("the inherited part should be the parent's own messages")
+	inherited, own := fk.Agent.History.Split(fk.Agent.ID)
+	if len(inherited) != 1 || inherited[0].AgentID != "main" || inherited[0].Len() != 3 || len(own) != 1 {
+		t.Fatalf("the fork's context in the fold: inherited %v, own %v; want main's three messages, then its own", inherited, own)
 	}
 }
 
 func TestLayout(t *testing.T) {
 	tr := runTrace(t, fanOut)
-	l := Layout(Tree(tr), "a2")
+	l := view.Layout(tree(t, tr), "a2")
 	if len(l.Nodes) != 4 || len(l.Edges) != 3 {
 		t.Fatalf("%d nodes, %d edges; want main, two children and a refusal", len(l.Nodes), len(l.Edges))
 	}
-	var main PlacedNode
-	var kids []PlacedNode
+	var main view.PlacedNode
+	var kids []view.PlacedNode
 	for _, n := range l.Nodes {
 		if n.AgentID == "main" {
 			main = n
@@ -164,7 +188,12 @@ func TestLayout(t *testing.T) {
 func TestNotes(t *testing.T) {
 	kinds := func(doc string) map[string]int {
 		out := map[string]int{}
-		for _, n := range Notes(runTrace(t, doc)) {
+		tr := runTrace(t, doc)
+		st, err := view.FromTrace(tr, view.BudgetOf(tr.Scenario))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range st.Notes {
 			out[n.Kind]++
 		}
 		return out

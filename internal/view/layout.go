@@ -1,4 +1,4 @@
-package session
+package view
 
 // TreeLayout is the delegation tree placed for drawing: boxes and the edges
 // between them, in pixels.
@@ -75,12 +75,8 @@ func Layout(root *Node, selected string) TreeLayout {
 			cx = (centers[0] + centers[len(centers)-1]) / 2
 		}
 		a := n.Agent
-		mode := ""
-		if a.Mode != nil {
-			mode = *a.Mode
-		}
 		l.Nodes = append(l.Nodes, PlacedNode{X: cx - nodeW/2, Y: y, W: nodeW, H: nodeH, AgentID: a.ID, Name: a.Name,
-			Mode: mode, Status: a.Status, Calls: n.Calls, Tokens: n.OwnTokens, Subtree: n.SubtreeTokens,
+			Mode: a.Mode, Status: a.Status, Calls: a.Calls, Tokens: a.OwnTokens, Subtree: n.SubtreeTokens,
 			Selected: a.ID == selected})
 		for i, c := range centers {
 			l.Edges = append(l.Edges, Edge{X1: cx, Y1: y + nodeH, X2: c, Y2: y + nodeH + gapY, ChildID: childIDs[i], Blocked: blocked[i]})

@@ -1,0 +1,16 @@
+-- The session page reads only the rows it shows (issue 12). It needs:
+-- a finished session's page state as its fold left it (internal/view), so
+-- a page does not fold the whole log again; and an agent's latest model
+-- call at a step (the scrubber). A message is found by its place in its
+-- agent's list, which its id names ("main.12"), through the primary key:
+-- an index on ids would cost a tenth of the store. IF NOT EXISTS: two processes opening a file at once may both
+-- apply it.
+
+CREATE TABLE IF NOT EXISTS session_views (
+    sid     INTEGER PRIMARY KEY REFERENCES sessions (sid) ON DELETE CASCADE,
+    seq     INTEGER NOT NULL,   -- the last seq folded into it
+    version INTEGER NOT NULL,   -- of its encoding; another is rebuilt from the log
+    state   BLOB NOT NULL       -- JSON
+);
+
+CREATE INDEX IF NOT EXISTS model_calls_agent ON model_calls (sid, agent_id, seq);

@@ -1,0 +1,138 @@
+package view
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+// SnapshotVersion numbers the snapshot's encoding: a store that holds
+// another rebuilds the state from the log.
+const SnapshotVersion = 1
+
+// snapshot is the state as stored: what a page of a finished session needs.
+type snapshot struct {
+	Session     Session       `json:"session"`
+	Seq         int64         `json:"seq"`
+	Agents      []*Agent      `json:"agents"`
+	Delegations []*Delegation `json:"delegations"`
+	Calls       int           `json:"calls"`
+	Tokens      int           `json:"tokens"`
+	Files       int           `json:"files"`
+	Notes       []Note        `json:"notes"`
+	Budget      int           `json:"budget"`
+}
+
+// MarshalJSON encodes the state for the store. Running calls and the rules'
+// pending work are not kept: a session is snapshotted when it has ended.
+func (s *State) MarshalJSON() ([]byte, error) {
+	return json.Marshal(snapshot{Session: s.Session, Seq: s.Seq, Agents: s.Agents, Delegations: s.Delegations,
+		Calls: s.Calls, Tokens: s.Tokens, Files: s.Files.Count(), Notes: s.Notes, Budget: s.budget})
+}
+
+// Restore decodes a state MarshalJSON wrote.
+func Restore(b []byte) (*State, error) {
+	var sn snapshot
+	if err := json.Unmarshal(b, &sn); err != nil {
+		return nil, fmt.Errorf("read a session's stored view: %w", err)
+	}
+	s := New(Meta{ID: sn.Session.ID, Title: sn.Session.Title, Budget: sn.Budget})
+	s.Session, s.Seq, s.Calls, s.Tokens, s.Notes = sn.Session, sn.Seq, sn.Calls, sn.Tokens, sn.Notes
+	s.Files.count = sn.Files
+	for _, a := range sn.Agents {
+		a.summaryAt = -1
+		s.Agents = append(s.Agents, a)
+		s.agents[a.ID] = a
+	}
+	for _, d := range sn.Delegations {
+		s.Delegations = append(s.Delegations, d)
+		s.byChild[d.ChildID] = d
+		s.byTaskCall[d.TaskCallID] = d
+	}
+	return s, nil
+}
+
+// Clone copies what a view renders, so it can render without holding the
+// lock of a state that goes on changing. The file index is not copied (a
+// page reads the files from the store): the clone knows only their count.
+func (s *State) Clone() *State {
+	c := New(Meta{ID: s.Session.ID, Title: s.Session.Title, Budget: s.budget})
+	c.Session, c.Seq, c.Calls, c.Tokens = s.Session, s.Seq, s.Calls, s.Tokens
+	c.Notes = slices.Clip(s.Notes)
+	c.Files.count = s.Files.Count()
+	for _, a := range s.Agents {
+		ac := *a
+		ac.History = a.History.clone()
+		ac.Refused = slices.Clip(a.Refused)
+		if a.Last != nil {
+			l := *a.Last
+			ac.Last = &l
+		}
+		c.Agents = append(c.Agents, &ac)
+		c.agents[ac.ID] = &ac
+	}
+	for _, d := range s.Delegations {
+		dc := *d
+		dc.FilesBack = slices.Clip(d.FilesBack)
+		c.Delegations = append(c.Delegations, &dc)
+		c.byChild[dc.ChildID] = &dc
+		c.byTaskCall[dc.TaskCallID] = &dc
+	}
+	c.Running = maps.Clone(s.Running)
+	for id, r := range c.Running {
+		rc := *r
+		c.Running[id] = &rc
+	}
+	return c
+}
+
+// Build folds a whole log, from its first event.
+func Build(meta Meta, events []delegation.Event) (*State, error) {
+	s := New(meta)
+	for _, ev := range events {
+		if _, err := s.Apply(ev); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// FromTrace folds a trace's log: the state of a session read whole, for the
+// command line and for a session whose stored view is missing.
+func FromTrace(t *trace.Trace, budget int) (*State, error) {
+	events, err := trace.Inflate(t)
+	if err != nil {
+		return nil, err
+	}
+	s, err := Build(Meta{ID: t.Session.ID, Name: t.Session.Name, Title: t.Session.Title, Prompt: t.Session.Prompt,
+		Tokenizer: t.Session.Tokenizer, Budget: budget}, events)
+	if err != nil {
+		return nil, err
+	}
+	// A session that did not end in its log (a crash) has its status from
+	// the store.
+	if s.Session.Status == delegation.StatusRunning && t.Session.Status != delegation.StatusRunning {
+		s.Session.Status, s.Session.Error = t.Session.Status, t.Session.Error
+		clear(s.Running)
+	}
+	return s, nil
+}
+
+// BudgetOf reads a scenario's summarization threshold, for Meta.Budget.
+func BudgetOf(scenario json.RawMessage) int {
+	var sc struct {
+		Agent struct {
+			Summarization struct {
+				MaxTokens int `json:"max_tokens"`
+			} `json:"summarization"`
+		} `json:"agent"`
+	}
+	if json.Unmarshal(scenario, &sc) != nil {
+		return 0
+	}
+	return sc.Agent.Summarization.MaxTokens
+}

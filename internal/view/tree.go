@@ -1,0 +1,58 @@
+package view
+
+// Node is an agent in the delegation tree, with its subtree's cost.
+type Node struct {
+	Agent *Agent
+	// SubtreeTokens is the input tokens of its calls and its descendants',
+	// each counted once.
+	SubtreeTokens int
+	// Delegation is the task call that started it (nil for the main agent).
+	Delegation *Delegation
+	Children   []*Node
+	// Refused are its task calls that started no child.
+	Refused []Refusal
+}
+
+// Tree returns the delegation tree, rooted at the main agent (nil before it
+// starts). It costs O(agents): a view calls it when the tree is drawn.
+func (s *State) Tree() *Node {
+	nodes := make(map[string]*Node, len(s.Agents))
+	var root *Node
+	for _, a := range s.Agents {
+		n := &Node{Agent: a, Delegation: s.byChild[a.ID], Refused: a.Refused}
+		nodes[a.ID] = n
+		if a.ParentID == "" {
+			if root == nil {
+				root = n
+			}
+		} else if p := nodes[a.ParentID]; p != nil {
+			p.Children = append(p.Children, n)
+		}
+	}
+	if root != nil {
+		subtree(root)
+	}
+	return root
+}
+
+func subtree(n *Node) int {
+	n.SubtreeTokens = n.Agent.OwnTokens
+	for _, c := range n.Children {
+		n.SubtreeTokens += subtree(c)
+	}
+	return n.SubtreeTokens
+}
+
+// SubtreeTokens is an agent's input tokens and its descendants', O(agents).
+func (s *State) SubtreeTokens(id string) int {
+	total := 0
+	for _, a := range s.Agents {
+		for x := a; x != nil; x = s.agents[x.ParentID] {
+			if x.ID == id {
+				total += a.OwnTokens
+				break
+			}
+		}
+	}
+	return total
+}

@@ -1,0 +1,649 @@
+// Package view is the page state of a session as one fold of its event log:
+// the tree and its counters, the totals, the timeline's length, each
+// agent's context as its next model call would receive it, each
+// delegation's panes (the parent's context with its call and receipt, the
+// child's, what came back and what was held back), the scrubber's steps,
+// the main agent's file index, the notes, the status and the answer.
+//
+// Apply takes one event at a cost proportional to what it changes, never to
+// the session's length, and says what it changed (Changes), so the same
+// state serves a page's first render and every live patch after it. The
+// state holds no message text and no file contents: it names them by their
+// place (an agent's list and an index, a path), and a view reads only the
+// rows it shows from the store.
+package view
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf16"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+// Meta is what a session's log does not say of it.
+type Meta struct {
+	ID, Name, Title, Prompt, Tokenizer string
+	// Budget is the team's summarization threshold in tokens (0: none): a
+	// call far past it is worth a note.
+	Budget int
+}
+
+// State is a session's page state after the events applied so far.
+type State struct {
+	Session Session
+	// Seq is the last seq applied.
+	Seq int64
+	// Agents are in the order they started: the tree's order.
+	Agents []*Agent
+	// Delegations are the task calls that started a child, in order.
+	Delegations []*Delegation
+	// Calls and Tokens are the session's model calls and their input tokens.
+	Calls, Tokens int
+	// Running are the model calls under way, by id.
+	Running map[string]*Running
+	// Files is the main agent's file index.
+	Files Files
+	// Notes are the likely mistakes found so far, in the order found.
+	Notes []Note
+
+	budget     int
+	agents     map[string]*Agent
+	byChild    map[string]*Delegation
+	byTaskCall map[string]*Delegation
+	// pending holds live-only text of calls whose model.started is not in yet.
+	pending map[string]string
+	notes   noteState
+}
+
+// Session is what the page's head shows.
+type Session struct {
+	ID, Name, Title, Prompt, Tokenizer string
+	Status, Error                      string
+	// Answer is the final answer, known when the session ends.
+	Answer string
+	// Origin says where the session came from (nil: our engine).
+	Origin     *delegation.Origin
+	CreatedAt  time.Time
+	FinishedAt *time.Time
+}
+
+// Agent is a node of the delegation tree with its costs and its context.
+type Agent struct {
+	ID, Name, ParentID, Mode, TaskCallID string
+	Invocation                           int
+	Status, Error                        string
+	Steps                                int
+	SystemPrompt                         string
+	SystemTokens                         int
+	Tools                                []delegation.ToolCost
+	// Task is the description it was given.
+	Task string
+	// Calls is its model calls so far; OwnTokens their input tokens.
+	// EntryTokens is its first call's input, InheritedTokens the part of
+	// that inherited from its parent.
+	Calls, OwnTokens             int
+	EntryTokens, InheritedTokens int
+	// Messages is the length of its message list.
+	Messages int
+	// Refused are its task calls that started no child.
+	Refused []Refusal
+	// History is its context as its next turn would receive it.
+	History Context
+	// Last is its latest model call, of any purpose: the scrubber's row.
+	Last *CallRef
+	// Depth is 0 for the main agent, 1 for its children, and so on.
+	Depth int
+	// StartSeq is the seq of its agent.started.
+	StartSeq int64
+	// summaryAt is the index of a summary message whose summarization event
+	// is still to come.
+	summaryAt int
+}
+
+// Context is what a model call receives after the system prompt, as ranges
+// of message lists, and the turn call it belongs to (nil before the first).
+type Context struct {
+	Ranges []delegation.Range
+	Call   *CallRef
+}
+
+// CallRef names a model call with what its row shows.
+type CallRef struct {
+	ID              string
+	Index           int // among its agent's calls
+	Step            int // among the session's calls, from 1
+	Messages        int // in its context
+	InputTokens     int
+	InheritedTokens int
+}
+
+// Refusal is a task call that started no child.
+type Refusal struct {
+	ToolCallID, Reason, SubagentType, Message string
+}
+
+// MessageRef names a message by its place, with what a view says of it
+// without reading it.
+type MessageRef struct {
+	AgentID string
+	Index   int
+	ID      string
+	Tokens  int
+	IsError bool
+	// Empty: it has no text.
+	Empty bool
+}
+
+// Delegation is a task call that started a child, and what crossed back.
+type Delegation struct {
+	ChildID, ParentID, TaskCallID, SubagentType, Mode, Task string
+	// Receipt is the tool result that brought the report back, once in.
+	Receipt *MessageRef
+	// Finished: delegation.finished is in, with what came back and what
+	// was held back.
+	Finished           bool
+	Returned, HeldBack []string
+	// FilesBack are the first paths the child's changes brought back, of
+	// FilesBackCount in all.
+	FilesBack      []string
+	FilesBackCount int
+	// Frozen is the parent's context as its first call that read the
+	// receipt received it, with that call's answer; nil while the parent's
+	// pane still follows the parent.
+	Frozen *Context
+	// reading is that call's id, from its model.started to its end.
+	reading string
+}
+
+// Running is a model call under way.
+type Running struct {
+	CallRef
+	AgentID, Purpose string
+	StartedAt        time.Time
+	// Stream is the text streamed so far (live only).
+	Stream string
+	// StreamUnits is Stream's length in UTF-16 code units, the browser's.
+	StreamUnits int
+}
+
+// maxFilesBack caps the paths a delegation's "came back" lists.
+const maxFilesBack = 50
+
+// New starts the state of a session with no event yet.
+func New(meta Meta) *State {
+	return &State{Session: Session{ID: meta.ID, Name: meta.Name, Title: meta.Title, Prompt: meta.Prompt,
+		Tokenizer: meta.Tokenizer, Status: delegation.StatusRunning},
+		Running: map[string]*Running{}, budget: meta.Budget,
+		agents: map[string]*Agent{}, byChild: map[string]*Delegation{}, byTaskCall: map[string]*Delegation{},
+		pending: map[string]string{}}
+}
+
+// Agent returns an agent by id, or nil.
+func (s *State) Agent(id string) *Agent { return s.agents[id] }
+
+// Delegation returns the delegation that started a child, or nil.
+func (s *State) Delegation(childID string) *Delegation { return s.byChild[childID] }
+
+// Following lists the panes that show an agent's context as it grows: the
+// agent's own (as a child) and the parent pane of each of its delegations
+// not frozen yet.
+func (s *State) Following(agentID string) []Pane {
+	var out []Pane
+	if a := s.agents[agentID]; a != nil && a.ParentID != "" {
+		out = append(out, Pane{Kind: PaneChild, Delegation: agentID, AgentID: agentID})
+	}
+	for _, d := range s.Delegations {
+		if d.ParentID == agentID && d.Frozen == nil {
+			out = append(out, Pane{Kind: PaneParent, Delegation: d.ChildID, AgentID: agentID, TaskCallID: d.TaskCallID})
+		}
+	}
+	return out
+}
+
+// Pane kinds: a delegation's parent side and child side.
+const (
+	PaneParent = "parent"
+	PaneChild  = "child"
+)
+
+// Pane is one side of a delegation.
+type Pane struct {
+	Kind       string
+	Delegation string // the child's id
+	AgentID    string // whose context it shows
+	TaskCallID string // on the parent side: the call and receipt it marks
+}
+
+// ID is the pane's name on the page.
+func (p Pane) ID() string { return p.Kind + ":" + p.Delegation }
+
+// Context is what a pane shows now.
+func (s *State) PaneContext(p Pane) Context {
+	if p.Kind == PaneParent {
+		if d := s.byChild[p.Delegation]; d != nil && d.Frozen != nil {
+			return *d.Frozen
+		}
+	}
+	if a := s.agents[p.AgentID]; a != nil {
+		return a.History
+	}
+	return Context{}
+}
+
+// PanesOf lists a delegation's two panes.
+func (s *State) PanesOf(d *Delegation) (parent, child Pane) {
+	return Pane{Kind: PaneParent, Delegation: d.ChildID, AgentID: d.ParentID, TaskCallID: d.TaskCallID},
+		Pane{Kind: PaneChild, Delegation: d.ChildID, AgentID: d.ChildID}
+}
+
+// Apply folds the next event of the log into the state and says what it
+// changed. Events must come in seq order; the payloads of message.added,
+// model.started and model.finished must be whole (as the engine emits them,
+// or as trace.Inflate restores them). Live-only events (seq 0, streamed
+// text) change only the running call's stream.
+func (s *State) Apply(ev delegation.Event) (Changes, error) {
+	var ch Changes
+	err := s.ApplyTo(ev, &ch)
+	return ch, err
+}
+
+// ApplyTo folds the next event in and adds what it changed to ch: for a
+// batch, the same as merging each event's Changes, at less cost.
+func (s *State) ApplyTo(ev delegation.Event, ch *Changes) error {
+	err := s.apply(ev, ch)
+	if ev.Seq > 0 {
+		// A bad event is skipped, not waited on.
+		s.Seq, ch.Seq = ev.Seq, ev.Seq
+	}
+	if err != nil {
+		return fmt.Errorf("view of session %s: event %d (%s): %w", s.Session.ID, ev.Seq, ev.Type, err)
+	}
+	return nil
+}
+
+func (s *State) apply(ev delegation.Event, ch *Changes) error {
+	switch ev.Type {
+	case delegation.EventSessionStarted:
+		d, err := delegation.DataAs[delegation.SessionStarted](ev)
+		if err != nil {
+			return err
+		}
+		s.Session.Name, s.Session.Prompt, s.Session.Tokenizer, s.Session.CreatedAt = d.Name, d.Prompt, d.Tokenizer, ev.At.UTC()
+		s.Session.Origin = d.Origin
+		ch.files(s)
+		for _, p := range trace.SortedPaths(d.Files) {
+			s.Files.put(p, ch)
+		}
+
+	case delegation.EventSessionFinished:
+		d, err := delegation.DataAs[delegation.SessionFinished](ev)
+		if err != nil {
+			return err
+		}
+		s.Session.Status, s.Session.Error, s.Session.Answer = d.Status, d.Error, d.Answer
+		at := ev.At.UTC()
+		s.Session.FinishedAt = &at
+		// A call that never finished will not now.
+		for id, r := range s.Running {
+			ch.finish(Finished{ID: id, Step: r.Step})
+		}
+		clear(s.Running)
+		s.flushNotes("", ch)
+		ch.Status = true
+
+	case delegation.EventAgentStarted:
+		d, err := delegation.DataAs[delegation.AgentStarted](ev)
+		if err != nil {
+			return err
+		}
+		a := &Agent{ID: d.Agent.ID, Name: d.Agent.Name, ParentID: d.Agent.ParentID, Mode: string(d.Agent.Mode),
+			TaskCallID: d.Agent.TaskCallID, Invocation: d.Agent.Invocation, Status: delegation.StatusRunning,
+			SystemPrompt: d.SystemPrompt, SystemTokens: d.SystemTokens, Tools: d.Tools, summaryAt: -1}
+		if p := s.agents[a.ParentID]; p != nil {
+			a.Depth = p.Depth + 1
+		}
+		if dl := s.byTaskCall[a.TaskCallID]; dl != nil && dl.ParentID == a.ParentID {
+			a.Task = dl.Task
+		}
+		a.StartSeq = ev.Seq
+		s.agents[a.ID] = a
+		s.Agents = append(s.Agents, a)
+		ch.TreeShape, ch.Totals, ch.Scrub = true, true, true
+		ch.Agents = append(ch.Agents, a.ID)
+		ch.replaced(a.ID)
+
+	case delegation.EventAgentFinished:
+		d, err := delegation.DataAs[delegation.AgentFinished](ev)
+		if err != nil {
+			return err
+		}
+		a := s.agents[ev.AgentID]
+		if a == nil {
+			return fmt.Errorf("agent.finished for unknown agent %q", ev.AgentID)
+		}
+		a.Status, a.Error, a.Steps = d.Status, d.Error, d.Steps
+		ch.node(s, a.ID, false)
+		if dl := s.byChild[a.ID]; dl != nil {
+			ch.crossing(dl.ChildID)
+		}
+		s.noteAgentFinished(a, ch)
+
+	case delegation.EventModelStarted:
+		d, err := delegation.DataAs[delegation.ModelStarted](ev)
+		if err != nil {
+			return err
+		}
+		s.callStarted(ev, d.Call, ch)
+
+	case delegation.EventModelFinished:
+		d, err := delegation.DataAs[delegation.ModelFinished](ev)
+		if err != nil {
+			return err
+		}
+		if r := s.Running[d.ModelCallID]; r != nil {
+			ch.finish(Finished{ID: d.ModelCallID, Step: r.Step})
+		}
+		delete(s.Running, d.ModelCallID)
+		for _, dl := range s.Delegations {
+			if dl.reading == d.ModelCallID {
+				// The first call that read the receipt has its answer: the
+				// parent's pane shows that call and stops there.
+				if p := s.agents[dl.ParentID]; p != nil {
+					fr := p.History.clone()
+					dl.Frozen, dl.reading = &fr, ""
+					ch.frozen(dl.ChildID)
+				}
+			}
+		}
+
+	case delegation.EventModelDelta:
+		d, err := delegation.DataAs[delegation.ModelDelta](ev)
+		if err != nil {
+			return err
+		}
+		if r := s.Running[d.ModelCallID]; r != nil {
+			ch.Stream = append(ch.Stream, StreamChange{CallID: d.ModelCallID, Text: d.Text, At: r.StreamUnits})
+			r.Stream += d.Text
+			r.StreamUnits += units(d.Text)
+		} else {
+			s.pending[d.ModelCallID] += d.Text
+		}
+
+	case delegation.EventMessageAdded:
+		d, err := delegation.DataAs[delegation.MessageAdded](ev)
+		if err != nil {
+			return err
+		}
+		if d.Message == nil {
+			return fmt.Errorf("message.added without a message")
+		}
+		s.messageAdded(ev.AgentID, d.Index, d.Message, ch)
+
+	case delegation.EventDelegationStarted:
+		d, err := delegation.DataAs[delegation.DelegationStarted](ev)
+		if err != nil {
+			return err
+		}
+		dl := &Delegation{ChildID: d.ChildID, ParentID: ev.AgentID, TaskCallID: d.ToolCallID, SubagentType: d.SubagentType,
+			Mode: string(d.Mode), Task: d.Description}
+		s.Delegations = append(s.Delegations, dl)
+		s.byChild[dl.ChildID] = dl
+		s.byTaskCall[dl.TaskCallID] = dl
+		if a := s.agents[dl.ChildID]; a != nil {
+			a.Task = dl.Task
+		}
+		ch.Started = append(ch.Started, dl.ChildID)
+		s.noteDelegationStarted(dl, ch)
+
+	case delegation.EventDelegationFinished:
+		d, err := delegation.DataAs[delegation.DelegationFinished](ev)
+		if err != nil {
+			return err
+		}
+		dl := s.byChild[d.ChildID]
+		if dl == nil {
+			return fmt.Errorf("delegation.finished for unknown child %q", d.ChildID)
+		}
+		dl.Finished, dl.Returned, dl.HeldBack = true, d.Returned, d.HeldBack
+		ch.crossing(dl.ChildID)
+
+	case delegation.EventDelegationRefused:
+		d, err := delegation.DataAs[delegation.DelegationRefused](ev)
+		if err != nil {
+			return err
+		}
+		if a := s.agents[ev.AgentID]; a != nil {
+			a.Refused = append(a.Refused, Refusal{ToolCallID: d.ToolCallID, Reason: d.Reason, SubagentType: d.SubagentType, Message: d.Message})
+			ch.TreeShape = true
+		}
+
+	case delegation.EventSummarization:
+		var d summarized
+		if p, ok := ev.Payload.(delegation.Summarized); ok {
+			d.FoldedMessages = p.FoldedMessages
+		} else if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return err
+		}
+		a := s.agents[ev.AgentID]
+		if a == nil {
+			return fmt.Errorf("summarization of unknown agent %q", ev.AgentID)
+		}
+		// The history is now the summary, then what was kept of it: the
+		// engine's rule (delegation.md §7), read off the event.
+		if a.summaryAt >= 0 {
+			kept := dropMessages(a.History.Ranges, d.FoldedMessages)
+			a.History.Ranges = append([]delegation.Range{{AgentID: a.ID, From: a.summaryAt, To: a.summaryAt + 1}}, kept...)
+			a.summaryAt = -1
+			ch.replaced(a.ID)
+		}
+
+	case delegation.EventFilesChanged:
+		d, err := delegation.DataAs[delegation.FilesChanged](ev)
+		if err != nil {
+			return err
+		}
+		if d.From != "" {
+			if dl := s.byChild[d.From]; dl != nil {
+				for _, c := range d.Changes {
+					if len(dl.FilesBack) < maxFilesBack {
+						p := c.Path
+						if c.Deleted {
+							p += " (deleted)"
+						}
+						dl.FilesBack = append(dl.FilesBack, p)
+					}
+					dl.FilesBackCount++
+				}
+				ch.crossing(dl.ChildID)
+			}
+		}
+		if ev.AgentID == "main" {
+			ch.files(s)
+			for _, c := range d.Changes {
+				if c.Deleted {
+					s.Files.remove(c.Path, ch)
+				} else {
+					s.Files.put(c.Path, ch)
+				}
+			}
+		}
+
+	case delegation.EventSpanReceived:
+		// A received span that maps to nothing of ours: listed as it came.
+		ch.Spans = append(ch.Spans, ev)
+
+	case delegation.EventToolStarted, delegation.EventToolFinished:
+		// The timeline shows tool calls from their assistant message.
+	}
+	return nil
+}
+
+// summarized is the summarization event's data: the engine's payload, or
+// the trace's form of it, which names the summary message by id.
+type summarized struct {
+	CutoffIndex    int `json:"cutoff_index"`
+	FoldedMessages int `json:"folded_messages"`
+}
+
+func (s *State) callStarted(ev delegation.Event, c delegation.ModelCall, ch *Changes) {
+	a := s.agents[c.AgentID]
+	if a == nil {
+		return
+	}
+	if len(ch.Appended) == 0 {
+		ch.CallsBefore = s.Calls
+	}
+	s.Calls++
+	s.Tokens += c.InputTokens
+	if a.Calls == 0 {
+		a.EntryTokens, a.InheritedTokens = c.InputTokens, c.InheritedTokens
+	}
+	a.Calls++
+	a.OwnTokens += c.InputTokens
+	n := 0
+	for _, r := range c.Context {
+		n += r.Len()
+	}
+	ref := &CallRef{ID: c.ID, Index: c.Index, Step: s.Calls, Messages: n, InputTokens: c.InputTokens, InheritedTokens: c.InheritedTokens}
+	a.Last = ref
+	r := &Running{CallRef: *ref, AgentID: c.AgentID, Purpose: string(c.Purpose), StartedAt: ev.At.UTC()}
+	if text, ok := s.pending[c.ID]; ok {
+		r.Stream, r.StreamUnits = text, units(text)
+		delete(s.pending, c.ID)
+	}
+	s.Running[c.ID] = r
+	ch.Totals, ch.Scrub = true, true
+	ch.Appended = append(ch.Appended, c.ID)
+	ch.node(s, a.ID, true)
+	if c.Purpose == delegation.PurposeSummary {
+		return
+	}
+	// A turn: the agent's context is this call's. It is what the panes show
+	// already unless something other than new messages changed it.
+	if !slices.Equal(a.History.Ranges, c.Context) {
+		a.History.Ranges = slices.Clone(c.Context)
+		ch.replaced(a.ID)
+	}
+	a.History.Call = ref
+	ch.call(a.ID)
+	for _, dl := range s.Delegations {
+		if dl.ParentID == a.ID && dl.Frozen == nil && dl.reading == "" && dl.Receipt != nil && covers(c.Context, a.ID, dl.Receipt.Index) {
+			dl.reading = c.ID
+		}
+	}
+	if s.budget > 0 && c.InputTokens > 2*s.budget {
+		s.noteBudgetCall(c, ch)
+	}
+}
+
+func (s *State) messageAdded(agentID string, idx int, m *delegation.Message, ch *Changes) {
+	a := s.agents[agentID]
+	if a == nil {
+		return
+	}
+	a.Messages = max(a.Messages, idx+1)
+	if m.Kind == delegation.KindSummary {
+		// It heads the history once the summarization event says what was kept.
+		a.summaryAt = idx
+	} else {
+		before := ownLen(a.History.Ranges, a.ID)
+		if n := len(a.History.Ranges); n > 0 && a.History.Ranges[n-1].AgentID == a.ID && a.History.Ranges[n-1].To == idx {
+			a.History.Ranges[n-1].To++
+		} else {
+			a.History.Ranges = append(a.History.Ranges, delegation.Range{AgentID: a.ID, From: idx, To: idx + 1})
+		}
+		ch.appended(a.ID, before)
+	}
+	if m.Kind == delegation.KindReceipt && m.Role == delegation.RoleTool {
+		if dl := s.byTaskCall[m.ToolCallID]; dl != nil && dl.ParentID == agentID {
+			dl.Receipt = &MessageRef{AgentID: agentID, Index: idx, ID: m.ID, Tokens: m.Tokens, IsError: m.IsError,
+				Empty: m.Content == ""}
+			ch.crossing(dl.ChildID)
+			s.noteReceipt(dl, m, ch)
+		}
+	}
+	if m.Role == delegation.RoleAssistant {
+		s.noteAssistant(a, m, ch)
+	}
+}
+
+func covers(rs []delegation.Range, agentID string, idx int) bool {
+	for _, r := range rs {
+		if r.AgentID == agentID && r.From <= idx && idx < r.To {
+			return true
+		}
+	}
+	return false
+}
+
+// ownLen is the number of an agent's own messages in a context.
+func ownLen(rs []delegation.Range, agentID string) int {
+	n := 0
+	for _, r := range rs {
+		if r.AgentID == agentID {
+			n += r.Len()
+		}
+	}
+	return n
+}
+
+// dropMessages removes the first n messages from ranges.
+func dropMessages(rs []delegation.Range, n int) []delegation.Range {
+	var out []delegation.Range
+	for _, r := range rs {
+		if n >= r.Len() {
+			n -= r.Len()
+			continue
+		}
+		r.From += n
+		n = 0
+		out = append(out, r)
+	}
+	return out
+}
+
+func (c Context) clone() Context {
+	out := Context{Ranges: slices.Clone(c.Ranges)}
+	if c.Call != nil {
+		cc := *c.Call
+		out.Call = &cc
+	}
+	return out
+}
+
+// Split divides a context into the messages inherited from other agents'
+// lists and the agent's own, keeping their order.
+func (c Context) Split(agentID string) (inherited, own []delegation.Range) {
+	for _, r := range c.Ranges {
+		if r.AgentID == agentID {
+			own = append(own, r)
+		} else {
+			inherited = append(inherited, r)
+		}
+	}
+	return inherited, own
+}
+
+// units is a text's length in UTF-16 code units.
+func units(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
+// Excerpt is s on one line, white space folded, cut to at most n runes with
+// an ellipsis: how a view quotes a message in a line.
+func Excerpt(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
