@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -50,11 +51,71 @@ type viewerReport struct {
 func runViewers(url string, n int) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	conns := make([]*websocket.Conn, n)
-	for i := range conns {
+	var mu sync.Mutex
+	var rep viewerReport
+	var lat []int64
+	var wg sync.WaitGroup
+	// Each viewer reads from the moment it is connected, as a browser
+	// does: a viewer that waited for the others would find the first
+	// events behind what it had not read yet, and time its own backlog.
+	var ready atomic.Int64 // when the last viewer connected; events before it are not timed
+	ready.Store(1 << 62)
+	read := func(c *websocket.Conn) {
+		var mine []int64
+		var b, msgs int64
+		largest := 0
+		var buf bytes.Buffer
+		defer func() {
+			mu.Lock()
+			rep.Bytes += b
+			rep.Messages += msgs
+			rep.Largest = max(rep.Largest, largest)
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+		for {
+			_, r, err := c.Reader(ctx)
+			if err != nil {
+				mu.Lock()
+				rep.Err = err.Error()
+				mu.Unlock()
+				return
+			}
+			buf.Reset()
+			if _, err := buf.ReadFrom(r); err != nil {
+				return
+			}
+			now := time.Now().UnixNano()
+			data := buf.Bytes()
+			b += int64(len(data))
+			msgs++
+			largest = max(largest, len(data))
+			finished := false
+			// A message holds one event, or several, one JSON value a
+			// line. Only each line's head is read (seq, type, at come
+			// first), so that this process keeps up with the server
+			// whose latency it measures.
+			for line := range bytes.SplitSeq(data, []byte("\n")) {
+				seq, typ, at, ok := lineHead(line)
+				if !ok {
+					continue
+				}
+				if seq > 0 && at > ready.Load() {
+					mine = append(mine, now-at)
+				}
+				finished = finished || typ == "session.finished"
+			}
+			if finished {
+				c.Close(websocket.StatusNormalClosure, "")
+				return
+			}
+		}
+	}
+	for range n {
+		var c *websocket.Conn
 		var err error
 		for try := 0; ; try++ {
-			conns[i], _, err = websocket.Dial(ctx, url, nil)
+			c, _, err = websocket.Dial(ctx, url, nil)
 			if err == nil || try > 2000 {
 				break
 			}
@@ -64,67 +125,11 @@ func runViewers(url string, n int) int {
 			fmt.Fprintln(os.Stderr, "dial:", err)
 			return 1
 		}
-		conns[i].SetReadLimit(1 << 30)
+		c.SetReadLimit(1 << 30)
+		wg.Go(func() { read(c) })
 	}
-	ready := time.Now().UnixNano()
+	ready.Store(time.Now().UnixNano())
 	fmt.Println("ready")
-	var mu sync.Mutex
-	var rep viewerReport
-	var lat []int64
-	var wg sync.WaitGroup
-	for _, c := range conns {
-		wg.Go(func() {
-			var mine []int64
-			var b, msgs int64
-			largest := 0
-			var buf bytes.Buffer
-			defer func() {
-				mu.Lock()
-				rep.Bytes += b
-				rep.Messages += msgs
-				rep.Largest = max(rep.Largest, largest)
-				lat = append(lat, mine...)
-				mu.Unlock()
-			}()
-			for {
-				_, r, err := c.Reader(ctx)
-				if err != nil {
-					mu.Lock()
-					rep.Err = err.Error()
-					mu.Unlock()
-					return
-				}
-				buf.Reset()
-				if _, err := buf.ReadFrom(r); err != nil {
-					return
-				}
-				now := time.Now().UnixNano()
-				data := buf.Bytes()
-				b += int64(len(data))
-				msgs++
-				largest = max(largest, len(data))
-				finished := false
-				// A message holds one event, or several, one JSON value a
-				// line. Only each line's head is read (seq, type, at come
-				// first), so that this process keeps up with the server
-				// whose latency it measures.
-				for line := range bytes.SplitSeq(data, []byte("\n")) {
-					seq, typ, at, ok := lineHead(line)
-					if !ok {
-						continue
-					}
-					if seq > 0 && at > ready {
-						mine = append(mine, now-at)
-					}
-					finished = finished || typ == "session.finished"
-				}
-				if finished {
-					c.Close(websocket.StatusNormalClosure, "")
-					return
-				}
-			}
-		})
-	}
 	wg.Wait()
 	slices.Sort(lat)
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
