@@ -20,6 +20,8 @@ import (
 
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/delegationstudio/studio/internal/retryafter"
 )
 
 // Protocols of OTLP/HTTP, as OTEL_EXPORTER_OTLP_PROTOCOL names them.
@@ -369,30 +371,22 @@ func (p *Pusher) try(ctx context.Context, body []byte, spans int) (retry bool, a
 	err = p.refused(resp, reply)
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true, retryAfter(resp.Header.Get("Retry-After")), err
+		return true, waitAsked(resp.Header), err
 	}
 	return false, -1, err
+}
+
+// waitAsked is the endpoint's Retry-After, or -1 when it asks for none.
+func waitAsked(h http.Header) time.Duration {
+	if d, ok := retryafter.Parse(h, time.Now(), maxRetryAfter); ok {
+		return d
+	}
+	return -1
 }
 
 // redactURL keeps credentials a URL may carry out of an error.
 func redactURL(err error, full, shown string) string {
 	return strings.ReplaceAll(err.Error(), full, shown)
-}
-
-// retryAfter reads a Retry-After header: seconds, or an HTTP date; -1 when
-// absent or unreadable.
-func retryAfter(h string) time.Duration {
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return -1
-	}
-	if s, err := strconv.Atoi(h); err == nil && s >= 0 {
-		return min(time.Duration(s)*time.Second, maxRetryAfter)
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		return min(max(time.Until(t), 0), maxRetryAfter)
-	}
-	return -1
 }
 
 // refused explains a refusal, with what to check.

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/retryafter"
 )
 
 // maxRetryAfter caps how long a Retry-After may hold a call: a server asking
@@ -190,33 +190,8 @@ func defaultBackoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// retryAfter reads how long the endpoint asks to wait: retry-after-ms
-// (OpenAI's), or Retry-After in seconds or as an HTTP date. It is capped
-// by maxRetryAfter.
+// retryAfter reads how long the endpoint asks to wait, capped by
+// maxRetryAfter.
 func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	if h == nil {
-		return 0, false
-	}
-	var d time.Duration
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		ms, err := strconv.ParseFloat(v, 64)
-		if err != nil || ms < 0 {
-			return 0, false
-		}
-		d = time.Duration(ms * float64(time.Millisecond))
-	} else if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil {
-			if s < 0 {
-				return 0, false
-			}
-			d = time.Duration(s * float64(time.Second))
-		} else if t, err := http.ParseTime(v); err == nil {
-			d = max(t.Sub(now), 0)
-		} else {
-			return 0, false
-		}
-	} else {
-		return 0, false
-	}
-	return min(d, maxRetryAfter), true
+	return retryafter.Parse(h, now, maxRetryAfter)
 }
