@@ -115,37 +115,76 @@ func (db *DB) Path() string { return db.path }
 // at once; the first migrates it, the others wait for its lock and then
 // find nothing to do.
 func (db *DB) migrate(ctx context.Context) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	steps, err := migrationSteps()
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
 	return db.tx(ctx, func(tx *sql.Tx) error {
 		var version int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 			return fmt.Errorf("read schema version: %w", err)
 		}
-		for _, name := range names {
-			n, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(name, "migrations/"), "_", 2)[0])
-			if err != nil {
-				return fmt.Errorf("migration %s: its name must start with a number", name)
-			}
-			if n <= version {
+		for _, m := range steps {
+			if m.n <= version {
 				continue
 			}
-			body, err := migrations.ReadFile(name)
+			body, err := migrations.ReadFile(m.name)
 			if err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-				return fmt.Errorf("migration %s: %w", name, err)
+				return fmt.Errorf("migration %s: %w", m.name, err)
 			}
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", n)); err != nil {
-				return fmt.Errorf("migration %s: %w", name, err)
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.n)); err != nil {
+				return fmt.Errorf("migration %s: %w", m.name, err)
 			}
 		}
 		return nil
 	})
+}
+
+type migration struct {
+	n    int
+	name string
+}
+
+// migrationSteps lists the embedded migrations in order. Their numbers run
+// 1, 2, 3… with none shared: a file whose schema version is N is taken to
+// hold every migration up to N, so two migrations of one number would
+// leave one of them out of some files.
+func migrationSteps() ([]migration, error) {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var steps []migration
+	for i, name := range names {
+		n, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(name, "migrations/"), "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: its name must start with a number", name)
+		}
+		if n != i+1 {
+			return nil, fmt.Errorf("migration %s: numbered %d, but it comes %d%s: number the migrations 1, 2, 3… with none shared or skipped",
+				name, n, i+1, ordinalSuffix(i+1))
+		}
+		steps = append(steps, migration{n: n, name: name})
+	}
+	return steps, nil
+}
+
+func ordinalSuffix(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return "th"
+	case n%10 == 1:
+		return "st"
+	case n%10 == 2:
+		return "nd"
+	case n%10 == 3:
+		return "rd"
+	}
+	return "th"
 }
 
 // busyRetries is how many more times a write transaction is tried when

@@ -3,8 +3,9 @@
 -- a page does not fold the whole log again; and an agent's latest model
 -- call at a step (the scrubber). A message is found by its place in its
 -- agent's list, which its id names ("main.12"), through the primary key:
--- an index on ids would cost a tenth of the store. IF NOT EXISTS: two processes opening a file at once may both
--- apply it.
+-- an index on ids would cost a tenth of the store. IF NOT EXISTS: it was
+-- numbered 0005 beside 0005_otlp_pushes for a while, so a file may hold it
+-- already.
 
 CREATE TABLE IF NOT EXISTS session_views (
     sid     INTEGER PRIMARY KEY REFERENCES sessions (sid) ON DELETE CASCADE,
