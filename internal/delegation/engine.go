@@ -32,6 +32,9 @@ type Config struct {
 	Files     map[string]string // the main agent's files at the start
 	Now       func() time.Time  // nil means time.Now
 	Logger    *slog.Logger      // nil means slog.Default()
+	// Prices finds a model's price for agents the team gives none; nil
+	// prices nothing but what the team prices.
+	Prices PriceTable
 }
 
 // Session statuses (formats.md §2).
@@ -66,6 +69,9 @@ type Engine struct {
 
 	costMu    sync.Mutex
 	toolCosts map[*tool]int
+
+	// prefixes holds every request made, for each call's cached prefix.
+	prefixes PrefixIndex
 }
 
 // New prepares a session run.
@@ -112,6 +118,16 @@ type agent struct {
 
 	msgs   []*Message
 	prefix []int // prefix[i] is the tokens of msgs[:i]
+	// keys are msgs' cache keys; toolsKey and systemKey those of its tools
+	// and system prompt; mark is where its latest request ended among the
+	// session's requests (prefix.go).
+	keys                []PrefixKey
+	toolsKey, systemKey PrefixKey
+	mark                *PrefixMark
+	// price is what its tokens cost; nil: not priced.
+	price *Price
+	// pricing is its spec's own price, if any.
+	pricing *Price
 	// history is the effective history every model call receives after the
 	// system prompt: ranges of this agent's list and, for a fork child, of
 	// its parent's. Summarization replaces its head.
@@ -146,6 +162,7 @@ func (e *Engine) Run(ctx context.Context, prompt string) *Result {
 		canDelegate: hasTool(e.team.mainTools, TaskToolName),
 		ws:          newWorkspace(files),
 		prefix:      []int{0},
+		pricing:     e.team.Main.Pricing,
 	}
 	e.startAgent(main)
 	e.appendMessage(main, &Message{Role: RoleUser, Content: prompt, Kind: KindPrompt})
@@ -189,8 +206,33 @@ func (e *Engine) startAgent(a *agent) {
 		a.toolCosts[i] = ToolCost{Name: t.def.Name, Tokens: c}
 		a.toolTokens += c
 	}
+	a.toolsKey, a.systemKey = ToolsKey(a.toolDefs), SystemKey(a.system)
+	model := a.model
+	if n, ok := e.cfg.Model.(ModelNamer); ok {
+		model = n.ModelName(Caller{AgentID: a.info.ID, Name: a.info.Name, Invocation: a.info.Invocation}, a.model)
+	}
+	a.price = e.priceOf(a, model)
 	e.emit(a.info.ID, EventAgentStarted, AgentStarted{Agent: a.info, SystemPrompt: a.system,
-		SystemTokens: a.systemTokens, Tools: a.toolCosts, MaxSteps: a.maxSteps})
+		SystemTokens: a.systemTokens, Tools: a.toolCosts, MaxSteps: a.maxSteps, Model: model, Price: a.price})
+}
+
+// priceOf is what an agent's tokens cost: its spec's own price, the team's,
+// or the price table's for its model; nil when none is known.
+func (e *Engine) priceOf(a *agent, model string) *Price {
+	if a.pricing != nil {
+		p := *a.pricing
+		return &p
+	}
+	if p := e.team.Main.Pricing; p != nil {
+		q := *p
+		return &q
+	}
+	if e.cfg.Prices != nil && model != "" {
+		if p, ok := e.cfg.Prices(model); ok {
+			return &p
+		}
+	}
+	return nil
 }
 
 func (e *Engine) count(s string) int { return countText(e.cfg.Counter, s) }
@@ -240,6 +282,7 @@ func (e *Engine) appendMessage(a *agent, m *Message) *Message {
 	m.AgentID = a.info.ID
 	m.Tokens = e.messageTokens(m)
 	a.msgs = append(a.msgs, m)
+	a.keys = append(a.keys, MessageKey(m))
 	a.prefix = append(a.prefix, a.prefix[idx]+m.Tokens)
 	if n := len(a.history); n > 0 && a.history[n-1].AgentID == a.info.ID && a.history[n-1].To == idx {
 		a.history[n-1].To++
@@ -364,6 +407,7 @@ func (e *Engine) callModel(ctx context.Context, a *agent, purpose Purpose, conte
 		MessageTokens: msgTokens, InheritedTokens: inherited,
 		InputTokens: a.systemTokens + a.toolTokens + msgTokens,
 	}
+	call.CachedPrefixTokens = e.cachedPrefix(a, call)
 	e.emit(a.info.ID, EventModelStarted, ModelStarted{Call: call})
 	req := &Request{
 		Caller:  Caller{AgentID: a.info.ID, Name: a.info.Name, Invocation: a.info.Invocation},
@@ -398,9 +442,34 @@ func (e *Engine) callModel(ctx context.Context, a *agent, purpose Purpose, conte
 		out = &Message{Role: RoleAssistant, Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: e.withIDs(a, idx, resp.ToolCalls)}
 		e.appendMessage(a, out)
 		fin.OutputMessageID, fin.OutputTokens = out.ID, out.Tokens
+	} else {
+		fin.OutputTokens = e.count(resp.Content) // the summary, which the model wrote
+	}
+	if a.price != nil {
+		c := a.price.CallCost(call, fin)
+		fin.Cost = &c
 	}
 	e.emit(a.info.ID, EventModelFinished, fin)
 	return resp, out, nil
+}
+
+// cachedPrefix is the tokens of the call's input that a request made
+// earlier in the session began with too (prefix.go). It walks from the
+// agent's previous request or, for a child's first, its parent's latest,
+// so it costs what the call adds.
+func (e *Engine) cachedPrefix(a *agent, call ModelCall) int {
+	var parent *PrefixMark
+	if a.parent != nil {
+		parent = a.parent.mark
+	}
+	cached, mark := e.prefixes.Add(PrefixRequest{Tools: a.toolsKey, ToolTokens: a.toolTokens, System: a.systemKey,
+		SystemTokens: a.systemTokens, Context: call.Context, Tokens: call.InputTokens,
+		Message: func(agentID string, idx int) (PrefixKey, int) {
+			owner := a.lookup(agentID)
+			return owner.keys[idx], owner.msgs[idx].Tokens
+		}}, a.mark, parent)
+	a.mark = mark
+	return cached
 }
 
 // withIDs gives every tool call an id, for the result to refer to.
@@ -662,7 +731,7 @@ func (e *Engine) planChild(a *agent, c ToolCall) (*agent, *Message) {
 		system: start.system, tools: start.tools, structured: sub.structured,
 		maxSteps: sub.MaxSteps, summary: sub.Summarization, timeout: sub.Timeout,
 		canDelegate: hasTool(start.tools, TaskToolName), isFork: sub.Mode == ModeFork,
-		history: start.inherited, inherited: start.inherited, prefix: []int{0},
+		history: start.inherited, inherited: start.inherited, prefix: []int{0}, pricing: sub.Pricing,
 		// A fork inherits the parent's todos; an isolated child does not
 		// (deepagentsjs FORK_EXCLUDED_STATE_KEYS leaves todos in,
 		// src/middleware/subagents.ts:103; EXCLUDED_STATE_KEYS at :77 and

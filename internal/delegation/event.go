@@ -206,6 +206,12 @@ type AgentStarted struct {
 	SystemTokens int        `json:"system_tokens"`
 	Tools        []ToolCost `json:"tools"`
 	MaxSteps     int        `json:"max_steps"`
+	// Model is the model its calls go to, when known: the spec's, or the
+	// endpoint's own.
+	Model string `json:"model,omitempty"`
+	// Price is what its tokens cost, when known (the scenario's pricing, or
+	// the price table's for its model); nil: its calls are not priced.
+	Price *Price `json:"price,omitempty"`
 }
 
 // AgentFinished is the data of agent.finished.
@@ -231,8 +237,13 @@ type ModelCall struct {
 	MessageTokens   int        `json:"message_tokens"`
 	InheritedTokens int        `json:"inherited_tokens"`
 	InputTokens     int        `json:"input_tokens"`
-	OutputMessageID string     `json:"output_message_id"`
-	Usage           *Usage     `json:"usage,omitempty"`
+	// CachedPrefixTokens are the tokens of the longest prefix of this
+	// call's input (tools, system prompt, messages, in that order) that a
+	// request made earlier in the session had too: what a prompt cache can
+	// serve (prefix.go). InputTokens - CachedPrefixTokens are new.
+	CachedPrefixTokens int    `json:"cached_prefix_tokens"`
+	OutputMessageID    string `json:"output_message_id"`
+	Usage              *Usage `json:"usage,omitempty"`
 }
 
 // ModelStarted is the data of model.started: sent before the call, so a slow
@@ -248,7 +259,9 @@ type ModelFinished struct {
 	OutputTokens    int    `json:"output_tokens"`
 	DurationMS      int64  `json:"duration_ms"`
 	Usage           *Usage `json:"usage,omitempty"`
-	Error           string `json:"error,omitempty"`
+	// Cost is what the call cost, when its agent has a price.
+	Cost  *Cost  `json:"cost,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // ModelDelta is the data of model.delta.

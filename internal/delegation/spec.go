@@ -33,6 +33,8 @@ type Spec struct {
 	// Summarization is this child's own threshold; zero fields take the
 	// defaults, never the parent's (delegation.md §7).
 	Summarization Summarization
+	// Pricing is what this child's tokens cost; nil means the team's.
+	Pricing *Price
 }
 
 // Merge says how a child's files come back (delegation.md §6).
@@ -87,6 +89,9 @@ type MainSpec struct {
 	// Compat switches our deliberate differences to another engine's
 	// behaviour; "" keeps ours.
 	Compat Compat
+	// Pricing is what every agent's tokens cost, unless a subagent has its
+	// own; nil means the price table's for each agent's model.
+	Pricing *Price
 }
 
 // TeamSpec is everything a team is built from.
