@@ -207,7 +207,7 @@ func TestEveryProblemSortedAndUnique(t *testing.T) {
 		`subagents[0].max_steps: must be at least 1, not 0`,
 		`subagents[0].maxsteps: unknown field "maxsteps"; did you mean "max_steps"?`,
 		`tokenizer: must be one of "o200k_base", "cl100k_base", "approx", not "gpt2"`,
-		`zzz: unknown field "zzz"; the fields allowed here are "$schema", "agent", "description", "files", "model", "name", "prompt", "script", "subagents", "title", "tokenizer"`,
+		`zzz: unknown field "zzz"; the fields allowed here are "$schema", "agent", "description", "files", "model", "name", "pricing", "prompt", "script", "subagents", "title", "tokenizer"`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

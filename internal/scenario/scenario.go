@@ -16,6 +16,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/model/scripted"
+	"github.com/delegationstudio/studio/internal/pricing"
 	"github.com/delegationstudio/studio/internal/tokens"
 	"github.com/delegationstudio/studio/schema"
 )
@@ -33,6 +34,7 @@ type File struct {
 	Subagents   []Subagent        `json:"subagents,omitempty"`
 	Files       map[string]string `json:"files,omitempty"`
 	Model       *Model            `json:"model,omitempty"`
+	Pricing     *Pricing          `json:"pricing,omitempty"`
 	Script      json.RawMessage   `json:"script,omitempty"`
 }
 
@@ -76,7 +78,56 @@ type Subagent struct {
 	MaxSteps       int             `json:"max_steps,omitempty"`
 	TimeoutMS      int             `json:"timeout_ms,omitempty"`
 	Summarization  *Summarization  `json:"summarization,omitempty"`
+	Pricing        *Pricing        `json:"pricing,omitempty"`
 	Settings
+}
+
+// Pricing is what an agent's tokens cost, in dollars per million tokens,
+// instead of the price table's for its model; or, written as a string, the
+// name of a model of the price table (Model), to price the run as that
+// model. CachedInput absent means the input price.
+type Pricing struct {
+	Input       float64  `json:"input"`
+	CachedInput *float64 `json:"cached_input,omitempty"`
+	Output      float64  `json:"output"`
+	Model       string   `json:"-"`
+}
+
+func (p *Pricing) UnmarshalJSON(b []byte) error {
+	if json.Unmarshal(b, &p.Model) == nil {
+		return nil
+	}
+	type plain Pricing
+	return json.Unmarshal(b, (*plain)(p))
+}
+
+func (p Pricing) MarshalJSON() ([]byte, error) {
+	if p.Model != "" {
+		return json.Marshal(p.Model)
+	}
+	type plain Pricing
+	return json.Marshal(plain(p))
+}
+
+// price is the engine's form: a table model's price, or the prices given.
+// ok is false for a table model the table does not know.
+func (p *Pricing) price(source string) (*delegation.Price, bool) {
+	if p == nil {
+		return nil, true
+	}
+	if p.Model != "" {
+		tp, ok := pricing.Lookup(p.Model)
+		if !ok {
+			return nil, false
+		}
+		tp.Source = source + ", as " + tp.Source
+		return &tp, true
+	}
+	out := &delegation.Price{Input: p.Input, CachedInput: p.Input, Output: p.Output, Source: source}
+	if p.CachedInput != nil {
+		out.CachedInput = *p.CachedInput
+	}
+	return out, true
 }
 
 // Model says where the model's answers come from.
@@ -286,12 +337,30 @@ func checkTeam(f File) (*Scenario, delegation.FieldErrors) {
 	if team != nil {
 		sc.Warnings = append(sc.Warnings, team.Warnings...)
 	}
+	errs = append(errs, checkPricing(f)...)
 	for _, p := range sortedKeys(f.Files) {
 		if err := delegation.CheckPath(p); err != nil {
 			errs.Add(fmt.Sprintf("files[%q]", p), "%v", err)
 		}
 	}
 	return sc, errs
+}
+
+// checkPricing checks that a pricing naming a model names one of the price
+// table's.
+func checkPricing(f File) delegation.FieldErrors {
+	var errs delegation.FieldErrors
+	check := func(field string, p *Pricing) {
+		if _, ok := p.price(""); !ok {
+			errs.Add(field, "the price table (of %s) has no model %q: name one of %s, or give the prices as {\"input\": …, \"cached_input\": …, \"output\": …} in dollars per million tokens",
+				pricing.AsOf(), p.Model, strings.Join(pricing.Default().Names(), ", "))
+		}
+	}
+	check("pricing", f.Pricing)
+	for i, s := range f.Subagents {
+		check(fmt.Sprintf("subagents[%d].pricing", i), s.Pricing)
+	}
+	return errs
 }
 
 // checkModel checks where the answers come from: the provider, and the
@@ -398,6 +467,7 @@ func (f File) TeamSpec() delegation.TeamSpec {
 	if f.Model != nil && ts.Main.Model == "" {
 		ts.Main.Model = f.Model.Model
 	}
+	ts.Main.Pricing, _ = f.Pricing.price("scenario")
 	for _, s := range f.Subagents {
 		ts.Subagents = append(ts.Subagents, delegation.Spec{
 			Name: s.Name, Description: s.Description, SystemPrompt: s.SystemPrompt,
@@ -406,6 +476,7 @@ func (f File) TeamSpec() delegation.TeamSpec {
 			Timeout:       time.Duration(s.TimeoutMS) * time.Millisecond,
 			Summarization: s.Summarization.spec(),
 		})
+		ts.Subagents[len(ts.Subagents)-1].Pricing, _ = s.Pricing.price("subagent " + s.Name)
 	}
 	return ts
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/model/openai"
 	"github.com/delegationstudio/studio/internal/model/scripted"
+	"github.com/delegationstudio/studio/internal/pricing"
 	"github.com/delegationstudio/studio/internal/scenario"
 )
 
@@ -76,6 +77,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts RunOptions) (*delegati
 		Files:     sc.File.Files,
 		Now:       opts.Now,
 		Logger:    opts.Logger,
+		Prices:    pricing.Lookup,
 	})
 	return eng.Run(ctx, sc.File.Prompt), nil
 }
@@ -98,7 +100,25 @@ type router struct {
 	byName         map[string]delegation.Model
 }
 
-var _ delegation.Model = (*router)(nil)
+var (
+	_ delegation.Model      = (*router)(nil)
+	_ delegation.ModelNamer = (*router)(nil)
+)
+
+// ModelName is the model an agent's calls go to: the one it asks for, or
+// its endpoint's own.
+func (r *router) ModelName(c delegation.Caller, requested string) string {
+	m := r.fallback
+	if c.Name == "main" {
+		m = r.main
+	} else if x := r.byName[c.Name]; x != nil {
+		m = x
+	}
+	if n, ok := m.(delegation.ModelNamer); ok {
+		return n.ModelName(c, requested)
+	}
+	return requested
+}
 
 func (r *router) Generate(ctx context.Context, req *delegation.Request) (*delegation.Response, error) {
 	if req.Caller.Name == "main" {

@@ -172,7 +172,19 @@ type Model struct {
 	redact func(string) string
 }
 
-var _ delegation.Model = (*Model)(nil)
+var (
+	_ delegation.Model      = (*Model)(nil)
+	_ delegation.ModelNamer = (*Model)(nil)
+)
+
+// ModelName is the model a request goes to: the one asked for, or the
+// endpoint's default.
+func (m *Model) ModelName(_ delegation.Caller, requested string) string {
+	if requested != "" {
+		return requested
+	}
+	return m.model
+}
 
 // New checks a config and returns a Model. Calling OpenAI's own endpoint
 // without a key fails here, before any call: it would only be refused.
