@@ -160,15 +160,22 @@ func rowsOf[T any](r *Reader, scan func(*sql.Rows) (T, error), query string, arg
 }
 
 const agentColumns = `id, name, parent_id, mode, task_call_id, status, error, invocation,
-	system_prompt, system_tokens, tools, steps`
+	system_prompt, system_tokens, tools, steps, model, price`
 
 func scanAgent(rows *sql.Rows) (trace.Agent, error) {
 	var a trace.Agent
 	var parent, mode, task sql.NullString
 	var tools string
+	var price sql.NullString
 	if err := rows.Scan(&a.ID, &a.Name, &parent, &mode, &task, &a.Status, &a.Error, &a.Invocation,
-		&a.SystemPrompt, &a.SystemTokens, &tools, &a.Steps); err != nil {
+		&a.SystemPrompt, &a.SystemTokens, &tools, &a.Steps, &a.Model, &price); err != nil {
 		return a, err
+	}
+	if price.Valid {
+		a.Price = &delegation.Price{}
+		if err := json.Unmarshal([]byte(price.String), a.Price); err != nil {
+			return a, fmt.Errorf("agent %s price: %w", a.ID, err)
+		}
 	}
 	a.ParentID, a.Mode, a.TaskCallID = strPtr(parent), strPtr(mode), strPtr(task)
 	if err := json.Unmarshal([]byte(tools), &a.Tools); err != nil {
@@ -216,17 +223,19 @@ func (r *Reader) Backward(agentID string, from, to int) iter.Seq2[trace.Message,
 }
 
 const callColumns = `id, agent_id, idx, purpose, context, system_tokens, tool_tokens,
-	message_tokens, inherited_tokens, input_tokens, output_message_id, duration_ms, error, usage, at`
+	message_tokens, inherited_tokens, input_tokens, output_message_id, duration_ms, error, usage, at,
+	cached_prefix_tokens, cost`
 
 // scanCall reads a model call row; its system prompt and tools are its
 // agent's, filled in by the caller.
 func scanCall(rows *sql.Rows, extra ...any) (trace.ModelCall, error) {
 	var c trace.ModelCall
 	var ctxJSON string
-	var out, usage sql.NullString
+	var out, usage, cost sql.NullString
 	var at int64
 	dest := append([]any{&c.ID, &c.AgentID, &c.Index, &c.Purpose, &ctxJSON, &c.SystemTokens, &c.ToolTokens,
-		&c.MessageTokens, &c.InheritedTokens, &c.InputTokens, &out, &c.DurationMS, &c.Error, &usage, &at}, extra...)
+		&c.MessageTokens, &c.InheritedTokens, &c.InputTokens, &out, &c.DurationMS, &c.Error, &usage, &at,
+		&c.CachedPrefixTokens, &cost}, extra...)
 	if err := rows.Scan(dest...); err != nil {
 		return c, err
 	}
@@ -234,11 +243,8 @@ func scanCall(rows *sql.Rows, extra ...any) (trace.ModelCall, error) {
 	if c.Context, err = unpackRanges(ctxJSON); err != nil {
 		return c, fmt.Errorf("model call %s context: %w", c.ID, err)
 	}
-	if usage.Valid {
-		c.Usage = &delegation.Usage{}
-		if err := json.Unmarshal([]byte(usage.String), c.Usage); err != nil {
-			return c, fmt.Errorf("model call %s usage: %w", c.ID, err)
-		}
+	if err := callJSON(&c, usage, cost); err != nil {
+		return c, err
 	}
 	c.OutputMessageID, c.StartedAt = strPtr(out), fromNanos(at)
 	return c, nil
@@ -351,7 +357,7 @@ func (r *Reader) log(after int64, whole bool) iter.Seq2[trace.Split, error] {
 			fromEvents:       `SELECT seq, type, agent_id, at, data FROM events WHERE sid = ? AND seq > ? ORDER BY seq`,
 			fromMessages:     `SELECT seq, agent_id, at, idx, id FROM messages WHERE sid = ? AND seq > ? ORDER BY seq`,
 			fromCallsStarted: `SELECT seq, agent_id, at, id FROM model_calls WHERE sid = ? AND seq > ? ORDER BY seq`,
-			fromCallsFinished: `SELECT finished_seq, agent_id, finished_at, id, output_message_id, duration_ms, error, usage
+			fromCallsFinished: `SELECT finished_seq, agent_id, finished_at, id, output_message_id, duration_ms, error, usage, cost
 				FROM model_calls WHERE sid = ? AND finished_seq > ? ORDER BY finished_seq`,
 		}
 		if whole {
@@ -454,13 +460,12 @@ func (r *Reader) advance(c *cursor, whole bool) error {
 	case fromCallsFinished:
 		ev.Type = delegation.EventModelFinished
 		f := &delegation.ModelFinished{}
-		var out, usage sql.NullString
-		if err = c.rows.Scan(&ev.Seq, &agent, &at, &f.ModelCallID, &out, &f.DurationMS, &f.Error, &usage); err == nil {
+		var out, usage, cost sql.NullString
+		if err = c.rows.Scan(&ev.Seq, &agent, &at, &f.ModelCallID, &out, &f.DurationMS, &f.Error, &usage, &cost); err == nil {
 			f.OutputMessageID = out.String
-			if usage.Valid {
-				f.Usage = &delegation.Usage{}
-				err = json.Unmarshal([]byte(usage.String), f.Usage)
-			}
+			var call trace.ModelCall
+			err = callJSON(&call, usage, cost)
+			f.Usage, f.Cost = call.Usage, call.Cost
 			sp.Finished = f
 			ev.Data = trace.ModelCallData(f.ModelCallID)
 		}

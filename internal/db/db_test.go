@@ -514,3 +514,55 @@ func crashChild() {
 	r := &session.Runner{DB: d}
 	_, _, _ = r.Run(context.Background(), sc)
 }
+
+func TestCostsAndCachedPrefixesAreStored(t *testing.T) {
+	doc, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(doc, &m)
+	m["pricing"] = map[string]any{"input": 2.5, "cached_input": 1.25, "output": 10}
+	doc, _ = json.Marshal(m)
+	sc, err := scenario.Parse(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := openDB(t)
+	r := &session.Runner{DB: d}
+	id, _, err := r.Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := d.Trace(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := 0
+	for _, c := range stored.ModelCalls {
+		if c.Cost == nil || c.Cost.Total <= 0 || c.Cost.Basis != delegation.BasisEstimate {
+			t.Fatalf("call %s cost = %+v", c.ID, c.Cost)
+		}
+		cached += c.CachedPrefixTokens
+	}
+	if cached == 0 {
+		t.Fatal("no call has a cached prefix")
+	}
+	for _, a := range stored.Agents {
+		if a.Price == nil || a.Price.Input != 2.5 || a.Price.Source != "scenario" {
+			t.Fatalf("agent %s price = %+v", a.ID, a.Price)
+		}
+	}
+	doc, _ = json.Marshal(stored)
+	newID, err := r.Import(context.Background(), doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := d.Trace(context.Background(), newID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := anonymous(t, stored), anonymous(t, again); a != b {
+		t.Fatalf("round trip differs:\n%s", firstDiff(a, b))
+	}
+}

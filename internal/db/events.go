@@ -68,11 +68,11 @@ func prepare(ctx context.Context, tx *sql.Tx) (*statements, error) {
 	}
 	if s.call, err = tx.PrepareContext(ctx, `INSERT INTO model_calls
 		(sid, id, seq, at, agent_id, idx, purpose, context, system_tokens, tool_tokens, message_tokens,
-		 inherited_tokens, input_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+		 inherited_tokens, input_tokens, cached_prefix_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
 		return nil, err
 	}
 	if s.finish, err = tx.PrepareContext(ctx, `UPDATE model_calls SET finished_seq = ?, finished_at = ?, output_message_id = ?,
-		duration_ms = ?, error = ?, usage = ? WHERE sid = ? AND id = ?`); err != nil {
+		duration_ms = ?, error = ?, usage = ?, cost = ? WHERE sid = ? AND id = ?`); err != nil {
 		return nil, err
 	}
 	if s.putFile, err = tx.PrepareContext(ctx, `INSERT INTO files (sid, path, content) VALUES (?, ?, ?)
@@ -132,7 +132,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 			tokens += sp.Call.InputTokens
 		case delegation.EventModelFinished:
 			f := sp.Finished
-			if err := finishCall(ctx, st.finish, sid, f.ModelCallID, ev.Seq, ev.At, f.OutputMessageID, f.DurationMS, f.Error, f.Usage); err != nil {
+			if err := finishCall(ctx, st.finish, sid, f.ModelCallID, ev.Seq, ev.At, f.OutputMessageID, f.DurationMS, f.Error, f.Usage, f.Cost); err != nil {
 				return err
 			}
 		case delegation.EventAgentStarted:
@@ -142,9 +142,10 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 			}
 			tools, _ := json.Marshal(d.Tools)
 			if _, err := tx.ExecContext(ctx, `INSERT INTO agents (sid, id, seq, name, parent_id, mode, task_call_id,
-				status, invocation, system_prompt, system_tokens, tools) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)`,
+				status, invocation, system_prompt, system_tokens, tools, model, price) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)`,
 				sid, d.Agent.ID, ev.Seq, d.Agent.Name, nullString(&d.Agent.ParentID), nullString((*string)(&d.Agent.Mode)),
-				nullString(&d.Agent.TaskCallID), d.Agent.Invocation, d.SystemPrompt, d.SystemTokens, string(tools)); err != nil {
+				nullString(&d.Agent.TaskCallID), d.Agent.Invocation, d.SystemPrompt, d.SystemTokens, string(tools),
+				d.Model, jsonOrNull(d.Price)); err != nil {
 				return fmt.Errorf("agent %s: %w", d.Agent.ID, err)
 			}
 			agents++
@@ -200,7 +201,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 
 func insertCall(ctx context.Context, stmt *sql.Stmt, sid, seq int64, at time.Time, c *trace.ModelCall) error {
 	if _, err := stmt.ExecContext(ctx, sid, c.ID, seq, nanos(at), c.AgentID, c.Index, c.Purpose, packRanges(c.Context),
-		c.SystemTokens, c.ToolTokens, c.MessageTokens, c.InheritedTokens, c.InputTokens); err != nil {
+		c.SystemTokens, c.ToolTokens, c.MessageTokens, c.InheritedTokens, c.InputTokens, c.CachedPrefixTokens); err != nil {
 		return fmt.Errorf("model call %s: %w", c.ID, err)
 	}
 	return nil
@@ -222,18 +223,42 @@ func insertMessage(ctx context.Context, stmt *sql.Stmt, sid, seq int64, at time.
 	return nil
 }
 
-func finishCall(ctx context.Context, stmt *sql.Stmt, sid int64, callID string, seq int64, at time.Time, outputID string, durationMS int64, errText string, usage *delegation.Usage) error {
-	var u sql.NullString
-	if usage != nil {
-		b, _ := json.Marshal(usage)
-		u = sql.NullString{String: string(b), Valid: true}
-	}
-	res, err := stmt.ExecContext(ctx, seq, nanos(at), nullString(&outputID), durationMS, errText, u, sid, callID)
+func finishCall(ctx context.Context, stmt *sql.Stmt, sid int64, callID string, seq int64, at time.Time, outputID string, durationMS int64, errText string, usage *delegation.Usage, cost *delegation.Cost) error {
+	res, err := stmt.ExecContext(ctx, seq, nanos(at), nullString(&outputID), durationMS, errText, jsonOrNull(usage), jsonOrNull(cost), sid, callID)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return fmt.Errorf("model.finished for unknown model call %q", callID)
+	}
+	return nil
+}
+
+// jsonOrNull is v as JSON, or NULL when v is a nil pointer.
+func jsonOrNull[T any](v *T) sql.NullString {
+	if v == nil {
+		return sql.NullString{}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: string(b), Valid: true}
+}
+
+// callJSON decodes a model call row's JSON columns, usage and cost.
+func callJSON(c *trace.ModelCall, usage, cost sql.NullString) error {
+	if usage.Valid {
+		c.Usage = &delegation.Usage{}
+		if err := json.Unmarshal([]byte(usage.String), c.Usage); err != nil {
+			return fmt.Errorf("model call %s usage: %w", c.ID, err)
+		}
+	}
+	if cost.Valid {
+		c.Cost = &delegation.Cost{}
+		if err := json.Unmarshal([]byte(cost.String), c.Cost); err != nil {
+			return fmt.Errorf("model call %s cost: %w", c.ID, err)
+		}
 	}
 	return nil
 }

@@ -35,9 +35,9 @@ func (db *DB) Import(ctx context.Context, id string, t *trace.Trace, pos *trace.
 		for _, a := range t.Agents {
 			tools, _ := json.Marshal(a.Tools)
 			if _, err := tx.ExecContext(ctx, `INSERT INTO agents (sid, id, seq, name, parent_id, mode, task_call_id,
-				status, error, invocation, system_prompt, system_tokens, tools, steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				status, error, invocation, system_prompt, system_tokens, tools, steps, model, price) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				key, a.ID, pos.AgentSeq[a.ID], a.Name, nullString(a.ParentID), nullString(a.Mode), nullString(a.TaskCallID),
-				a.Status, a.Error, a.Invocation, a.SystemPrompt, a.SystemTokens, string(tools), a.Steps); err != nil {
+				a.Status, a.Error, a.Invocation, a.SystemPrompt, a.SystemTokens, string(tools), a.Steps, a.Model, jsonOrNull(a.Price)); err != nil {
 				return fmt.Errorf("agent %s: %w", a.ID, err)
 			}
 		}
@@ -59,7 +59,7 @@ func (db *DB) Import(ctx context.Context, id string, t *trace.Trace, pos *trace.
 				if c.OutputMessageID != nil {
 					out = *c.OutputMessageID
 				}
-				if err := finishCall(ctx, st.finish, key, c.ID, fin.Seq, fin.At, out, c.DurationMS, c.Error, c.Usage); err != nil {
+				if err := finishCall(ctx, st.finish, key, c.ID, fin.Seq, fin.At, out, c.DurationMS, c.Error, c.Usage, c.Cost); err != nil {
 					return err
 				}
 			}

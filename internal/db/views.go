@@ -256,7 +256,8 @@ type CallRow struct {
 }
 
 const pageCallColumns = `c.id, c.agent_id, c.idx, c.purpose, c.context, c.system_tokens, c.tool_tokens, c.message_tokens,
-	c.inherited_tokens, c.input_tokens, c.output_message_id, c.duration_ms, c.error, c.usage, c.at, c.seq`
+	c.inherited_tokens, c.input_tokens, c.output_message_id, c.duration_ms, c.error, c.usage, c.at, c.seq,
+	c.cached_prefix_tokens, c.cost`
 
 func (r *PageReader) scanCalls(ctx context.Context, query string, args ...any) ([]CallRow, error) {
 	rows, err := r.query(ctx, query, args...)
@@ -267,10 +268,11 @@ func (r *PageReader) scanCalls(ctx context.Context, query string, args ...any) (
 	for rows.Next() {
 		var c CallRow
 		var ctxJSON string
-		var outID, usage sql.NullString
+		var outID, usage, cost sql.NullString
 		var at int64
 		if err := rows.Scan(&c.ID, &c.AgentID, &c.Index, &c.Purpose, &ctxJSON, &c.SystemTokens, &c.ToolTokens,
-			&c.MessageTokens, &c.InheritedTokens, &c.InputTokens, &outID, &c.DurationMS, &c.Error, &usage, &at, &c.Seq); err != nil {
+			&c.MessageTokens, &c.InheritedTokens, &c.InputTokens, &outID, &c.DurationMS, &c.Error, &usage, &at, &c.Seq,
+			&c.CachedPrefixTokens, &cost); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -278,9 +280,9 @@ func (r *PageReader) scanCalls(ctx context.Context, query string, args ...any) (
 			rows.Close()
 			return nil, fmt.Errorf("model call %s context: %w", c.ID, err)
 		}
-		if usage.Valid {
-			c.Usage = &delegation.Usage{}
-			_ = json.Unmarshal([]byte(usage.String), c.Usage)
+		if err := callJSON(&c.ModelCall, usage, cost); err != nil {
+			rows.Close()
+			return nil, err
 		}
 		c.OutputMessageID, c.StartedAt = strPtr(outID), fromNanos(at)
 		out = append(out, c)

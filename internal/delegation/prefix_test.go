@@ -117,9 +117,9 @@ func TestCachedPrefixOfHandBuiltRequests(t *testing.T) {
 func TestCachedPrefixOfChildren(t *testing.T) {
 	turns := func(child string) map[string][]fakeTurn {
 		return map[string][]fakeTurn{
-			"main":           {{calls: []ToolCall{call("write_file", map[string]string{"file_path": "/o.md", "content": "A-7731"})}}, {calls: []ToolCall{task("Report the order number.", child)}}, {content: "done"}},
-			child + "#0":     {{calls: []ToolCall{call("read_file", map[string]string{"file_path": "/o.md"})}}, {content: "A-7731"}},
-			child + "#1":     {{content: "again"}},
+			"main":            {{calls: []ToolCall{call("write_file", map[string]string{"file_path": "/o.md", "content": "A-7731"})}}, {calls: []ToolCall{task("Report the order number.", child)}}, {content: "done"}},
+			child + "#0":      {{calls: []ToolCall{call("read_file", map[string]string{"file_path": "/o.md"})}}, {content: "A-7731"}},
+			child + "#1":      {{content: "again"}},
 			"general-purpose": nil,
 		}
 	}

@@ -65,6 +65,10 @@ type Agent struct {
 	SystemTokens int        `json:"system_tokens"`
 	Tools        []ToolCost `json:"tools"`
 	Steps        int        `json:"steps"`
+	// Model is the model its calls went to, when known; Price what its
+	// tokens cost, when known.
+	Model string            `json:"model,omitempty"`
+	Price *delegation.Price `json:"price,omitempty"`
 }
 
 // ToolCost is a tool definition's tokens.
@@ -102,11 +106,15 @@ type ModelCall struct {
 	MessageTokens   int                `json:"message_tokens"`
 	InheritedTokens int                `json:"inherited_tokens"`
 	InputTokens     int                `json:"input_tokens"`
-	OutputMessageID *string            `json:"output_message_id"`
-	StartedAt       time.Time          `json:"started_at"`
-	DurationMS      int64              `json:"duration_ms"`
-	Error           string             `json:"error,omitempty"`
-	Usage           *delegation.Usage  `json:"usage,omitempty"`
+	// CachedPrefixTokens are the tokens of the longest prefix of its input
+	// that an earlier request of the session had too (delegation/prefix.go).
+	CachedPrefixTokens int               `json:"cached_prefix_tokens"`
+	OutputMessageID    *string           `json:"output_message_id"`
+	StartedAt          time.Time         `json:"started_at"`
+	DurationMS         int64             `json:"duration_ms"`
+	Error              string            `json:"error,omitempty"`
+	Usage              *delegation.Usage `json:"usage,omitempty"`
+	Cost               *delegation.Cost  `json:"cost,omitempty"`
 }
 
 // Event is a log entry as the trace writes it: events that introduced a
@@ -209,7 +217,7 @@ func (b *Builder) Add(ev delegation.Event) (Split, error) {
 				ParentID: optional(d.Agent.ParentID), Mode: optional(string(d.Agent.Mode)),
 				TaskCallID: optional(d.Agent.TaskCallID), Status: delegation.StatusRunning,
 				Invocation: d.Agent.Invocation, SystemPrompt: d.SystemPrompt,
-				SystemTokens: d.SystemTokens, Tools: d.Tools})
+				SystemTokens: d.SystemTokens, Tools: d.Tools, Model: d.Model, Price: d.Price})
 		}
 	case delegation.EventAgentFinished:
 		var d delegation.AgentFinished
@@ -236,7 +244,7 @@ func (b *Builder) Add(ev delegation.Event) (Split, error) {
 				return sp, fmt.Errorf("event %d: model.finished for unknown model call %q", ev.Seq, f.ModelCallID)
 			}
 			c := &t.ModelCalls[i]
-			c.OutputMessageID, c.DurationMS, c.Error, c.Usage = optional(f.OutputMessageID), f.DurationMS, f.Error, f.Usage
+			c.OutputMessageID, c.DurationMS, c.Error, c.Usage, c.Cost = optional(f.OutputMessageID), f.DurationMS, f.Error, f.Usage, f.Cost
 		}
 	case delegation.EventFilesChanged:
 		if ev.AgentID == "main" && b.files != nil {
@@ -307,7 +315,7 @@ func SplitEvent(ev delegation.Event) (Split, error) {
 		sp.Call = &ModelCall{ID: c.ID, AgentID: c.AgentID, Index: c.Index,
 			Purpose: string(c.Purpose), SystemPrompt: c.SystemPrompt, SystemTokens: c.SystemTokens,
 			Context: c.Context, Tools: c.Tools, ToolTokens: c.ToolTokens, MessageTokens: c.MessageTokens,
-			InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens}
+			InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens, CachedPrefixTokens: c.CachedPrefixTokens}
 		sp.Event.Data = mustJSON(callRef{ModelCallID: c.ID})
 	case delegation.EventModelFinished:
 		d, ok := ev.Payload.(delegation.ModelFinished)
@@ -413,6 +421,14 @@ func (m Message) domain() *delegation.Message {
 	return out
 }
 
+// Domain is the call as the engine's model.started carries it.
+func (c ModelCall) Domain() delegation.ModelCall {
+	return delegation.ModelCall{ID: c.ID, AgentID: c.AgentID, Index: c.Index,
+		Purpose: delegation.Purpose(c.Purpose), SystemPrompt: c.SystemPrompt, SystemTokens: c.SystemTokens,
+		Context: c.Context, Tools: c.Tools, ToolTokens: c.ToolTokens, MessageTokens: c.MessageTokens,
+		InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens, CachedPrefixTokens: c.CachedPrefixTokens}
+}
+
 func optional(s string) *string {
 	if s == "" {
 		return nil
@@ -499,13 +515,10 @@ func Inflate(t *Trace) ([]delegation.Event, error) {
 				return nil, fmt.Errorf("event %d: no model call %q", ev.Seq, ref.ModelCallID)
 			}
 			if ev.Type == delegation.EventModelStarted {
-				ev.Payload = delegation.ModelStarted{Call: delegation.ModelCall{ID: c.ID, AgentID: c.AgentID, Index: c.Index,
-					Purpose: delegation.Purpose(c.Purpose), SystemPrompt: c.SystemPrompt, SystemTokens: c.SystemTokens,
-					Context: c.Context, Tools: c.Tools, ToolTokens: c.ToolTokens, MessageTokens: c.MessageTokens,
-					InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens}}
+				ev.Payload = delegation.ModelStarted{Call: c.Domain()}
 			} else {
 				fin := delegation.ModelFinished{ModelCallID: c.ID, OutputMessageID: deref(c.OutputMessageID),
-					DurationMS: c.DurationMS, Usage: c.Usage, Error: c.Error}
+					DurationMS: c.DurationMS, Usage: c.Usage, Cost: c.Cost, Error: c.Error}
 				if m := msgs[fin.OutputMessageID]; m != nil {
 					fin.OutputTokens = m.Tokens
 				}

@@ -96,10 +96,7 @@ func TestWrite(t *testing.T) {
 					Kind: delegation.Kind(m.Kind), ToolCallID: deref(m.ToolCallID)}}, nil
 			case sp.Call != nil:
 				c := sp.Call
-				ev.Payload, ev.Data = delegation.ModelStarted{Call: delegation.ModelCall{ID: c.ID, AgentID: c.AgentID, Index: c.Index,
-					Purpose: delegation.Purpose(c.Purpose), SystemPrompt: c.SystemPrompt, SystemTokens: c.SystemTokens,
-					Context: c.Context, Tools: c.Tools, ToolTokens: c.ToolTokens, MessageTokens: c.MessageTokens,
-					InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens}}, nil
+				ev.Payload, ev.Data = delegation.ModelStarted{Call: c.Domain()}, nil
 			case sp.Finished != nil:
 				ev.Payload, ev.Data = *sp.Finished, nil
 			}
