@@ -45,6 +45,23 @@ func TestRun(t *testing.T) {
 			}
 		}
 	})
+	t.Run("prints what each agent's calls had cached and, with a price, what they cost", func(t *testing.T) {
+		doc, _ := os.ReadFile(example)
+		var m map[string]any
+		_ = json.Unmarshal(doc, &m)
+		m["pricing"] = map[string]any{"input": 2.5, "cached_input": 1.25, "output": 10}
+		doc, _ = json.Marshal(m)
+		code, out, _ := studio(t, "run", writeFile(t, string(doc)))
+		if code != exitOK {
+			t.Fatalf("exit %d", code)
+		}
+		for _, want := range []string{"5,219 cached · $0.0", "main  done  3 steps  7,863 tokens in, 5,219 cached", "entry 1,080 (39 inherited, 0 cached)  $0.00",
+			"economics: the receipt kept 0 tokens of the child's work out of 1 later call of the parent (0 tokens); the child cost $0.00"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+	})
 	t.Run("--json prints a trace that validates against the published schema", func(t *testing.T) {
 		code, out, _ := studio(t, "run", example, "--json")
 		if code != exitOK {

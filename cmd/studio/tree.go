@@ -28,10 +28,15 @@ func printTree(w io.Writer, t *trace.Trace) {
 			texts[m.ID] = m.Content
 		}
 	}
-	fmt.Fprintf(w, "session %s: %s · %s · %s · %s (%s)\n", t.Session.Name, t.Session.Status,
-		plural(len(t.Agents), "agent"), plural(len(t.ModelCalls), "model call"), plural(root.SubtreeTokens, "input token"), t.Session.Tokenizer)
+	fmt.Fprintf(w, "session %s: %s · %s · %s · %s (%s), %s cached", t.Session.Name, t.Session.Status,
+		plural(len(t.Agents), "agent"), plural(len(t.ModelCalls), "model call"), plural(root.SubtreeTokens, "input token"),
+		t.Session.Tokenizer, thousands(root.SubtreeCached))
+	if c := root.SubtreeCost; c.Priced() {
+		fmt.Fprintf(w, " · %s", view.Dollars(c.Total))
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "prompt: %s\n\n", view.Excerpt(t.Session.Prompt, 100))
-	printNode(w, root, texts, "", "")
+	printNode(w, st, root, texts, "", "")
 	if t.Session.Error != "" {
 		fmt.Fprintf(w, "\nerror: %s\n", t.Session.Error)
 	}
@@ -46,7 +51,7 @@ func printTree(w io.Writer, t *trace.Trace) {
 	}
 }
 
-func printNode(w io.Writer, n *view.Node, receipts map[string]string, first, rest string) {
+func printNode(w io.Writer, st *view.State, n *view.Node, receipts map[string]string, first, rest string) {
 	a := n.Agent
 	mode := ""
 	if a.Mode != "" {
@@ -56,17 +61,31 @@ func printNode(w io.Writer, n *view.Node, receipts map[string]string, first, res
 	if a.Error != "" {
 		status += ": " + view.Excerpt(a.Error, 80)
 	}
-	fmt.Fprintf(w, "%s%s%s  %s  %s  %s tokens in", first, a.Name, mode, status, plural(a.Calls, "step"), thousands(a.OwnTokens))
+	fmt.Fprintf(w, "%s%s%s  %s  %s  %s tokens in, %s cached", first, a.Name, mode, status, plural(a.Calls, "step"),
+		thousands(a.OwnTokens), thousands(a.CachedTokens))
 	if n.SubtreeTokens != a.OwnTokens {
-		fmt.Fprintf(w, " (%s with its subagents)", thousands(n.SubtreeTokens))
+		fmt.Fprintf(w, " (%s with its subagents, %s cached)", thousands(n.SubtreeTokens), thousands(n.SubtreeCached))
 	}
 	if a.ParentID != "" {
 		fmt.Fprintf(w, ", entry %s", thousands(a.EntryTokens))
+		var parts []string
 		if a.InheritedTokens > 0 {
-			fmt.Fprintf(w, " (%s inherited)", thousands(a.InheritedTokens))
+			parts = append(parts, thousands(a.InheritedTokens)+" inherited")
+		}
+		parts = append(parts, thousands(a.EntryCached)+" cached")
+		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
+	}
+	if a.Cost.Priced() {
+		fmt.Fprintf(w, "  %s", view.Dollars(a.Cost.Total))
+		if n.SubtreeCost.Calls != a.Cost.Calls {
+			fmt.Fprintf(w, " (%s with its subagents)", view.Dollars(n.SubtreeCost.Total))
 		}
 	}
 	fmt.Fprintln(w)
+	if a.ReportedCalls > 0 {
+		fmt.Fprintf(w, "%s    cache:   the endpoint reported %s cached tokens over %s, the studio estimated %s (%+d)\n", rest,
+			thousands(a.ReportedCached), plural(a.ReportedCalls, "call"), thousands(a.EstimatedCached), a.ReportedCached-a.EstimatedCached)
+	}
 	if a.ParentID != "" {
 		fmt.Fprintf(w, "%s    task:    %q\n", rest, view.Excerpt(a.Task, 90))
 		label, receipt := "receipt:", ""
@@ -77,6 +96,18 @@ func printNode(w io.Writer, n *view.Node, receipts map[string]string, first, res
 			}
 		}
 		fmt.Fprintf(w, "%s    %s %q\n", rest, label, view.Excerpt(receipt, 90))
+		if d := n.Delegation; d != nil && d.Receipt != nil {
+			sv := st.Saving(d)
+			money := `no price (set "pricing" to price it)`
+			if n.SubtreeCost.Priced() {
+				money = "the child cost " + view.Dollars(n.SubtreeCost.Total)
+				if sv.Priced {
+					money += ", the saving " + view.Dollars(sv.Cost) + " at the parent's cached-input price"
+				}
+			}
+			fmt.Fprintf(w, "%s    economics: the receipt kept %s of the child's work out of %s of the parent (%s); %s\n", rest,
+				plural(sv.PerCall, "token"), plural(d.LaterCalls, "later call"), plural(sv.Tokens, "token"), money)
+		}
 	}
 	type item struct {
 		child   *view.Node
@@ -95,7 +126,7 @@ func printNode(w io.Writer, n *view.Node, receipts map[string]string, first, res
 			branch, next = "└─ ", "   "
 		}
 		if it.child != nil {
-			printNode(w, it.child, receipts, rest+branch, rest+next)
+			printNode(w, st, it.child, receipts, rest+branch, rest+next)
 			continue
 		}
 		r := it.refusal

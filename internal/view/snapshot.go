@@ -12,7 +12,7 @@ import (
 
 // SnapshotVersion numbers the snapshot's encoding: a store that holds
 // another rebuilds the state from the log.
-const SnapshotVersion = 1
+const SnapshotVersion = 2
 
 // snapshot is the state as stored: what a page of a finished session needs.
 type snapshot struct {
@@ -22,6 +22,8 @@ type snapshot struct {
 	Delegations []*Delegation `json:"delegations"`
 	Calls       int           `json:"calls"`
 	Tokens      int           `json:"tokens"`
+	Cached      int           `json:"cached"`
+	Cost        Money         `json:"cost"`
 	Files       int           `json:"files"`
 	Notes       []Note        `json:"notes"`
 	Budget      int           `json:"budget"`
@@ -31,7 +33,7 @@ type snapshot struct {
 // pending work are not kept: a session is snapshotted when it has ended.
 func (s *State) MarshalJSON() ([]byte, error) {
 	return json.Marshal(snapshot{Session: s.Session, Seq: s.Seq, Agents: s.Agents, Delegations: s.Delegations,
-		Calls: s.Calls, Tokens: s.Tokens, Files: s.Files.Count(), Notes: s.Notes, Budget: s.budget})
+		Calls: s.Calls, Tokens: s.Tokens, Cached: s.Cached, Cost: s.Cost, Files: s.Files.Count(), Notes: s.Notes, Budget: s.budget})
 }
 
 // Restore decodes a state MarshalJSON wrote.
@@ -42,6 +44,7 @@ func Restore(b []byte) (*State, error) {
 	}
 	s := New(Meta{ID: sn.Session.ID, Title: sn.Session.Title, Budget: sn.Budget})
 	s.Session, s.Seq, s.Calls, s.Tokens, s.Notes = sn.Session, sn.Seq, sn.Calls, sn.Tokens, sn.Notes
+	s.Cached, s.Cost = sn.Cached, sn.Cost
 	s.Files.count = sn.Files
 	for _, a := range sn.Agents {
 		a.summaryAt = -1
@@ -61,7 +64,7 @@ func Restore(b []byte) (*State, error) {
 // page reads the files from the store): the clone knows only their count.
 func (s *State) Clone() *State {
 	c := New(Meta{ID: s.Session.ID, Title: s.Session.Title, Budget: s.budget})
-	c.Session, c.Seq, c.Calls, c.Tokens = s.Session, s.Seq, s.Calls, s.Tokens
+	c.Session, c.Seq, c.Calls, c.Tokens, c.Cached, c.Cost = s.Session, s.Seq, s.Calls, s.Tokens, s.Cached, s.Cost
 	c.Notes = slices.Clip(s.Notes)
 	c.Files.count = s.Files.Count()
 	for _, a := range s.Agents {

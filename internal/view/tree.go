@@ -4,8 +4,10 @@ package view
 type Node struct {
 	Agent *Agent
 	// SubtreeTokens is the input tokens of its calls and its descendants',
-	// each counted once.
-	SubtreeTokens int
+	// each counted once; SubtreeCached their cached prefixes and
+	// SubtreeCost their cost.
+	SubtreeTokens, SubtreeCached int
+	SubtreeCost                  Money
 	// Delegation is the task call that started it (nil for the main agent).
 	Delegation *Delegation
 	Children   []*Node
@@ -36,9 +38,11 @@ func (s *State) Tree() *Node {
 }
 
 func subtree(n *Node) int {
-	n.SubtreeTokens = n.Agent.OwnTokens
+	n.SubtreeTokens, n.SubtreeCached, n.SubtreeCost = n.Agent.OwnTokens, n.Agent.CachedTokens, n.Agent.Cost
 	for _, c := range n.Children {
 		n.SubtreeTokens += subtree(c)
+		n.SubtreeCached += c.SubtreeCached
+		n.SubtreeCost = n.SubtreeCost.Plus(c.SubtreeCost)
 	}
 	return n.SubtreeTokens
 }

@@ -44,6 +44,10 @@ type State struct {
 	Delegations []*Delegation
 	// Calls and Tokens are the session's model calls and their input tokens.
 	Calls, Tokens int
+	// Cached is their cached prefixes' tokens, summed; Cost what they cost,
+	// summed over the priced ones.
+	Cached int
+	Cost   Money
 	// Running are the model calls under way, by id.
 	Running map[string]*Running
 	// Files is the main agent's file index.
@@ -90,6 +94,9 @@ type Agent struct {
 	EntryTokens, InheritedTokens int
 	// Messages is the length of its message list.
 	Messages int
+	// Economics: its model and price (when known), and its calls' cached
+	// prefixes, reported cache use and cost summed.
+	Economics
 	// Refused are its task calls that started no child.
 	Refused []Refusal
 	// History is its context as its next turn would receive it.
@@ -120,6 +127,9 @@ type CallRef struct {
 	Messages        int // in its context
 	InputTokens     int
 	InheritedTokens int
+	// CachedTokens is its cached prefix: the part of its input an earlier
+	// request of the session began with too.
+	CachedTokens int
 }
 
 // Refusal is a task call that started no child.
@@ -152,6 +162,10 @@ type Delegation struct {
 	// FilesBackCount in all.
 	FilesBack      []string
 	FilesBackCount int
+	// LaterCalls is how many of the parent's model calls received the
+	// receipt: each would have carried the child's work instead, had the
+	// parent done it itself.
+	LaterCalls int
 	// Frozen is the parent's context as its first call that read the
 	// receipt received it, with that call's answer; nil while the parent's
 	// pane still follows the parent.
@@ -303,7 +317,8 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 		}
 		a := &Agent{ID: d.Agent.ID, Name: d.Agent.Name, ParentID: d.Agent.ParentID, Mode: string(d.Agent.Mode),
 			TaskCallID: d.Agent.TaskCallID, Invocation: d.Agent.Invocation, Status: delegation.StatusRunning,
-			SystemPrompt: d.SystemPrompt, SystemTokens: d.SystemTokens, Tools: d.Tools, summaryAt: -1}
+			SystemPrompt: d.SystemPrompt, SystemTokens: d.SystemTokens, Tools: d.Tools, summaryAt: -1,
+			Economics: Economics{Model: d.Model, Price: d.Price}}
 		if p := s.agents[a.ParentID]; p != nil {
 			a.Depth = p.Depth + 1
 		}
@@ -347,6 +362,14 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 		}
 		if r := s.Running[d.ModelCallID]; r != nil {
 			ch.finish(Finished{ID: d.ModelCallID, Step: r.Step})
+			if a := s.agents[r.AgentID]; a != nil {
+				a.finished(r.CachedTokens, d)
+				ch.node(s, a.ID, false)
+			}
+		}
+		if d.Cost != nil {
+			s.Cost = s.Cost.add(*d.Cost)
+			ch.Totals = true
 		}
 		delete(s.Running, d.ModelCallID)
 		for _, dl := range s.Delegations {
@@ -500,16 +523,20 @@ func (s *State) callStarted(ev delegation.Event, c delegation.ModelCall, ch *Cha
 	}
 	s.Calls++
 	s.Tokens += c.InputTokens
+	s.Cached += c.CachedPrefixTokens
 	if a.Calls == 0 {
 		a.EntryTokens, a.InheritedTokens = c.InputTokens, c.InheritedTokens
+		a.EntryCached = c.CachedPrefixTokens
 	}
 	a.Calls++
 	a.OwnTokens += c.InputTokens
+	a.CachedTokens += c.CachedPrefixTokens
 	n := 0
 	for _, r := range c.Context {
 		n += r.Len()
 	}
-	ref := &CallRef{ID: c.ID, Index: c.Index, Step: s.Calls, Messages: n, InputTokens: c.InputTokens, InheritedTokens: c.InheritedTokens}
+	ref := &CallRef{ID: c.ID, Index: c.Index, Step: s.Calls, Messages: n, InputTokens: c.InputTokens, InheritedTokens: c.InheritedTokens,
+		CachedTokens: c.CachedPrefixTokens}
 	a.Last = ref
 	r := &Running{CallRef: *ref, AgentID: c.AgentID, Purpose: string(c.Purpose), StartedAt: ev.At.UTC()}
 	if text, ok := s.pending[c.ID]; ok {
@@ -520,6 +547,11 @@ func (s *State) callStarted(ev delegation.Event, c delegation.ModelCall, ch *Cha
 	ch.Totals, ch.Scrub = true, true
 	ch.Appended = append(ch.Appended, c.ID)
 	ch.node(s, a.ID, true)
+	for _, dl := range s.Delegations {
+		if dl.ParentID == a.ID && dl.Receipt != nil && covers(c.Context, a.ID, dl.Receipt.Index) {
+			dl.LaterCalls++
+		}
+	}
 	if c.Purpose == delegation.PurposeSummary {
 		return
 	}
@@ -547,6 +579,9 @@ func (s *State) messageAdded(agentID string, idx int, m *delegation.Message, ch 
 		return
 	}
 	a.Messages = max(a.Messages, idx+1)
+	if a.ParentID != "" && idx > 0 && m.Kind != delegation.KindSummary {
+		a.WorkTokens += m.Tokens
+	}
 	if m.Kind == delegation.KindSummary {
 		// It heads the history once the summarization event says what was kept.
 		a.summaryAt = idx

@@ -228,3 +228,11 @@ func TestNotes(t *testing.T) {
 		}
 	})
 }
+
+func TestDollars(t *testing.T) {
+	for x, want := range map[float64]string{0: "$0", 12.345: "$12.35", 1: "$1.00", 0.5: "$0.500", 0.0123: "$0.0123", 0.00104: "$0.00104", 0.0000031: "$0.00000310"} {
+		if got := view.Dollars(x); got != want {
+			t.Errorf("Dollars(%v) = %s, want %s", x, got, want)
+		}
+	}
+}

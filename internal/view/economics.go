@@ -1,0 +1,108 @@
+package view
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+)
+
+// Economics is what an agent's calls cost: tokens served from a prompt
+// cache (the studio's estimate, and the endpoint's own figure where it
+// reported one) and dollars at its price.
+type Economics struct {
+	// Model and Price are what its calls were priced at; Price is nil when
+	// it has none.
+	Model string
+	Price *delegation.Price
+	// CachedTokens is its calls' cached prefixes summed; EntryCached its
+	// first call's.
+	CachedTokens, EntryCached int
+	// ReportedCalls are its calls whose endpoint reported usage; of those,
+	// ReportedCached is the cached tokens the endpoint reported and
+	// EstimatedCached the studio's cached prefix, for the difference.
+	ReportedCalls                   int
+	ReportedCached, EstimatedCached int
+	// OutputTokens are its calls' output tokens (the endpoint's, where it
+	// reported them).
+	OutputTokens int
+	// Cost is what its priced calls cost.
+	Cost Money
+	// WorkTokens are the tokens of its own messages after its opening one:
+	// for a child, what its delegation kept out of the parent's context.
+	WorkTokens int
+}
+
+// Money is a sum of costs: dollars, and over how many priced calls.
+type Money struct {
+	delegation.Cost
+	Calls int
+}
+
+func (m Money) add(c delegation.Cost) Money {
+	return Money{Cost: m.Cost.Add(c), Calls: m.Calls + 1}
+}
+
+// Plus sums two sums.
+func (m Money) Plus(o Money) Money {
+	return Money{Cost: m.Cost.Add(o.Cost), Calls: m.Calls + o.Calls}
+}
+
+// Priced reports whether any call was priced.
+func (m Money) Priced() bool { return m.Calls > 0 }
+
+// finished adds a finished call: its cost, output and what its endpoint
+// reported of the cache beside the studio's estimate (cached).
+func (e *Economics) finished(cached int, d delegation.ModelFinished) {
+	out := d.OutputTokens
+	if u := d.Usage; u != nil {
+		e.ReportedCalls++
+		e.ReportedCached += u.CachedTokens
+		e.EstimatedCached += cached
+		out = u.CompletionTokens
+	}
+	e.OutputTokens += out
+	if d.Cost != nil {
+		e.Cost = e.Cost.add(*d.Cost)
+	}
+}
+
+// Saving is what a delegation's receipt saved its parent: had the parent
+// done the child's work itself, each of its later calls (LaterCalls) would
+// have carried the child's work tokens instead of the receipt's. Tokens
+// counts them over those calls; Cost prices them at the parent's cached
+// input price, as a warm prompt cache would have billed them (the least they
+// would have cost), when the parent has a price.
+type Saving struct {
+	PerCall, Tokens int
+	Cost            float64
+	Priced          bool
+}
+
+// Saving is d's saving (see Saving).
+func (s *State) Saving(d *Delegation) Saving {
+	child, parent := s.agents[d.ChildID], s.agents[d.ParentID]
+	if child == nil || d.Receipt == nil {
+		return Saving{}
+	}
+	sv := Saving{PerCall: max(0, child.WorkTokens-d.Receipt.Tokens)}
+	sv.Tokens = sv.PerCall * d.LaterCalls
+	if parent != nil && parent.Price != nil {
+		sv.Cost, sv.Priced = float64(sv.Tokens)*parent.Price.CachedInput/1e6, true
+	}
+	return sv
+}
+
+// Dollars writes an amount of dollars as a person reads it: cents from a
+// dollar up, three significant digits below a cent ($0.00104), "$0" for
+// nothing.
+func Dollars(x float64) string {
+	switch {
+	case x == 0:
+		return "$0"
+	case math.Abs(x) >= 1:
+		return fmt.Sprintf("$%.2f", x)
+	}
+	decimals := min(max(2-int(math.Floor(math.Log10(math.Abs(x)))), 2), 9)
+	return fmt.Sprintf("$%.*f", decimals, x)
+}
