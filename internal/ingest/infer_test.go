@@ -107,6 +107,22 @@ func TestInferFromRequestsAlone(t *testing.T) {
 	if got := fmt.Sprint(forkCall.Context); got != "[{main 0 1} {"+fork.ID+" 0 1}]" {
 		t.Errorf("the fork's context = %s: the inherited prefix is the parent's range", got)
 	}
+	// What a prompt cache can serve, as the engine counts it: the fork's
+	// first call begins with the parent's first request whole; the isolated
+	// child's with nothing of it; the child's second call with its first.
+	calls := map[string][]trace.ModelCall{}
+	for _, c := range tr.ModelCalls {
+		calls[c.AgentID] = append(calls[c.AgentID], c)
+	}
+	if got, want := forkCall.CachedPrefixTokens, calls["main"][0].InputTokens; got != want {
+		t.Errorf("the fork's cached prefix = %d, want the parent's first input %d", got, want)
+	}
+	if got := calls[iso.ID][0].CachedPrefixTokens; got != 0 {
+		t.Errorf("the isolated child's first cached prefix = %d, want 0", got)
+	}
+	if got, want := calls[iso.ID][1].CachedPrefixTokens, calls[iso.ID][0].InputTokens; got != want {
+		t.Errorf("the isolated child's second cached prefix = %d, want %d", got, want)
+	}
 	for _, a := range tr.Agents {
 		if a.Status != delegation.StatusDone {
 			t.Errorf("agent %s is %s", a.ID, a.Status)

@@ -43,6 +43,9 @@ type Config struct {
 	// TaskTool is the name of the tool that delegates ("task" when empty).
 	TaskTool string
 	Origin   *delegation.Origin
+	// Prices finds the price of a call's model, to price what it cost; nil
+	// prices nothing.
+	Prices delegation.PriceTable
 }
 
 // Message is a message as a model received or wrote it. Ids may be missing:
@@ -131,6 +134,8 @@ type Session struct {
 	invocations map[string]int
 	lastAt      time.Time
 	prompt      string
+	// prefixes holds every call's request, for each call's cached prefix.
+	prefixes delegation.PrefixIndex
 }
 
 // agent is one inferred agent: its message list (append-only, each message
@@ -156,6 +161,12 @@ type agent struct {
 	files      map[string]string
 	finished   bool
 	unattached bool
+	// msgKeys are msgs' cache keys; mark where its newest request ended
+	// among the session's (delegation/prefix.go); price what its model's
+	// tokens cost, when known.
+	msgKeys []delegation.PrefixKey
+	mark    *delegation.PrefixMark
+	price   *delegation.Price
 }
 
 // toolCall is one tool call of an agent's answer, until its result is in.
@@ -253,13 +264,18 @@ func (s *Session) newAgent(info delegation.AgentInfo, parent *agent, in CallInpu
 		}
 	}
 	a.tools, a.toolTokens = s.toolCosts(in.Tools)
+	if s.cfg.Prices != nil && in.Model != "" {
+		if p, ok := s.cfg.Prices(in.Model); ok {
+			a.price = &p
+		}
+	}
 	s.agents = append(s.agents, a)
 	s.byID[info.ID] = a
 	if info.ID == "main" {
 		s.main = a
 	}
 	s.emit(info.ID, delegation.EventAgentStarted, in.At, delegation.AgentStarted{Agent: info, SystemPrompt: a.system,
-		SystemTokens: s.count(a.system), Tools: a.tools})
+		SystemTokens: s.count(a.system), Tools: a.tools, Model: in.Model, Price: a.price})
 	return a
 }
 
@@ -280,6 +296,7 @@ func (s *Session) appendMessage(a *agent, m *delegation.Message, at time.Time) *
 	m.AgentID = a.info.ID
 	m.Tokens = delegation.MessageTokens(s.cfg.Counter, m) // the engine's rule
 	a.msgs = append(a.msgs, m)
+	a.msgKeys = append(a.msgKeys, delegation.MessageKey(m))
 	a.prefix = append(a.prefix, a.prefix[idx]+m.Tokens)
 	if n := len(a.history); n > 0 && a.history[n-1].AgentID == a.info.ID && a.history[n-1].To == idx {
 		a.history[n-1].To++
@@ -467,10 +484,29 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 		Purpose: delegation.PurposeTurn, SystemPrompt: in.System, SystemTokens: systemTokens,
 		Context: append([]delegation.Range(nil), ctx...), Tools: toolCosts, ToolTokens: toolTokens,
 		MessageTokens: msgTokens, InheritedTokens: inh, InputTokens: systemTokens + toolTokens + msgTokens}
+	call.CachedPrefixTokens = s.cachedPrefix(a, in, call)
 	s.emit(a.info.ID, delegation.EventModelStarted, in.At, delegation.ModelStarted{Call: call})
 	t := &Turn{s: s, a: a, call: call, start: in.At}
 	a.open = t
 	return t
+}
+
+// cachedPrefix is the tokens of a call's input an earlier call of the
+// session began with too, as the engine counts it (delegation/prefix.go):
+// walked from the agent's previous call or its parent's latest.
+func (s *Session) cachedPrefix(a *agent, in CallInput, call delegation.ModelCall) int {
+	var parent *delegation.PrefixMark
+	if a.parent != nil {
+		parent = a.parent.mark
+	}
+	cached, mark := s.prefixes.Add(delegation.PrefixRequest{Tools: delegation.ToolsKey(in.Tools), ToolTokens: call.ToolTokens,
+		System: delegation.SystemKey(in.System), SystemTokens: call.SystemTokens, Context: call.Context, Tokens: call.InputTokens,
+		Message: func(agentID string, idx int) (delegation.PrefixKey, int) {
+			owner := s.byID[agentID]
+			return owner.msgKeys[idx], owner.msgs[idx].Tokens
+		}}, a.mark, parent)
+	a.mark = mark
+	return cached
 }
 
 func orDefault(s, def string) string {
@@ -513,6 +549,10 @@ func (t *Turn) Finish(out CallOutput) {
 			}
 			a.pending = append(a.pending, tc)
 		}
+	}
+	if a.price != nil {
+		c := a.price.CallCost(t.call, fin)
+		fin.Cost = &c
 	}
 	s.emit(a.info.ID, delegation.EventModelFinished, out.At, fin)
 }

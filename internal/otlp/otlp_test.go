@@ -469,3 +469,52 @@ func rangesOf(t testing.TB, s ptrace.Span, attr string) []delegation.Range {
 	}
 	return rs
 }
+
+func TestCachedPrefixAndCost(t *testing.T) {
+	raw, err := os.ReadFile("../../examples/order-number.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	m["pricing"] = map[string]any{"input": 2.5, "cached_input": 1.25, "output": 10}
+	raw, _ = json.Marshal(m)
+	tr := run(t, raw, "s1")
+	d := export(t, tr, otlp.Options{OpenInference: true})
+	total := 0.0
+	for i, c := range d.chats(t, "main") {
+		call := tr.ModelCalls[0]
+		for _, x := range tr.ModelCalls {
+			if x.AgentID == "main" && x.Index == i {
+				call = x
+			}
+		}
+		if got := num(t, c, "delegation.cached_prefix_tokens"); got != call.CachedPrefixTokens {
+			t.Fatalf("chat %d: cached prefix %d, want %d", i, got, call.CachedPrefixTokens)
+		}
+		if call.CachedPrefixTokens > 0 && num(t, c, "gen_ai.usage.cache_read.input_tokens") != call.CachedPrefixTokens {
+			t.Fatalf("chat %d: the scripted provider's cache read is not its estimate", i)
+		}
+		v, ok := c.Attributes().Get("gen_ai.usage.cost")
+		if !ok || v.Type() != pcommon.ValueTypeDouble || v.Double() != call.Cost.Total {
+			t.Fatalf("chat %d: gen_ai.usage.cost = %v, want %v", i, v.AsRaw(), call.Cost.Total)
+		}
+		if w, ok := c.Attributes().Get("llm.cost.total"); !ok || w.Double() != call.Cost.Total {
+			t.Fatalf("chat %d: llm.cost.total = %v", i, w.AsRaw())
+		}
+		if str(t, c, "delegation.cost.basis") != "estimate" {
+			t.Fatalf("chat %d: basis", i)
+		}
+	}
+	for _, c := range tr.ModelCalls {
+		total += c.Cost.Total
+	}
+	main := d.agent(t, "main")
+	v, ok := main.Attributes().Get("delegation.subtree_cost")
+	if !ok || fmt.Sprintf("%.12f", v.Double()) != fmt.Sprintf("%.12f", total) {
+		t.Fatalf("main's subtree cost = %v, want %v", v.AsRaw(), total)
+	}
+	if num(t, main, "delegation.subtree_cached_tokens") <= num(t, main, "delegation.own_cached_tokens")-1 {
+		t.Fatal("subtree cached tokens below own")
+	}
+}

@@ -96,6 +96,9 @@ type agentRun struct {
 	description               string // the task it was given (children)
 	events                    []*tracepb.Span_Event
 	own, subtree              int // input tokens of its calls; and of its descendants' too, as they finish
+	ownCached, subtreeCached  int // of which their cached prefixes
+	ownCost, subtreeCost      float64
+	ownPriced, subtreePriced  bool // a call of its, or of its subtree, had a cost
 	inherited                 int // messages of its first call that were another agent's
 	called                    bool
 	receiptTokens             int
@@ -234,6 +237,12 @@ func (x *exporter) add(sp trace.Split) error {
 			return fmt.Errorf("model.finished for unknown model call %q", sp.Finished.ModelCallID)
 		}
 		c.finished, c.end, c.fin = true, ev.At, sp.Finished
+		if cost := sp.Finished.Cost; cost != nil {
+			a := c.agent
+			a.ownCost += cost.Total
+			a.subtreeCost += cost.Total
+			a.ownPriced, a.subtreePriced = true, true
+		}
 		if id := sp.Finished.OutputMessageID; id != "" && c.agent.last != nil && c.agent.last.ID == id {
 			c.output = c.agent.last
 		}
@@ -441,6 +450,8 @@ func (x *exporter) startCall(run *agentRun, call *trace.ModelCall, at time.Time)
 	c := &callRun{call: call, agent: run, seq: x.seq, start: at, spanID: x.spanID("chat", call.ID)}
 	run.own += call.InputTokens
 	run.subtree += call.InputTokens
+	run.ownCached += call.CachedPrefixTokens
+	run.subtreeCached += call.CachedPrefixTokens
 	first := !run.called
 	if !run.called {
 		run.called = true
@@ -692,6 +703,9 @@ func (x *exporter) writeAgent(run *agentRun) error {
 	run.pending, run.args = nil, nil
 	if p := x.agents[run.parentID]; p != nil {
 		p.subtree += run.subtree
+		p.subtreeCached += run.subtreeCached
+		p.subtreeCost += run.subtreeCost
+		p.subtreePriced = p.subtreePriced || run.subtreePriced
 	}
 	s := x.span(run.spanID, run.parentSpanID, "invoke_agent "+run.name, kindInternal)
 	s.StartTimeUnixNano, s.EndTimeUnixNano = x.times(run.start, run.end, run.finished)
@@ -758,10 +772,18 @@ func (x *exporter) writeAgent(run *agentRun) error {
 	attrs = append(attrs,
 		integer("delegation.own_tokens", int64(run.own)),
 		integer("delegation.subtree_tokens", int64(run.subtree)),
+		integer("delegation.own_cached_tokens", int64(run.ownCached)),
+		integer("delegation.subtree_cached_tokens", int64(run.subtreeCached)),
 		str("delegation.status", status),
 		integer("delegation.steps", int64(run.steps)),
 		integer("delegation.invocation", int64(run.invocation)),
 	)
+	if run.ownPriced {
+		attrs = append(attrs, double("delegation.own_cost", run.ownCost))
+	}
+	if run.subtreePriced {
+		attrs = append(attrs, double("delegation.subtree_cost", run.subtreeCost))
+	}
 	if run.hasDelegation {
 		attrs = append(attrs, strList("delegation.returned", run.returned), strList("delegation.held_back", run.heldBack))
 	}
@@ -832,7 +854,7 @@ func (x *exporter) writeCall(c *callRun) error {
 	if c.fin != nil && c.fin.Usage != nil {
 		usage = c.fin.Usage
 	} else if !x.team.remote() {
-		usage = &delegation.Usage{PromptTokens: call.InputTokens, CompletionTokens: outputTokens}
+		usage = &delegation.Usage{PromptTokens: call.InputTokens, CompletionTokens: outputTokens, CachedTokens: call.CachedPrefixTokens}
 	}
 	if usage != nil {
 		attrs = append(attrs,
@@ -857,6 +879,14 @@ func (x *exporter) writeCall(c *callRun) error {
 	if out != nil {
 		attrs = append(attrs, strList("gen_ai.response.finish_reasons", []string{out.FinishReason}))
 	}
+	var cost *delegation.Cost
+	if c.fin != nil {
+		cost = c.fin.Cost
+	}
+	if cost != nil {
+		// Not a GenAI convention yet: the name OpenLIT and Langfuse read.
+		attrs = append(attrs, double("gen_ai.usage.cost", cost.Total))
+	}
 	attrs = append(attrs, c.inputs...)
 	c.inputs = nil
 	if out != nil {
@@ -880,6 +910,10 @@ func (x *exporter) writeCall(c *callRun) error {
 				attrs = append(attrs, integer("llm.token_count.completion_details.reasoning", int64(usage.ReasoningTokens)))
 			}
 		}
+		if cost != nil {
+			attrs = append(attrs, double("llm.cost.total", cost.Total), double("llm.cost.prompt", cost.Input+cost.CachedInput),
+				double("llm.cost.completion", cost.Output))
+		}
 		switch {
 		case c.output != nil:
 			attrs = append(attrs, oiMessage("llm.output_messages.0.", c.output.Role, c.output.Content, c.output.ToolCalls, nil)...)
@@ -901,7 +935,12 @@ func (x *exporter) writeCall(c *callRun) error {
 		integer("delegation.system_tokens", int64(call.SystemTokens)),
 		integer("delegation.tool_tokens", int64(call.ToolTokens)),
 		integer("delegation.message_tokens", int64(call.MessageTokens)),
+		integer("delegation.cached_prefix_tokens", int64(call.CachedPrefixTokens)),
 	)
+	if cost != nil {
+		attrs = append(attrs, double("delegation.cost.input", cost.Input), double("delegation.cost.cached_input", cost.CachedInput),
+			double("delegation.cost.output", cost.Output), str("delegation.cost.basis", cost.Basis))
+	}
 	switch {
 	case c.fin != nil && c.fin.Error != "":
 		attrs = append(attrs, str("error.type", "model_error"))

@@ -19,6 +19,7 @@ import (
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/ingest"
+	"github.com/delegationstudio/studio/internal/pricing"
 	"github.com/delegationstudio/studio/internal/tokens"
 )
 
@@ -257,7 +258,7 @@ func (r *receiver) get(ctx context.Context, traceID string, spans []ingest.Span)
 	lt.id, lt.done = rec.SessionID(), done
 	counter, _ := tokens.Get(tokens.Default)
 	lt.tr = ingest.NewTrace(ingest.Config{SessionID: lt.id, Name: name, Tokenizer: tokens.Default, Counter: counter,
-		Sink: rec, TaskTool: r.s.cfg.TaskTool})
+		Sink: rec, TaskTool: r.s.cfg.TaskTool, Prices: pricing.Lookup})
 	r.traces[traceID] = lt
 	r.s.log.Info("receiving a trace", "trace", traceID, "session", lt.id, "service", name)
 	return lt, nil

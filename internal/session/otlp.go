@@ -10,6 +10,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/ingest"
+	"github.com/delegationstudio/studio/internal/pricing"
 	"github.com/delegationstudio/studio/internal/tokens"
 	"github.com/delegationstudio/studio/internal/trace"
 )
@@ -105,7 +106,7 @@ func OTLPTraces(raw []byte, format string) ([]*trace.Trace, error) {
 		})
 		spans := batch.Traces[traceID]
 		tr := ingest.NewTrace(ingest.Config{SessionID: id, Name: ingest.NameOf(spans), Tokenizer: tokens.Default,
-			Counter: counter, Sink: sink})
+			Counter: counter, Sink: sink, Prices: pricing.Lookup})
 		tr.Add(spans)
 		tr.Close("", "", time.Time{})
 		t, err := trace.Build(trace.Meta{ID: id, Scenario: json.RawMessage("{}")}, events)

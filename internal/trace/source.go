@@ -146,7 +146,7 @@ func (m *Memory) Log() iter.Seq2[Split, error] {
 // Finished is what a call's model.finished added to it.
 func (c *ModelCall) Finished() *delegation.ModelFinished {
 	return &delegation.ModelFinished{ModelCallID: c.ID, OutputMessageID: deref(c.OutputMessageID),
-		DurationMS: c.DurationMS, Usage: c.Usage, Error: c.Error}
+		DurationMS: c.DurationMS, Usage: c.Usage, Cost: c.Cost, Error: c.Error}
 }
 
 // Backward yields messages to-1 down to from of an agent's message list,

@@ -517,8 +517,7 @@ func Inflate(t *Trace) ([]delegation.Event, error) {
 			if ev.Type == delegation.EventModelStarted {
 				ev.Payload = delegation.ModelStarted{Call: c.Domain()}
 			} else {
-				fin := delegation.ModelFinished{ModelCallID: c.ID, OutputMessageID: deref(c.OutputMessageID),
-					DurationMS: c.DurationMS, Usage: c.Usage, Cost: c.Cost, Error: c.Error}
+				fin := *c.Finished()
 				if m := msgs[fin.OutputMessageID]; m != nil {
 					fin.OutputTokens = m.Tokens
 				}
