@@ -85,6 +85,33 @@ type Table struct {
 	// Versus sets the article's figures and ours side by side, row by
 	// row, each with why they differ or agree.
 	Versus []Versus
+	// Chart, when set, draws some of the table's figures as bars.
+	Chart *BarChart
+}
+
+// BarChart is figures of a table drawn as bars: one group per measure, one
+// bar per row, each bar stacked from its parts.
+type BarChart struct {
+	Title  string
+	Groups []BarGroup
+}
+
+// BarGroup is one measure: its title, its unit ("tokens" or "dollars").
+type BarGroup struct {
+	Title, Unit string
+	Bars        []Bar
+}
+
+// Bar is one row's figure, in parts.
+type Bar struct {
+	Label string
+	Parts []BarPart
+}
+
+// BarPart is one part of a bar.
+type BarPart struct {
+	Name  string
+	Value float64
 }
 
 // Versus is one figure of the article beside ours.
@@ -134,6 +161,7 @@ var registry = []lessonDef{
 	orderNumber,
 	systemPrompt,
 	entryCost,
+	cacheAndCost,
 	summarizedFork,
 	pipeline,
 	fanOut,

@@ -33,6 +33,7 @@ var specific = map[string]func(t *testing.T, tab Table, runs map[string]*trace.T
 	"order-number":          testOrderNumber,
 	"system-prompt":         testSystemPrompt,
 	"entry-cost":            testEntryCost,
+	"cache-and-cost":        testCacheAndCost,
 	"summarized-fork":       testSummarizedFork,
 	"pipeline":              testPipeline,
 	"fan-out":               testFanOut,
@@ -730,5 +731,56 @@ func TestGet(t *testing.T) {
 	}
 	if !slices.IsSorted(names) {
 		t.Errorf("All() is not in name order: %q", names)
+	}
+}
+
+// The three-way lesson's figures come in the expected order, and the chart
+// draws them.
+func testCacheAndCost(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	num := func(row, col string) int {
+		n, err := strconv.Atoi(strings.ReplaceAll(cell(t, tab, row, col), ",", ""))
+		if err != nil {
+			t.Fatalf("(%s, %s): %v", row, col, err)
+		}
+		return n
+	}
+	iso, fork, own := "isolated", "fork", "fork, own tools"
+	if !(num(iso, "entry (tokens)") < num(own, "entry (tokens)") && num(own, "entry (tokens)") < num(fork, "entry (tokens)")) {
+		t.Errorf("entry: %d, %d, %d", num(iso, "entry (tokens)"), num(own, "entry (tokens)"), num(fork, "entry (tokens)"))
+	}
+	if !(num(iso, "cached at entry") < num(own, "cached at entry") && num(own, "cached at entry") < num(fork, "cached at entry")) {
+		t.Errorf("cached at entry: %d, %d, %d", num(iso, "cached at entry"), num(own, "cached at entry"), num(fork, "cached at entry"))
+	}
+	if !(num(fork, "new at entry") < num(iso, "new at entry") && num(iso, "new at entry") < num(own, "new at entry")) {
+		t.Errorf("new at entry: %d, %d, %d", num(fork, "new at entry"), num(iso, "new at entry"), num(own, "new at entry"))
+	}
+	cost := func(v string) float64 {
+		s := 0.0
+		for _, c := range runs[v].ModelCalls {
+			if c.AgentID != "main" {
+				if c.Cost == nil {
+					t.Fatalf("%s: call %s has no cost", v, c.ID)
+				}
+				s += c.Cost.Total
+			}
+		}
+		return s
+	}
+	if a, b, c := cost("isolated"), cost("fork"), cost("fork-own-tools"); !(a < b && b < c) {
+		t.Errorf("the children cost %v, %v, %v: want isolated < fork < fork with own tools", a, b, c)
+	}
+	if tab.Chart == nil || len(tab.Chart.Groups) != 2 || len(tab.Chart.Groups[0].Bars) != 3 {
+		t.Fatalf("chart = %+v", tab.Chart)
+	}
+	for _, g := range tab.Chart.Groups {
+		for _, b := range g.Bars {
+			total := 0.0
+			for _, p := range b.Parts {
+				total += p.Value
+			}
+			if total <= 0 {
+				t.Errorf("%s: bar %s is empty", g.Title, b.Label)
+			}
+		}
 	}
 }

@@ -99,7 +99,7 @@ type agentRun struct {
 	ownCached, subtreeCached  int // of which their cached prefixes
 	ownCost, subtreeCost      float64
 	ownPriced, subtreePriced  bool // a call of its, or of its subtree, had a cost
-	inherited                 int // messages of its first call that were another agent's
+	inherited                 int  // messages of its first call that were another agent's
 	called                    bool
 	receiptTokens             int
 	returned, heldBack        []string

@@ -13,6 +13,7 @@ import (
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/internal/view"
 	"github.com/delegationstudio/studio/web/templates"
 )
 
@@ -128,6 +129,7 @@ func (s *Server) lessonPage(c echo.Context) error {
 		default:
 			v.Table = tableView(tbl)
 			v.Chart = entryChart(tbl)
+			v.Bars = barChart(tbl.Chart)
 		}
 	}
 	return render(c, http.StatusOK, templates.LessonPageView(v))
@@ -208,4 +210,56 @@ func entryChart(t lessons.Table) *templates.Chart {
 		c.YTicks = append(c.YTicks, templates.ChartTick{Pos: py(y), Label: strconv.Itoa(y)})
 	}
 	return c
+}
+
+// barChart lays a table's bar chart out: each panel's bars scaled to its
+// largest, parts side by side, the total written after each bar.
+func barChart(c *lessons.BarChart) *templates.BarChart {
+	if c == nil {
+		return nil
+	}
+	const width, left, area, rowH = 560, 150, 300, 28
+	out := &templates.BarChart{Title: c.Title, Width: width}
+	for _, g := range c.Groups {
+		p := templates.BarPanel{Title: g.Title, Height: len(g.Bars)*rowH + 4}
+		largest := 0.0
+		for _, b := range g.Bars {
+			total := 0.0
+			for _, part := range b.Parts {
+				total += part.Value
+			}
+			largest = max(largest, total)
+		}
+		for i, b := range g.Bars {
+			row := templates.BarRow{Label: b.Label, Y: i*rowH + 2}
+			x, total := float64(left), 0.0
+			for j, part := range b.Parts {
+				w := 0.0
+				if largest > 0 {
+					w = part.Value / largest * area
+				}
+				row.Parts = append(row.Parts, templates.BarRect{X: int(x + 0.5), Width: max(int(x+w+0.5)-int(x+0.5), 0),
+					Class: "p" + strconv.Itoa(j), Title: part.Name + " " + amount(part.Value, g.Unit)})
+				x += w
+				total += part.Value
+			}
+			row.Total, row.TextX = amount(total, g.Unit), int(x+0.5)+6
+			p.Bars = append(p.Bars, row)
+		}
+		if len(g.Bars) > 0 {
+			for j, part := range g.Bars[0].Parts {
+				p.Legend = append(p.Legend, templates.BarKey{Name: part.Name, Class: "p" + strconv.Itoa(j)})
+			}
+		}
+		out.Panels = append(out.Panels, p)
+	}
+	return out
+}
+
+// amount writes a bar's value in its unit.
+func amount(v float64, unit string) string {
+	if unit == "dollars" {
+		return view.Dollars(v)
+	}
+	return templates.Thousands(int(v+0.5)) + " " + unit
 }

@@ -577,6 +577,47 @@ func TestLessonPage(t *testing.T) {
 	}
 }
 
+// TestCacheAndCostLesson runs the three-way fan-out lesson in the studio:
+// its table and its bar chart, drawn from the stored runs.
+func TestCacheAndCostLesson(t *testing.T) {
+	s := newStudio(t, "")
+	res, _ := s.form("/lessons/cache-and-cost", "/lessons/cache-and-cost/run", url.Values{})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("run: %d", res.StatusCode)
+	}
+	loc, _ := url.Parse(res.Header.Get("Location"))
+	for _, r := range strings.Split(loc.Query().Get("runs"), ",") {
+		_, id, _ := strings.Cut(r, ":")
+		s.waitDone(id)
+	}
+	_, doc := s.get(loc.String())
+	if n := doc.Find(`[data-testid="table-computed"] tbody tr`).Length(); n != 3 {
+		t.Fatalf("computed rows: %d", n)
+	}
+	if doc.Find(`[data-testid="checks"] li.fail`).Length() != 0 {
+		t.Fatalf("checks: %s", doc.Find(`[data-testid="checks"]`).Text())
+	}
+	chart := doc.Find(`[data-testid="bar-chart"]`)
+	if chart.Find("svg").Length() != 2 || chart.Find("rect.part").Length() != 3*2+3*3 {
+		t.Fatalf("bar chart: %d panels, %d parts", chart.Find("svg").Length(), chart.Find("rect.part").Length())
+	}
+	// The bars are to scale: the fork's entry bar is the longest of its panel.
+	widths := map[string]int{}
+	chart.Find("svg").First().Find("rect.part").Each(func(i int, r *goquery.Selection) {
+		w, _ := strconv.Atoi(r.AttrOr("width", "0"))
+		widths[strconv.Itoa(i/2)] += w
+	})
+	if !(widths["0"] < widths["2"] && widths["2"] < widths["1"]) {
+		t.Fatalf("entry bars (isolated, fork, own tools): %v", widths)
+	}
+	if !strings.Contains(chart.Text(), "$") {
+		t.Fatal("the cost panel writes no dollars")
+	}
+	if doc.Find(`[data-testid="chart"] polyline`).Length() != 0 {
+		t.Fatal("the entry-cost line chart was drawn for a table that is not the entry cost's")
+	}
+}
+
 // TestLessonAsDeepagents runs a lesson with compat "deepagents": every
 // variant's scenario says so, and where deepagents fails the run the page
 // says the runs differ from ours rather than hiding them.
