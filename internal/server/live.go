@@ -168,7 +168,7 @@ func (p *pageData) patches(ch view.Changes) ([]patch, error) {
 		}
 	}
 	if ch.Totals {
-		add(patch{Sel: "#totals", Op: "inner", HTML: html(templates.Totals(len(st.Agents), st.Calls, st.Tokens))})
+		add(patch{Sel: "#totals", Op: "inner", HTML: html(templates.Totals(totals(st)))})
 	}
 	add(p.treePatches(ch)...)
 	if ch.NotesAdded {
@@ -654,7 +654,7 @@ func (p *pageData) syncPatches(c choice, running bool) ([]patch, error) {
 	}
 	ps := []patch{
 		{Sel: "#status", Op: "replace", HTML: html(templates.StatusBadge(v.Status, v.Error))},
-		{Sel: "#totals", Op: "inner", HTML: html(templates.Totals(v.Agents, v.Calls, v.Tokens))},
+		{Sel: "#totals", Op: "inner", HTML: html(templates.Totals(v.Totals))},
 		{Sel: "#tree", Op: "inner", HTML: html(templates.TreeSVG(v.ID, v.Tree))},
 		{Sel: "#notes", Op: "replace", HTML: html(templates.NotesSection(v.Notes))},
 		{Sel: "#delegation", Op: "inner", HTML: html(templates.DelegationBody(v.Delegation))},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
 	"github.com/delegationstudio/studio/internal/view"
 	"github.com/delegationstudio/studio/web/templates"
 )
@@ -140,6 +141,7 @@ func (p *pageData) timelineRow(c db.CallRow) templates.TimelineRow {
 	if c.Usage != nil {
 		r.Reported = c.Usage.PromptTokens
 	}
+	r.Cache = cacheView(c.ModelCall)
 	if run := p.st.Running[c.ID]; run != nil {
 		r.Running, r.Stream = true, run.Stream
 		if r.Step == 0 {
@@ -155,6 +157,47 @@ func (p *pageData) timelineRow(c db.CallRow) templates.TimelineRow {
 		}
 	}
 	return r
+}
+
+// cacheView is what a prompt cache can serve of a stored call, the
+// endpoint's figure beside it, and the call's cost.
+func cacheView(c trace.ModelCall) templates.CacheView {
+	v := templates.CacheView{Cached: c.CachedPrefixTokens, Input: c.InputTokens}
+	if u := c.Usage; u != nil {
+		v.Reported, v.ReportedCache = true, u.CachedTokens
+	}
+	if c.Cost != nil {
+		v.Cost, v.CostBasis = view.Dollars(c.Cost.Total), costBasis(c.Cost.Basis)
+	}
+	return v
+}
+
+func costBasis(b string) string {
+	if b == delegation.BasisUsage {
+		return "endpoint's reported usage"
+	}
+	return "studio's count, its cached prefix as cached input"
+}
+
+// markCached says what of a context is in its call's cached prefix, which
+// covers whole elements in order: the tools, the system prompt, then its
+// first messages.
+func markCached(v *templates.ContextView, cached int) {
+	if cached <= 0 {
+		return
+	}
+	v.ToolsCached = cached >= v.ToolTokens
+	v.SystemCached = cached >= v.ToolTokens+v.SystemTokens
+	v.CachedMessageTokens = max(cached-v.ToolTokens-v.SystemTokens, 0)
+}
+
+// totals counts the session so far, for its head.
+func totals(st *view.State) templates.TotalsView {
+	t := templates.TotalsView{Agents: len(st.Agents), Calls: st.Calls, Tokens: st.Tokens, Cached: st.Cached}
+	if st.Cost.Priced() {
+		t.Cost = view.Dollars(st.Cost.Total)
+	}
+	return t
 }
 
 // timeline is the timeline's rows: every call, or the head and tail of a
@@ -277,6 +320,10 @@ func (p *pageData) contextView(agentID string, cx view.Context, taskCallID strin
 	if v.Messages, err = p.rangeViews(own, view.PaneWindow, url, false, taskCallID); err != nil {
 		return v, err
 	}
+	if cx.Call != nil {
+		v.Cache = templates.CacheView{Cached: cx.Call.CachedTokens, Input: cx.Call.InputTokens}
+		markCached(&v, cx.Call.CachedTokens)
+	}
 	return v, nil
 }
 
@@ -284,6 +331,9 @@ func (p *pageData) contextView(agentID string, cx view.Context, taskCallID strin
 func (p *pageData) pane(pn view.Pane) (templates.ContextView, error) {
 	v, err := p.contextView(pn.AgentID, p.st.PaneContext(pn), pn.TaskCallID)
 	v.PaneID = pn.ID()
+	if a := p.st.Agent(pn.AgentID); a != nil && pn.Kind == view.PaneChild {
+		v.Prefix = p.st.Prefix(a)
+	}
 	if d := p.st.Delegation(pn.Delegation); pn.Kind == view.PaneChild || (d != nil && d.Frozen == nil) {
 		if p.st.Agent(pn.AgentID) != nil {
 			v.Follows = pn.AgentID
@@ -317,6 +367,17 @@ func (p *pageData) cameBack(d *view.Delegation) (templates.CameBackView, error) 
 	v := templates.CameBackView{ChildID: d.ChildID, Finished: d.Finished, FilesBack: d.FilesBack, FilesBackCount: d.FilesBackCount}
 	if a := p.st.Agent(d.ChildID); a != nil {
 		v.ChildStatus = a.Status
+		v.EntryTokens, v.EntryCached = a.EntryTokens, a.EntryCached
+		var cost view.Money
+		v.ChildInputTotal, v.ChildCachedSum, cost = p.st.Subtree(a.ID)
+		if cost.Priced() {
+			v.ChildCost = view.Dollars(cost.Total)
+		}
+		sv := p.st.Saving(d)
+		v.KeptPerCall, v.LaterCalls, v.KeptTokens = sv.PerCall, d.LaterCalls, sv.Tokens
+		if sv.Priced {
+			v.KeptCost = view.Dollars(sv.Cost)
+		}
 	}
 	if r := d.Receipt; r != nil {
 		m, err := p.rd.MessageAt(p.ctx, r.AgentID, r.Index)
@@ -484,7 +545,7 @@ func (p *pageData) sessionPage(page templates.Page, ch choice, running bool) (te
 	v := templates.SessionPage{Page: page, ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title,
 		Prompt: st.Session.Prompt, Status: st.Session.Status, Error: st.Session.Error, Tokenizer: st.Session.Tokenizer,
 		CreatedAt: st.Session.CreatedAt, Running: running, Answer: st.Session.Answer, LastSeq: st.Seq,
-		Agents: len(st.Agents), Calls: st.Calls, Tokens: st.Tokens, TimelineAll: ch.TimelineAll, Notes: p.notes()}
+		Agents: len(st.Agents), Calls: st.Calls, Tokens: st.Tokens, Totals: totals(st), TimelineAll: ch.TimelineAll, Notes: p.notes()}
 	v.Tree = p.tree(p.shown(ch.Agent))
 	var err error
 	if v.Delegation, err = p.delegationPanel(ch.Agent); err != nil {

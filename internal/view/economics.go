@@ -3,6 +3,7 @@ package view
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 )
@@ -105,4 +106,62 @@ func Dollars(x float64) string {
 	}
 	decimals := min(max(2-int(math.Floor(math.Log10(math.Abs(x)))), 2), 9)
 	return fmt.Sprintf("$%.*f", decimals, x)
+}
+
+// costNote is what a node cost, for its tooltip: "" when not priced.
+func costNote(n *Node) string {
+	if !n.Agent.Cost.Priced() {
+		return ""
+	}
+	out := ", " + Dollars(n.Agent.Cost.Total)
+	if n.SubtreeCost.Calls != n.Agent.Cost.Calls {
+		out += " (" + Dollars(n.SubtreeCost.Total) + " with its subagents)"
+	}
+	return out
+}
+
+// Prefix says whose prompt prefix a child's first call began with:
+// "parent" for a fork with its parent's tools and system prompt,
+// "own-tools" or "own-system" for a fork that changed one of them, "own"
+// for an isolated child; "" for the main agent.
+func (s *State) Prefix(a *Agent) string {
+	p := s.agents[a.ParentID]
+	switch {
+	case p == nil:
+		return ""
+	case a.Mode != string(delegation.ModeFork):
+		return "own"
+	case !slices.Equal(a.Tools, p.Tools):
+		return "own-tools"
+	case a.SystemPrompt != p.SystemPrompt:
+		return "own-system"
+	}
+	return "parent"
+}
+
+// Subtree sums an agent's calls and its descendants': input tokens, cached
+// prefixes and cost. It costs O(agents).
+func (s *State) Subtree(id string) (tokens, cached int, cost Money) {
+	for _, a := range s.Agents {
+		for x := a; x != nil; x = s.agents[x.ParentID] {
+			if x.ID == id {
+				tokens += a.OwnTokens
+				cached += a.CachedTokens
+				cost = cost.Plus(a.Cost)
+				break
+			}
+		}
+	}
+	return tokens, cached, cost
+}
+
+// economicsChanged says that what an agent's calls cost changed: the
+// "came back" of its delegation, and of each ancestor's, shows its
+// subtree's once the receipt is in.
+func (s *State) economicsChanged(a *Agent, ch *Changes) {
+	for x := a; x != nil && x.ParentID != ""; x = s.agents[x.ParentID] {
+		if d := s.byChild[x.ID]; d != nil && d.Receipt != nil {
+			ch.crossing(x.ID)
+		}
+	}
 }

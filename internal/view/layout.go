@@ -18,6 +18,8 @@ type PlacedNode struct {
 	Calls      int
 	Tokens     int // own input tokens
 	Subtree    int
+	Cached     int    // own input tokens a prompt cache can serve
+	CostNote   string // ", $0.0123 ($0.0456 with its subagents)" when priced, else ""
 	Reason     string // why a refusal was refused
 	Selected   bool
 }
@@ -77,6 +79,7 @@ func Layout(root *Node, selected string) TreeLayout {
 		a := n.Agent
 		l.Nodes = append(l.Nodes, PlacedNode{X: cx - nodeW/2, Y: y, W: nodeW, H: nodeH, AgentID: a.ID, Name: a.Name,
 			Mode: a.Mode, Status: a.Status, Calls: a.Calls, Tokens: a.OwnTokens, Subtree: n.SubtreeTokens,
+			Cached: a.CachedTokens, CostNote: costNote(n),
 			Selected: a.ID == selected})
 		for i, c := range centers {
 			l.Edges = append(l.Edges, Edge{X1: cx, Y1: y + nodeH, X2: c, Y2: y + nodeH + gapY, ChildID: childIDs[i], Blocked: blocked[i]})

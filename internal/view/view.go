@@ -364,7 +364,10 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 			ch.finish(Finished{ID: d.ModelCallID, Step: r.Step})
 			if a := s.agents[r.AgentID]; a != nil {
 				a.finished(r.CachedTokens, d)
-				ch.node(s, a.ID, false)
+				if d.Cost != nil { // the node's tooltip says what it cost
+					ch.node(s, a.ID, false)
+					s.economicsChanged(a, ch)
+				}
 			}
 		}
 		if d.Cost != nil {
@@ -547,9 +550,11 @@ func (s *State) callStarted(ev delegation.Event, c delegation.ModelCall, ch *Cha
 	ch.Totals, ch.Scrub = true, true
 	ch.Appended = append(ch.Appended, c.ID)
 	ch.node(s, a.ID, true)
+	s.economicsChanged(a, ch)
 	for _, dl := range s.Delegations {
 		if dl.ParentID == a.ID && dl.Receipt != nil && covers(c.Context, a.ID, dl.Receipt.Index) {
 			dl.LaterCalls++
+			ch.crossing(dl.ChildID)
 		}
 	}
 	if c.Purpose == delegation.PurposeSummary {

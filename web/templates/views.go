@@ -99,6 +99,17 @@ type ContextView struct {
 	Messages                    []MessageView // its own, with a gap when long
 	InheritedCount              int
 	InheritedTokens             int
+	// Cache is what a prompt cache can serve of the call; ToolsCached and
+	// SystemCached say whether the tools and the system prompt are in that
+	// shared prefix (messages say so each, Cached).
+	Cache                     CacheView
+	ToolsCached, SystemCached bool
+	// CachedMessageTokens are the tokens of its messages in that prefix.
+	CachedMessageTokens int
+	// Prefix says, for a child, whose prompt prefix its first call began
+	// with: "parent" (a fork with the parent's tools and system prompt),
+	// "own-tools", "own-system" (a fork that lost it), or "own" (isolated).
+	Prefix string
 }
 
 // DelegationView is a delegation side by side: what the parent holds (its
@@ -120,6 +131,17 @@ type CameBackView struct {
 	Finished       bool
 	FilesBack      []string
 	FilesBackCount int
+	// Economics: what the child's subtree cost ("" when not priced), and
+	// what the receipt kept out of the parent's later calls.
+	ChildCost       string
+	KeptPerCall     int
+	LaterCalls      int
+	KeptTokens      int
+	KeptCost        string
+	EntryTokens     int
+	EntryCached     int
+	ChildCachedSum  int
+	ChildInputTotal int
 }
 
 // DelegationPanel is the session page's delegation panel: the delegation
@@ -130,6 +152,31 @@ type DelegationPanel struct {
 	Selected  *DelegationView
 	Children  []LessonOption // name = agent id, title = label
 }
+
+// TotalsView counts a session so far: its agents, calls, input tokens, the
+// part of those a prompt cache can serve, and what they cost ("" when no
+// call is priced).
+type TotalsView struct {
+	Agents, Calls, Tokens, Cached int
+	Cost                          string
+}
+
+// CacheView is what a prompt cache can serve of a call (the studio's
+// estimate: the longest prefix an earlier request of the session had too)
+// and, where the endpoint reported its own figure, that figure.
+type CacheView struct {
+	Cached, Input int
+	Reported      bool
+	ReportedCache int
+	Cost          string // what the call cost, "" when not priced
+	CostBasis     string
+}
+
+// New is the input a cache cannot serve.
+func (c CacheView) New() int { return c.Input - c.Cached }
+
+// Diff is the endpoint's figure less the studio's estimate.
+func (c CacheView) Diff() int { return c.ReportedCache - c.Cached }
 
 // TimelineRow is a model call in the timeline of turns.
 type TimelineRow struct {
@@ -145,7 +192,8 @@ type TimelineRow struct {
 	Output                              string
 	ToolCalls                           []string
 	Error                               string
-	Reported                            int    // input tokens the program reported, 0 when it did not
+	Reported                            int // input tokens the program reported, 0 when it did not
+	Cache                               CacheView
 	Gap                                 int    // for a gap: how many calls it stands for
 	GapURL                              string // where they all are
 }
@@ -195,6 +243,7 @@ type SessionPage struct {
 	Running                                           bool
 	Tree                                              view.TreeLayout
 	Agents, Calls, Tokens                             int
+	Totals                                            TotalsView
 	Timeline                                          []TimelineRow
 	TimelineAll                                       bool
 	Delegation                                        DelegationPanel
@@ -229,6 +278,17 @@ type FilesPage struct {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // plural writes "1 message", "3 messages" or "1,234 messages".
+// signedInt is n with its sign: +12, -3, 0.
+func signedInt(n int) string {
+	if n > 0 {
+		return "+" + Thousands(n)
+	}
+	if n < 0 {
+		return "-" + Thousands(-n)
+	}
+	return "0"
+}
+
 func plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word
