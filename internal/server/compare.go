@@ -32,7 +32,8 @@ func (s *Server) comparePage(c echo.Context) error {
 			return err
 		}
 	}
-	return render(c, http.StatusOK, templates.CompareView(templates.ComparePage{Page: s.page(c, "Compare"), A: sides[0], B: sides[1]}))
+	return render(c, http.StatusOK, templates.CompareView(templates.ComparePage{Page: s.page(c, "Compare"), A: sides[0], B: sides[1],
+		Deltas: compareDeltas(sides[0], sides[1])}))
 }
 
 // compareSide is what a comparison shows of one session: its page state's
@@ -40,12 +41,16 @@ func (s *Server) comparePage(c echo.Context) error {
 func (p *pageData) compareSide() (templates.CompareSide, error) {
 	st := p.st
 	side := templates.CompareSide{ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title, Status: st.Session.Status,
-		Tree: p.tree(""), Calls: st.Calls, Tokens: st.Tokens}
+		Tree: p.tree(""), Calls: st.Calls, Tokens: st.Tokens, Cached: st.Cached, Cost: st.Cost.Total, Priced: st.Cost.Priced()}
 	var walk func(n *view.Node) error
 	walk = func(n *view.Node) error {
 		a := n.Agent
 		ac := templates.AgentCost{ID: a.ID, Name: a.Name, Mode: a.Mode, Status: a.Status, Own: a.OwnTokens, Subtree: n.SubtreeTokens,
-			Entry: a.EntryTokens, Inherited: a.InheritedTokens, Calls: a.Calls}
+			Entry: a.EntryTokens, Inherited: a.InheritedTokens, Calls: a.Calls,
+			EntryCached: a.EntryCached, SubtreeCached: n.SubtreeCached, Cost: n.SubtreeCost.Total, Priced: n.SubtreeCost.Priced()}
+		if ac.Priced {
+			ac.SubtreeCost = view.Dollars(ac.Cost)
+		}
 		if d := n.Delegation; d != nil && d.Receipt != nil {
 			m, err := p.rd.MessageAt(p.ctx, d.Receipt.AgentID, d.Receipt.Index)
 			if err != nil {
@@ -144,4 +149,54 @@ func inMode(doc []byte, mode delegation.Mode) (*scenario.Scenario, error) {
 		return nil, err
 	}
 	return scenario.Build(f, raw)
+}
+
+// compareDeltas sets B's figures against A's: the sessions' input, cached
+// and cost, then, for each agent both have (by id), its entry, the cached
+// part of it, and its subtree's cost.
+func compareDeltas(a, b templates.CompareSide) []templates.CompareDelta {
+	ints := func(what string, x, y int) templates.CompareDelta {
+		return templates.CompareDelta{What: what, A: templates.Thousands(x), B: templates.Thousands(y), Delta: signedThousands(y - x)}
+	}
+	money := func(what string, x, y float64, px, py bool) (templates.CompareDelta, bool) {
+		if !px || !py {
+			return templates.CompareDelta{}, false
+		}
+		d := "+" + view.Dollars(y-x)
+		if y < x {
+			d = "−" + view.Dollars(x-y)
+		}
+		return templates.CompareDelta{What: what, A: view.Dollars(x), B: view.Dollars(y), Delta: d}, true
+	}
+	out := []templates.CompareDelta{ints("input tokens", a.Tokens, b.Tokens), ints("cached", a.Cached, b.Cached),
+		ints("new (not cached)", a.Tokens-a.Cached, b.Tokens-b.Cached)}
+	if d, ok := money("cost", a.Cost, b.Cost, a.Priced, b.Priced); ok {
+		out = append(out, d)
+	}
+	byID := map[string]templates.AgentCost{}
+	for _, x := range a.Agents {
+		byID[x.ID] = x
+	}
+	for _, y := range b.Agents {
+		x, ok := byID[y.ID]
+		if !ok {
+			continue
+		}
+		name := y.Name + " (" + y.ID + ")"
+		out = append(out, ints(name+": entry", x.Entry, y.Entry), ints(name+": cached at entry", x.EntryCached, y.EntryCached))
+		if d, ok := money(name+": subtree cost", x.Cost, y.Cost, x.Priced, y.Priced); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func signedThousands(n int) string {
+	switch {
+	case n > 0:
+		return "+" + templates.Thousands(n)
+	case n < 0:
+		return "−" + templates.Thousands(-n)
+	}
+	return "0"
 }

@@ -534,6 +534,17 @@ func TestBothModes(t *testing.T) {
 	if isoInherited != 0 || forkInherited == 0 || forkEntry <= isoEntry {
 		t.Fatalf("entry: isolated %d (%d inherited), fork %d (%d inherited)", isoEntry, isoInherited, forkEntry, forkInherited)
 	}
+	cached := func(side string) int {
+		v, _ := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(doc.Find(`[data-testid="side-`+side+`"] tr[data-agent="a1"] [data-testid="entry-cached"]`).Text()), ",", ""))
+		return v
+	}
+	if cached("a") != 0 || cached("b") == 0 {
+		t.Fatalf("cached at entry: isolated %d, fork %d: the fork's first call shares its parent's prefix", cached("a"), cached("b"))
+	}
+	deltas := doc.Find(`[data-testid="deltas"] tbody tr`)
+	if deltas.Length() < 5 || !strings.Contains(deltas.Text(), "cached at entry") || !strings.Contains(deltas.Eq(1).Find(`[data-testid="delta"]`).Text(), "+") {
+		t.Fatalf("deltas: %s", deltas.Text())
+	}
 }
 
 func TestLessonPage(t *testing.T) {
