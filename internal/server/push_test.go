@@ -76,8 +76,15 @@ func TestPushEachSessionAsItEnds(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		waitSpans(t, rcv, created.ID, want)
-		if seq, _ := d.PushedSeq(context.Background(), created.ID, p.Endpoint()); seq == 0 {
-			t.Fatal("the store does not remember the push")
+		// The push is remembered once its answer came back, which is after
+		// the receiver has the spans: wait for the row.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if seq, _ := d.PushedSeq(context.Background(), created.ID, p.Endpoint()); seq != 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the store does not remember the push")
+			}
 		}
 	})
 
