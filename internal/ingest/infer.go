@@ -25,6 +25,11 @@ type Placement struct {
 	Inherited    int
 	// Unattached: nothing explains the call; it gets an agent of its own.
 	Unattached bool
+	// Shared counts the call's first messages that the session already
+	// holds: the agent's history it extends, or the parent's history a
+	// fork inherits. A producer choosing among sessions takes the one that
+	// explains most.
+	Shared int
 	// Why says, for a person, what decided it.
 	Why string
 
@@ -83,7 +88,7 @@ func (s *Session) place(in CallInput) Placement {
 		}
 	}
 	if best != nil {
-		return Placement{Agent: best.info.ID, Why: "its input extends this agent's history"}
+		return Placement{Agent: best.info.ID, Shared: bestLen, Why: "its input extends this agent's history"}
 	}
 	if p, ok := s.matchDelegation(input, in.Hint.Name, true); ok {
 		return p
@@ -101,7 +106,7 @@ func (s *Session) place(in CallInput) Placement {
 		}
 	}
 	if best != nil {
-		return Placement{Agent: best.info.ID, Why: "its input begins like this agent's history (trimmed or summarized since)", weak: true}
+		return Placement{Agent: best.info.ID, Shared: bestLen, Why: "its input begins like this agent's history (trimmed or summarized since)", weak: true}
 	}
 	if p, ok := s.matchDelegation(input, in.Hint.Name, false); ok {
 		return p
@@ -119,7 +124,11 @@ func (s *Session) canContinue(a *agent, name string) bool {
 }
 
 // matchDelegation finds the waiting task call that explains a child's first
-// input; byContent demands its description in the last user message.
+// input; byContent demands its description in the last user message. When
+// the team's modes are known (Config.Modes), a call whose subagent's mode
+// is not the mode the input shows is taken only if no other fits: two task
+// calls with one description in one answer, one isolated and one a fork,
+// are told apart whatever order their children's requests arrive in.
 func (s *Session) matchDelegation(input []Message, name string, byContent bool) (Placement, bool) {
 	lastUser := ""
 	for i := len(input) - 1; i >= 0; i-- {
@@ -128,6 +137,7 @@ func (s *Session) matchDelegation(input []Message, name string, byContent bool) 
 			break
 		}
 	}
+	var fallback *Placement
 	for _, a := range s.agents {
 		for _, tc := range a.pending {
 			if tc.task == nil || tc.child != nil || tc.added || tc.refused {
@@ -146,11 +156,20 @@ func (s *Session) matchDelegation(input []Message, name string, byContent bool) 
 				p.Why, p.weak = "its agent name is the subagent type of this waiting task call", true
 			}
 			if n := s.prefix(input, tc.inherit); n > 0 && n < len(input) {
-				p.Mode, p.Inherited = delegation.ModeFork, n
+				p.Mode, p.Inherited, p.Shared = delegation.ModeFork, n, n
 				p.Why += ", and its input begins with the parent's history (a fork)"
+			}
+			if want, known := s.cfg.Modes[tc.task.SubagentType]; known && want != p.Mode {
+				if fallback == nil {
+					fallback = &p
+				}
+				continue
 			}
 			return p, true
 		}
+	}
+	if fallback != nil {
+		return *fallback, true
 	}
 	return Placement{}, false
 }

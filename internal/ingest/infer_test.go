@@ -217,3 +217,81 @@ func TestNestedRefusalInAFork(t *testing.T) {
 		t.Errorf("%d delegation.refused, want 1", refused)
 	}
 }
+
+func TestChildrenNumberedInCallOrder(t *testing.T) {
+	r := newRecording()
+	r.call("", []ingest.Message{user("Three at once.")}, asst("", task("Read a.", "reader"), task("Read b.", "reader"), task("Read c.", "reader")))
+	// Their requests arrive in another order than the calls were made.
+	c := r.call("", []ingest.Message{user("Read c.")}, asst("c"))
+	a := r.call("", []ingest.Message{user("Read a.")}, asst("a"))
+	b := r.call("", []ingest.Message{user("Read b.")}, asst("b"))
+	if got := fmt.Sprint(a.Invocation, b.Invocation, c.Invocation); got != "0 1 2" {
+		t.Errorf("invocations of a, b, c = %s, want 0 1 2: the n-th task call to a type is its n-th invocation (formats.md §1)", got)
+	}
+	if c.ID != "a1" {
+		t.Errorf("the first child seen is %s, want a1: ids follow arrival", c.ID)
+	}
+}
+
+func TestKnownModesTellTwinTasksApart(t *testing.T) {
+	for _, forkFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fork's request first: %v", forkFirst), func(t *testing.T) {
+			sink := &collect{}
+			s := ingest.New(ingest.Config{SessionID: "s1", Counter: wordCounter{}, Sink: sink,
+				Modes: map[string]delegation.Mode{"iso": delegation.ModeIsolated, "fork": delegation.ModeFork}})
+			prompt := user("Order A-7731 is late.")
+			at := t0
+			call := func(in []ingest.Message, out ingest.Message) ingest.AgentRef {
+				at = at.Add(time.Second)
+				turn := s.StartCall(ingest.CallInput{Input: in, At: at})
+				turn.Finish(ingest.CallOutput{Output: &out, At: at})
+				return turn.Agent()
+			}
+			call([]ingest.Message{prompt}, asst("", task("Report the order number above.", "iso"), task("Report the order number above.", "fork")))
+			isoIn := []ingest.Message{user("Report the order number above.")}
+			forkIn := []ingest.Message{prompt, user("preamble\n\nReport the order number above.")}
+			var iso, fork ingest.AgentRef
+			if forkFirst {
+				fork = call(forkIn, asst("A-7731"))
+				iso = call(isoIn, asst("I cannot see it."))
+			} else {
+				iso = call(isoIn, asst("I cannot see it."))
+				fork = call(forkIn, asst("A-7731"))
+			}
+			if iso.Name != "iso" || iso.Mode != delegation.ModeIsolated || fork.Name != "fork" || fork.Mode != delegation.ModeFork {
+				t.Errorf("iso = %s/%s, fork = %s/%s", iso.Name, iso.Mode, fork.Name, fork.Mode)
+			}
+		})
+	}
+}
+
+func TestActivityAndDeltas(t *testing.T) {
+	r := newRecording()
+	if act := r.s.Activity(); act.Open != 0 || act.MainAnswered {
+		t.Fatalf("before any call: %+v", act)
+	}
+	turn := r.s.StartCall(ingest.CallInput{Input: []ingest.Message{user("Go.")}, At: t0})
+	turn.Delta("Thinking ")
+	if act := r.s.Activity(); act.Open != 1 {
+		t.Errorf("a call in flight: %+v", act)
+	}
+	turn.Finish(ingest.CallOutput{Output: &ingest.Message{ToolCalls: []delegation.ToolCall{task("Do it.", "helper")}}, At: t0})
+	if act := r.s.Activity(); act.Open != 0 || act.MainAnswered {
+		t.Errorf("the main agent asked for a tool: %+v", act)
+	}
+	child := r.s.StartCall(ingest.CallInput{Input: []ingest.Message{user("Do it.")}, At: t0})
+	child.Finish(ingest.CallOutput{Error: "upstream said 500", At: t0})
+	r.call("", []ingest.Message{user("Go."), asst("", task("Do it.", "helper")), toolMsg("failed")}, asst("Done."))
+	if act := r.s.Activity(); !act.MainAnswered || act.MainFailed != "" {
+		t.Errorf("the main agent answered and its child's receipt came back: %+v", act)
+	}
+	last := r.s.StartCall(ingest.CallInput{Input: []ingest.Message{user("Go."), asst("", task("Do it.", "helper")), toolMsg("failed"), asst("Done."), user("Again?")}, At: t0})
+	last.Finish(ingest.CallOutput{Error: "upstream said 500", At: t0})
+	if act := r.s.Activity(); act.MainAnswered || act.MainFailed != "upstream said 500" {
+		t.Errorf("the main agent's last call failed: %+v", act)
+	}
+	if n := len(r.sink.live); n != 1 || r.sink.live[0].Type != delegation.EventModelDelta {
+		t.Errorf("live events: %+v", r.sink.live)
+	}
+	r.trace(t) // deltas are not in the stored log
+}

@@ -46,6 +46,12 @@ type Config struct {
 	// Prices finds the price of a call's model, to price what it cost; nil
 	// prices nothing.
 	Prices delegation.PriceTable
+	// Modes are the modes of the team's subagents, by name, when the
+	// producer knows the team (the recording endpoint's scripted upstream
+	// plays a scenario). Two waiting task calls whose descriptions both fit
+	// a child's first request are then told apart by the mode the request
+	// shows; without it, the first in call order is taken.
+	Modes map[string]delegation.Mode
 }
 
 // Message is a message as a model received or wrote it. Ids may be missing:
@@ -57,6 +63,9 @@ type Message struct {
 	ToolCalls  []delegation.ToolCall
 	ToolCallID string
 	IsError    bool
+	// Reasoning is a reasoning model's thinking, kept beside an answer;
+	// it is never compared, being never sent back.
+	Reasoning string
 }
 
 // Hint is what a transport knows of the agent behind a call, besides its
@@ -167,21 +176,30 @@ type agent struct {
 	msgKeys []delegation.PrefixKey
 	mark    *delegation.PrefixMark
 	price   *delegation.Price
+	// asked: its last answer asked for tools; failed: its last call's
+	// error, "" when it answered (Activity).
+	asked  bool
+	failed string
 }
 
 // toolCall is one tool call of an agent's answer, until its result is in.
 type toolCall struct {
-	owner    *agent
-	call     delegation.ToolCall
-	task     *taskArgs // set for the delegation tool
-	inherit  []delegation.Range
-	child    *agent
-	started  bool // tool.started emitted
-	finished bool // tool.finished emitted
-	result   *delegation.Message
-	added    bool // the result is in the owner's list
-	refused  bool
-	files    []delegation.FileChange
+	owner   *agent
+	call    delegation.ToolCall
+	task    *taskArgs // set for the delegation tool
+	inherit []delegation.Range
+	child   *agent
+	// invocation is the child's number among the starts of its subagent
+	// type, given in call order when the call is seen (formats.md §1), so
+	// parallel children are numbered as the engine numbers them whatever
+	// order their requests arrive in; -1 when none was given.
+	invocation int
+	started    bool // tool.started emitted
+	finished   bool // tool.finished emitted
+	result     *delegation.Message
+	added      bool // the result is in the owner's list
+	refused    bool
+	files      []delegation.FileChange
 }
 
 type taskArgs struct {
@@ -358,6 +376,59 @@ func (t *Turn) Agent() AgentRef {
 // CallID is the model call's id.
 func (t *Turn) CallID() string { return t.call.ID }
 
+// InputTokens is what the call received, counted as the engine counts it:
+// the system prompt, the tool definitions and the messages.
+func (t *Turn) InputTokens() int { return t.call.InputTokens }
+
+// Delta shows text of the answer as it arrives (model.delta: live only,
+// never stored), so a streamed answer can be watched while it is written.
+func (t *Turn) Delta(text string) {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.done || s.finished || text == "" {
+		return
+	}
+	s.cfg.Sink.Emit(delegation.Event{Type: delegation.EventModelDelta, AgentID: t.a.info.ID, At: s.lastAt,
+		Payload: delegation.ModelDelta{ModelCallID: t.call.ID, Text: text}})
+}
+
+// Activity is what a session is doing, for a producer that must decide
+// when it has ended (the recording endpoint sees no end of a run: only
+// requests that stop coming).
+type Activity struct {
+	// Open counts the model calls waiting for their answer.
+	Open int
+	// MainAnswered: the main agent's last call answered without asking
+	// for a tool, and every child has finished — a run that looks done.
+	MainAnswered bool
+	// MainFailed is the error of the main agent's last call, when it failed.
+	MainFailed string
+	// Last is the time of the newest observation.
+	Last time.Time
+}
+
+// Activity says what the session is doing now.
+func (s *Session) Activity() Activity {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	act := Activity{Last: s.lastAt}
+	childrenDone := true
+	for _, a := range s.agents {
+		if a.open != nil {
+			act.Open++
+		}
+		if a != s.main && !a.finished && !a.unattached {
+			childrenDone = false
+		}
+	}
+	if m := s.main; m != nil && m.open == nil && m.calls > 0 {
+		act.MainFailed = m.failed
+		act.MainAnswered = m.failed == "" && !m.asked && childrenDone
+	}
+	return act
+}
+
 func refOf(a *agent) AgentRef {
 	return AgentRef{ID: a.info.ID, Name: a.info.Name, ParentID: a.info.ParentID, Mode: a.info.Mode,
 		TaskCallID: a.info.TaskCallID, Invocation: a.info.Invocation, Unattached: a.unattached}
@@ -414,8 +485,11 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 		}
 		s.children++
 		id := "a" + strconv.Itoa(s.children)
-		inv := s.invocations[name]
-		s.invocations[name]++
+		inv := tc.invocation
+		if inv < 0 {
+			inv = s.invocations[name]
+			s.invocations[name]++
+		}
 		if !tc.started {
 			tc.started = true
 			s.emit(parent.info.ID, delegation.EventToolStarted, in.At, delegation.ToolStarted{ToolCallID: tc.call.ID, Name: tc.call.Name, Args: tc.call.Args})
@@ -536,19 +610,30 @@ func (t *Turn) Finish(out CallOutput) {
 	if out.Output != nil {
 		m := normalize([]Message{*out.Output})[0]
 		m.Role = delegation.RoleAssistant
-		msg := &delegation.Message{Role: m.Role, Content: m.Content, ToolCalls: withIDs(a, t.call.Index, m.ToolCalls)}
+		msg := &delegation.Message{Role: m.Role, Content: m.Content, Reasoning: m.Reasoning,
+			ToolCalls: withIDs(a, t.call.Index, m.ToolCalls)}
 		s.appendMessage(a, msg, out.At)
 		fin.OutputMessageID, fin.OutputTokens = msg.ID, msg.Tokens
 		a.pending = nil
 		for _, c := range msg.ToolCalls {
-			tc := &toolCall{owner: a, call: c, inherit: a.last}
+			tc := &toolCall{owner: a, call: c, inherit: a.last, invocation: -1}
 			if c.Name == s.cfg.TaskTool {
 				var args taskArgs
 				_ = json.Unmarshal(c.Args, &args)
 				tc.task = &args
+				// A fork's task calls are refused (delegation.md §3): they
+				// start no child, so they take no number.
+				if a.info.Mode != delegation.ModeFork && args.SubagentType != "" {
+					tc.invocation = s.invocations[args.SubagentType]
+					s.invocations[args.SubagentType]++
+				}
 			}
 			a.pending = append(a.pending, tc)
 		}
+		a.asked = len(msg.ToolCalls) > 0
+		a.failed = ""
+	} else {
+		a.asked, a.failed = false, orDefault(out.Error, "the call failed")
 	}
 	if a.price != nil {
 		c := a.price.CallCost(t.call, fin)
@@ -899,6 +984,14 @@ func (s *Session) Span(d delegation.SpanReceived) {
 	}
 	s.start(d.StartedAt, "")
 	s.emit("", delegation.EventSpanReceived, d.StartedAt.Add(time.Duration(d.DurationMS)*time.Millisecond), d)
+}
+
+// Prompt is the session's prompt: the first user message of its main
+// agent's first call.
+func (s *Session) Prompt() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.prompt
 }
 
 // Started reports whether session.started was emitted.

@@ -21,11 +21,16 @@ import (
 type collect struct {
 	mu     sync.Mutex
 	events []delegation.Event
+	live   []delegation.Event // seq 0: live only, never stored
 }
 
 func (c *collect) Emit(ev delegation.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if ev.Seq == 0 {
+		c.live = append(c.live, ev)
+		return
+	}
 	c.events = append(c.events, ev)
 }
 
