@@ -165,6 +165,9 @@ type Origin struct {
 	SDK string `json:"sdk,omitempty"`
 	// TraceID is the OTLP trace the session was built from.
 	TraceID string `json:"trace_id,omitempty"`
+	// Upstream is where the recording endpoint sent the calls: a base URL,
+	// or "script:" and the scenario that answered them.
+	Upstream string `json:"upstream,omitempty"`
 }
 
 // OriginKind is a session's origin, engine when it has none.

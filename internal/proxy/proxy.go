@@ -1,0 +1,434 @@
+// Package proxy is the recording endpoint: an OpenAI-compatible chat-
+// completions endpoint that sits between someone else's agent and its
+// model. Each request is forwarded to an upstream (an OpenAI-compatible
+// server, or a scenario's script) and its answer relayed as it arrives;
+// both are recorded as a model call of a session, the agent behind the
+// call inferred from the request's content by internal/ingest, as the tree
+// is built live. No instrumentation is needed, in any language: what is
+// recorded is exactly what each agent sent its model.
+//
+// docs/proxy.md says how to point a program at it, how requests are
+// grouped into sessions and when a session ends.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/ingest"
+)
+
+// Defaults (docs/proxy.md).
+const (
+	// DefaultTimeout is how long an upstream may be silent — before its
+	// answer starts, or between two pieces of a streamed answer — before
+	// the call is cut (504, or an error event in a stream).
+	DefaultTimeout = 5 * time.Minute
+	// DefaultDoneAfter: a session whose main agent has answered without
+	// asking for a tool, with no call in flight and every child finished,
+	// ends as done when no request came for this long.
+	DefaultDoneAfter = 30 * time.Second
+	// DefaultQuiet: any other session ends, interrupted (or failed, when
+	// its main agent's last call failed), when no request came for this
+	// long: the program stopped in the middle of its run.
+	DefaultQuiet = 10 * time.Minute
+	// SessionHeader groups requests into a session by its value.
+	SessionHeader = "X-Studio-Session"
+	// maxKey bounds a SessionHeader value.
+	maxKey = 200
+)
+
+// Store creates the sessions the endpoint records.
+type Store interface {
+	// Open creates a session, recorded as it goes; stop is called when
+	// someone stops it in the studio.
+	Open(ctx context.Context, name string, origin *delegation.Origin, stop func()) (Recording, error)
+}
+
+// Recording is a session being recorded.
+type Recording struct {
+	ID   string
+	Sink delegation.Sink
+	// Done is called once the session has ended, after its last event.
+	Done func() error
+}
+
+// Config is what the endpoint needs.
+type Config struct {
+	Upstream  Upstream // nil: every request is refused, saying how to set one
+	Store     Store
+	Counter   delegation.Counter
+	Tokenizer string
+	TaskTool  string // the tool that delegates ("task" when empty)
+	// Timeout, DoneAfter and Quiet: 0 takes the defaults above.
+	Timeout, DoneAfter, Quiet time.Duration
+	Now                       func() time.Time
+	Logger                    *slog.Logger
+}
+
+// Proxy is the recording endpoint.
+type Proxy struct {
+	cfg Config
+
+	// stopping ends when Close is called: the calls in flight give up.
+	stopping context.Context
+	stop     context.CancelFunc
+
+	mu       sync.Mutex
+	sessions []*liveSession // open ones, oldest first
+	closed   bool
+	wg       sync.WaitGroup // requests in flight
+}
+
+// liveSession is a session being recorded.
+type liveSession struct {
+	id     string
+	key    string // its SessionHeader value, "" when grouped by content
+	s      *ingest.Session
+	rec    Recording
+	last   time.Time // the proxy's clock: when a request last came or ended
+	began  time.Time // when a request last came: which session is the latest
+	flight int       // requests in flight
+	ended  bool
+}
+
+// New makes the endpoint. Run sweeps its sessions; Close ends them.
+func New(cfg Config) *Proxy {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.DoneAfter <= 0 {
+		cfg.DoneAfter = DefaultDoneAfter
+	}
+	if cfg.Quiet <= 0 {
+		cfg.Quiet = DefaultQuiet
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.TaskTool == "" {
+		cfg.TaskTool = delegation.TaskToolName
+	}
+	p := &Proxy{cfg: cfg}
+	p.stopping, p.stop = context.WithCancel(context.Background())
+	return p
+}
+
+// errNoUpstream answers every request of a studio started without one.
+var errNoUpstream = &Error{Status: http.StatusServiceUnavailable, Code: "no_upstream",
+	Message: "This studio records model calls but has no upstream to send them to: start it with --upstream-url URL " +
+		"(an OpenAI-compatible server) or --upstream script:SCENARIO.json (docs/proxy.md)."}
+
+var errClosing = &Error{Status: http.StatusServiceUnavailable, Code: "closing",
+	Message: "The studio is stopping: send the request again to the next one."}
+
+// ServeChat is POST /v1/chat/completions. The body is expected to be
+// limited by the caller (a MaxBytesReader): past it, 413.
+func (p *Proxy) ServeChat(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			(&Error{Status: http.StatusRequestEntityTooLarge, Message: "The request is too large for this studio: at most " +
+				byteSize(tooLarge.Limit) + "."}).Write(w)
+			return
+		}
+		(&Error{Status: http.StatusBadRequest, Message: "The request body could not be read: " + err.Error()}).Write(w)
+		return
+	}
+	req, perr := Parse(body)
+	if perr != nil {
+		perr.Write(w)
+		return
+	}
+	if p.cfg.Upstream == nil {
+		errNoUpstream.Write(w)
+		return
+	}
+	key, kerr := sessionKey(r.Header.Get(SessionHeader))
+	if kerr != nil {
+		kerr.Write(w)
+		return
+	}
+	ls, turn, serr := p.start(r.Context(), key, req, r.Header.Get("User-Agent"))
+	if serr != nil {
+		serr.Write(w)
+		return
+	}
+	defer p.end(ls)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer context.AfterFunc(p.stopping, func() { cancel(errStopped) })()
+	out := newReply(w, turn, p.cfg.Now, req.Stream)
+	x := &Exchange{Request: req, Body: body, Header: r.Header, Agent: turn.Agent(), SessionID: ls.id, Turn: turn, Timeout: p.cfg.Timeout}
+	p.cfg.Upstream.Chat(ctx, x, out)
+	out.close(ctx)
+}
+
+// errStopped is why a call in flight ends when the studio stops.
+var errStopped = errors.New("the studio stopped")
+
+// ServeModels is GET /v1/models and /v1/models/{id}.
+func (p *Proxy) ServeModels(w http.ResponseWriter, r *http.Request, id string) {
+	if p.cfg.Upstream == nil {
+		errNoUpstream.Write(w)
+		return
+	}
+	p.cfg.Upstream.Models(r.Context(), r.Header, id, w)
+}
+
+// sessionKey checks a SessionHeader value.
+func sessionKey(v string) (string, *Error) {
+	v = strings.TrimSpace(v)
+	if len(v) > maxKey || !utf8.ValidString(v) || strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return "", &Error{Status: http.StatusBadRequest, Param: SessionHeader, Code: "invalid_value",
+			Message: SessionHeader + " must be printable text of at most 200 bytes: it names the session the request belongs to."}
+	}
+	return v, nil
+}
+
+// start finds the request's session — or opens one — and records the
+// call's start there. Choosing and starting happen under one lock, so two
+// requests never both take the place one task call leaves for its child.
+func (p *Proxy) start(ctx context.Context, key string, req *Request, agent string) (*liveSession, *ingest.Turn, *Error) {
+	now := p.cfg.Now()
+	in := req.Call(now)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, nil, errClosing
+	}
+	ls := p.choose(key, req, in)
+	if ls == nil {
+		var err error
+		if ls, err = p.open(ctx, key, req, agent); err != nil {
+			p.cfg.Logger.Error("open a recorded session", "err", err)
+			return nil, nil, &Error{Status: http.StatusServiceUnavailable, Code: "store_unavailable",
+				Message: "The studio could not store this session: " + err.Error()}
+		}
+	}
+	turn := ls.s.StartCall(in)
+	ls.flight++
+	ls.last, ls.began = now, now
+	p.wg.Add(1)
+	return ls, turn, nil
+}
+
+// end is called when a request is answered.
+func (p *Proxy) end(ls *liveSession) {
+	p.mu.Lock()
+	ls.flight--
+	ls.last = p.cfg.Now()
+	p.mu.Unlock()
+	p.wg.Done()
+}
+
+// choose finds the open session a request belongs to (docs/proxy.md,
+// "Sessions"), or nil when it starts one:
+//
+//  1. with a SessionHeader, the open session of that key;
+//  2. else the session whose agents explain the request best: it extends
+//     an agent's history, or is the first request of a child a waiting
+//     task call describes — the one that already holds most of its input;
+//  3. a request that opens a conversation (nothing but system and user
+//     messages) and that no session explains starts a new one;
+//  4. anything else belongs to the session with the same first prompt,
+//     else to the one most recently active, where it is shown on an agent
+//     of its own, flagged (unattached), when nothing there explains it.
+func (p *Proxy) choose(key string, req *Request, in ingest.CallInput) *liveSession {
+	if key != "" {
+		for _, ls := range p.sessions {
+			if ls.key == key && !ls.ended {
+				return ls
+			}
+		}
+		return nil
+	}
+	var best *liveSession
+	bestShared := -1
+	for _, ls := range p.sessions {
+		if ls.key != "" || ls.ended {
+			continue
+		}
+		pl := ls.s.Place(in)
+		if pl.Weak() || pl.Unattached || pl.Main {
+			continue
+		}
+		if pl.Shared > bestShared || (pl.Shared == bestShared && ls.began.After(best.began)) {
+			best, bestShared = ls, pl.Shared
+		}
+	}
+	if best != nil || req.Starts() {
+		return best
+	}
+	prompt := req.Prompt()
+	for i := len(p.sessions) - 1; i >= 0; i-- {
+		if ls := p.sessions[i]; ls.key == "" && !ls.ended && prompt != "" && ls.s.Prompt() == prompt {
+			return ls
+		}
+	}
+	for _, ls := range p.sessions {
+		if ls.key == "" && !ls.ended && (best == nil || ls.began.After(best.began)) {
+			best = ls
+		}
+	}
+	return best
+}
+
+// open starts recording a new session. p.mu is held.
+func (p *Proxy) open(ctx context.Context, key string, req *Request, agent string) (*liveSession, error) {
+	name := key
+	if name == "" {
+		name = sessionName(req.Prompt())
+	}
+	origin := &delegation.Origin{Kind: delegation.OriginProxy, Service: clientName(agent), Upstream: p.cfg.Upstream.String()}
+	ls := &liveSession{key: key}
+	// Stopping it in the studio ends it, interrupted; the request in
+	// flight is answered, and recorded no more.
+	stop := func() { go p.finish(ls, delegation.StatusInterrupted, "stopped in the studio") }
+	rec, err := p.cfg.Store.Open(context.WithoutCancel(ctx), name, origin, stop)
+	if err != nil {
+		return nil, err
+	}
+	ls.id, ls.rec = rec.ID, rec
+	ls.s = ingest.New(ingest.Config{SessionID: rec.ID, Name: name, Tokenizer: p.cfg.Tokenizer, Counter: p.cfg.Counter,
+		Sink: rec.Sink, TaskTool: p.cfg.TaskTool, Origin: origin, Modes: modesOf(p.cfg.Upstream)})
+	p.sessions = append(p.sessions, ls)
+	p.cfg.Logger.Info("recording a session", "session", ls.id, "name", name, "client", origin.Service)
+	return ls, nil
+}
+
+// sessionName names a session after its first prompt.
+func sessionName(prompt string) string {
+	prompt = strings.Join(strings.Fields(prompt), " ")
+	if prompt == "" {
+		return "recorded"
+	}
+	if utf8.RuneCountInString(prompt) > 60 {
+		r := []rune(prompt)
+		prompt = strings.TrimSpace(string(r[:59])) + "…"
+	}
+	return prompt
+}
+
+// clientName is the client's User-Agent, made fit to show: printable, at
+// most 100 characters.
+func clientName(ua string) string {
+	ua = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f || r == utf8.RuneError {
+			return -1
+		}
+		return r
+	}, ua)
+	if utf8.RuneCountInString(ua) > 100 {
+		ua = string([]rune(ua)[:100])
+	}
+	return strings.TrimSpace(ua)
+}
+
+// finish ends a session's recording.
+func (p *Proxy) finish(ls *liveSession, status, reason string) {
+	p.mu.Lock()
+	if ls.ended {
+		p.mu.Unlock()
+		return
+	}
+	ls.ended = true
+	for i, x := range p.sessions {
+		if x == ls {
+			p.sessions = append(p.sessions[:i], p.sessions[i+1:]...)
+			break
+		}
+	}
+	p.mu.Unlock()
+	ls.s.Finish(status, reason, nil, time.Time{})
+	if f, ok := p.cfg.Upstream.(interface{ Forget(sessionID string) }); ok {
+		f.Forget(ls.id)
+	}
+	if err := ls.rec.Done(); err != nil {
+		p.cfg.Logger.Error("recording a session", "session", ls.id, "err", err)
+	}
+}
+
+// Sweep ends the sessions whose time is up: done when the main agent has
+// answered and nothing came for DoneAfter; interrupted, or failed when the
+// main agent's last call failed, when nothing came for Quiet.
+func (p *Proxy) Sweep(now time.Time) {
+	type ending struct {
+		ls             *liveSession
+		status, reason string
+	}
+	var due []ending
+	p.mu.Lock()
+	for _, ls := range p.sessions {
+		if ls.flight > 0 {
+			continue
+		}
+		idle := now.Sub(ls.last)
+		act := ls.s.Activity()
+		switch {
+		case act.Open > 0:
+		case act.MainAnswered && idle >= p.cfg.DoneAfter:
+			due = append(due, ending{ls, delegation.StatusDone, ""})
+		case idle >= p.cfg.Quiet && act.MainFailed != "":
+			due = append(due, ending{ls, delegation.StatusFailed, "the main agent's last model call failed: " + act.MainFailed})
+		case idle >= p.cfg.Quiet:
+			due = append(due, ending{ls, delegation.StatusInterrupted,
+				"no request came for " + p.cfg.Quiet.String() + ": the program stopped before its main agent gave its answer"})
+		}
+	}
+	p.mu.Unlock()
+	for _, d := range due {
+		p.finish(d.ls, d.status, d.reason)
+	}
+}
+
+// Run sweeps now and then until ctx ends.
+func (p *Proxy) Run(ctx context.Context) {
+	every := max(min(p.cfg.DoneAfter, p.cfg.Quiet)/4, 20*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.Sweep(p.cfg.Now())
+		}
+	}
+}
+
+// Close takes no more requests, waits for those in flight (their context
+// ends when the server's does), and ends every open session, interrupted.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.stop()
+	p.wg.Wait()
+	p.mu.Lock()
+	open := append([]*liveSession(nil), p.sessions...)
+	p.mu.Unlock()
+	for _, ls := range open {
+		p.finish(ls, delegation.StatusInterrupted, "the studio stopped")
+	}
+}
+
+func byteSize(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
