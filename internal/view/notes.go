@@ -15,7 +15,7 @@ import (
 // receipt nobody used or a fan-out nobody brought together when the parent
 // finishes, a step limit when the child ends.
 type Note struct {
-	Kind    string // empty_receipt, context_missing, unsynthesized_fanout, unused_receipt, budget
+	Kind    string // empty_receipt, context_missing, unsynthesized_fanout, unused_receipt, budget, unattached
 	AgentID string
 	Text    string
 }
@@ -131,6 +131,19 @@ func (s *State) noteAssistant(a *Agent, m *delegation.Message, ch *Changes) {
 		}
 		s.notes.fanouts[a.ID] = append(s.notes.fanouts[a.ID], pendingFanout{messageID: m.ID, tasks: tasks})
 	}
+}
+
+// noteAgentStarted: an agent under another without a task call, which only
+// a received or recorded session has: calls that no delegation explains,
+// shown on their own (docs/proxy.md, docs/ingest.md).
+func (s *State) noteAgentStarted(a *Agent, ch *Changes) {
+	if a.ParentID == "" || a.TaskCallID != "" {
+		return
+	}
+	s.addNote(Note{Kind: "unattached", AgentID: a.ID, Text: fmt.Sprintf(
+		"%s (%s) is shown on its own, unattached: its calls continue no agent's conversation and open no task an agent was "+
+			"waiting on, so no delegation explains them — a side call of the program, a history rewritten since, or another program's calls.",
+		a.Name, a.ID)}, ch)
 }
 
 // noteAgentFinished: a child out of steps; and what the agent never did

@@ -331,6 +331,7 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 		ch.TreeShape, ch.Totals, ch.Scrub = true, true, true
 		ch.Agents = append(ch.Agents, a.ID)
 		ch.replaced(a.ID)
+		s.noteAgentStarted(a, ch)
 
 	case delegation.EventAgentFinished:
 		d, err := delegation.DataAs[delegation.AgentFinished](ev)
