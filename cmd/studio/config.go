@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/delegationstudio/studio/internal/model/openai"
+	"github.com/delegationstudio/studio/internal/proxy"
 	"github.com/delegationstudio/studio/internal/session"
 )
 
@@ -111,4 +113,84 @@ func keyNote(e session.Endpoint) string {
 		return "key from " + env + ", which is NOT set"
 	}
 	return "key from " + env
+}
+
+// chosenUpstream is where the recording endpoint sends its calls, and a
+// note for the start-up line on the key they carry.
+type chosenUpstream struct {
+	upstream proxy.Upstream
+	note     string
+}
+
+// upstreamFrom reads serve's --upstream, --upstream-url and
+// --upstream-key-env. A key comes from the environment only, by the rules
+// of every endpoint (session.Endpoint): a *_API_KEY variable that is set,
+// OPENAI_API_KEY only to OpenAI's own URL or $OPENAI_BASE_URL. It is read
+// once, here, and never written anywhere.
+func upstreamFrom(c *command, spec, rawURL, keyEnv string, list []session.Endpoint, stderr io.Writer) (chosenUpstream, int) {
+	switch {
+	case spec != "" && rawURL != "":
+		return chosenUpstream{}, c.fail("give --upstream or --upstream-url, not both")
+	case keyEnv != "" && rawURL == "":
+		return chosenUpstream{}, c.fail("--upstream-key-env goes with --upstream-url (an endpoint named by --upstream has its own key variable)")
+	case spec == "" && rawURL == "":
+		return chosenUpstream{}, exitOK
+	}
+	if file, ok := strings.CutPrefix(spec, "script:"); ok {
+		if file == "" {
+			return chosenUpstream{}, c.fail("--upstream script: give the scenario, e.g. script:examples/order-number.json or script:lesson:order-number")
+		}
+		sc, code := loadScenario(file, stderr)
+		if sc == nil {
+			return chosenUpstream{}, code
+		}
+		up, err := proxy.NewScriptUpstream(sc, file)
+		if err != nil {
+			return chosenUpstream{}, c.fail("--upstream: %v", err)
+		}
+		return chosenUpstream{upstream: up, note: "answered from its script, no key"}, exitOK
+	}
+	ep := session.Endpoint{Name: "upstream", BaseURL: rawURL, KeyEnv: keyEnv}
+	if spec != "" {
+		var ok bool
+		if ep, ok = (session.Endpoints{List: list}).Lookup(spec); !ok {
+			return chosenUpstream{}, c.fail("--upstream %q: give script:SCENARIO.json, or the name of an endpoint given with --endpoint or --config (%s)", spec, endpointNames(list))
+		}
+		if ep.BaseURL == "" {
+			ep.BaseURL = ep.URL()
+		}
+	}
+	if err := ep.Check(); err != nil {
+		return chosenUpstream{}, c.fail("--upstream-url: %v", err)
+	}
+	if ep.KeyEnv != "" {
+		if _, set := os.LookupEnv(ep.KeyEnv); !set {
+			return chosenUpstream{}, c.fail("the upstream's key is read from %s, which is not set", ep.KeyEnv)
+		}
+	}
+	note := "the caller's Authorization; without one, no key"
+	key := ""
+	if v := ep.KeyVar(); v != "" {
+		key = openai.KeyFromEnv(v)
+		note = "the caller's Authorization, else the key in " + v
+		if key == "" {
+			note += ", which is NOT set"
+		}
+	}
+	up, err := proxy.NewHTTPUpstream(ep.BaseURL, key)
+	if err != nil {
+		return chosenUpstream{}, c.fail("--upstream-url: %v", err)
+	}
+	return chosenUpstream{upstream: up, note: note}, exitOK
+}
+
+func endpointNames(list []session.Endpoint) string {
+	if len(list) == 0 {
+		return "none is"
+	}
+	names := make([]string, len(list))
+	for i, e := range list {
+		names[i] = e.Name
+	}
+	return "given: " + strings.Join(names, ", ")
 }

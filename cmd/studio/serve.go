@@ -14,6 +14,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/otlp"
+	"github.com/delegationstudio/studio/internal/proxy"
 	"github.com/delegationstudio/studio/internal/server"
 	"github.com/delegationstudio/studio/internal/tokens"
 )
@@ -35,7 +36,15 @@ studio's figures in the Prometheus text format. It receives OpenTelemetry
 traces (OTLP/HTTP, protobuf or JSON) at POST /v1/traces: each trace becomes a
 session as its spans arrive (docs/ingest.md). With an OTLP endpoint to push to
 (--otlp-endpoint, or the OTEL_EXPORTER_OTLP_* variables) it sends each
-session's spans there as the session ends (docs/otlp.md).`, stdout, stderr)
+session's spans there as the session ends (docs/otlp.md).
+
+It is also an OpenAI-compatible endpoint that records what every agent sent:
+point a program's base URL at http://HOST:PORT/v1 and each call to
+/v1/chat/completions is forwarded to the upstream (--upstream-url, with the
+caller's Authorization, or else the key of --upstream-key-env), its answer
+relayed as it streams, and both recorded, the agents and their delegations
+inferred from content (docs/proxy.md). --upstream script:SCENARIO.json answers
+from a scenario's script instead: offline, deterministic, no key.`, stdout, stderr)
 	addr := c.String("addr", "127.0.0.1:7788", "127.0.0.1:7788", "listen on this `host:port`; beyond loopback it needs an access token", nil)
 	dbPath := dbFlag(c)
 	token := c.String("token", "", "", "access `token` every request must carry (at least 16 characters, hard to guess); prefer $STUDIO_TOKEN or --token-file, which ps does not show", nil)
@@ -62,6 +71,12 @@ session's spans there as the session ends (docs/otlp.md).`, stdout, stderr)
 	otlpProtocol := c.String("otlp-protocol", "", "http/protobuf", "how to push: `http/protobuf` or http/json", []string{otlp.EnvTracesProtocol, otlp.EnvProtocol})
 	otlpConventions := c.String("otlp-conventions", "genai", "genai", "the pushed spans' attribute `conventions`: genai, or genai,openinference (for Arize Phoenix)", nil)
 	otlpInputs := c.String("otlp-inputs", "new", "new", "what the pushed chat spans' inputs hold: `new` (the messages each call added) or full (capped)", nil)
+	upstream := c.String("upstream", "", "", "where /v1/chat/completions calls go: `script:SCENARIO.json` (or script:lesson:NAME) answers from its script; an endpoint's NAME (--endpoint, --config) forwards to it", nil)
+	upstreamURL := c.String("upstream-url", "", "", "forward /v1/chat/completions calls to this OpenAI-compatible server (`URL`, e.g. https://api.openai.com/v1), with the caller's Authorization", nil)
+	upstreamKey := c.String("upstream-key-env", "", "", "for a call that brings no Authorization, send the key in this `variable` (a *_API_KEY one) to --upstream-url; OPENAI_API_KEY goes to OpenAI (or $OPENAI_BASE_URL) without it", nil)
+	upstreamTimeout := c.Duration("upstream-timeout", proxy.DefaultTimeout, "cut a call whose upstream sends nothing for this `long` (before its answer, or between two pieces of a stream)", nil)
+	doneAfter := c.Duration("proxy-done-after", proxy.DefaultDoneAfter, "a recorded session whose main agent has answered ends, done, when no call comes for this `long`", nil)
+	proxyQuiet := c.Duration("proxy-quiet", proxy.DefaultQuiet, "any other recorded session ends, interrupted, when no call comes for this `long`", nil)
 	if _, code, ok := c.parse(args); !ok {
 		return code
 	}
@@ -101,6 +116,10 @@ session's spans there as the session ends (docs/otlp.md).`, stdout, stderr)
 	if err := checkEndpoints(list); err != nil {
 		return c.fail("%v", err)
 	}
+	up, code := upstreamFrom(c, *upstream, *upstreamURL, *upstreamKey, list, stderr)
+	if code != exitOK {
+		return code
+	}
 	// A missing key or a bad URL stops the studio now, not at the first
 	// session.
 	for _, e := range list {
@@ -126,7 +145,8 @@ session's spans there as the session ends (docs/otlp.md).`, stdout, stderr)
 
 	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: list, Addr: *addr, AllowedHosts: allowedHosts,
 		Limits:   server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers},
-		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace, OTLP: push})
+		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace, OTLP: push,
+		Upstream: up.upstream, UpstreamTimeout: *upstreamTimeout, ProxyDoneAfter: *doneAfter, ProxyQuiet: *proxyQuiet})
 	if n, err := srv.Recover(ctx); err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", db.Describe(*dbPath, err))
 		return exitFailed
@@ -148,6 +168,9 @@ session's spans there as the session ends (docs/otlp.md).`, stdout, stderr)
 	}
 	if push != nil {
 		fmt.Fprintf(stdout, "Pushing each session's spans, as it ends, to %s (%s)\n", push.Pusher.Endpoint(), push.Pusher.Protocol())
+	}
+	if up.upstream != nil {
+		fmt.Fprintf(stdout, "Recording endpoint http://%s/v1 → %s (%s)\n", ln.Addr(), up.upstream, up.note)
 	}
 	if c.given("token") == "flag" {
 		log.Warn("the access token was given with --token: other users of this machine can read it in the process list; use STUDIO_TOKEN or --token-file")

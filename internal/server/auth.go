@@ -201,6 +201,10 @@ func (a *auth) validSession(v string) bool {
 	return a.now().Unix() < int64(binary.BigEndian.Uint64(b[16:]))
 }
 
+// studioTokenHeader carries the access token on the recording endpoint,
+// whose Authorization is the client's key for the upstream.
+const studioTokenHeader = "X-Studio-Token"
+
 // requireToken lets a request through when no token is set, or when it
 // carries a valid sign-in cookie or the token as a bearer header. Wrong
 // tokens are counted, and a client that sends too many waits.
@@ -223,6 +227,19 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 				return tooManyTries(c, wait)
 			}
 			if bearer, ok := strings.CutPrefix(h, "Bearer "); ok && a.matches(bearer) {
+				return next(c)
+			}
+			if !proxyRoute(p) || r.Header.Get(studioTokenHeader) == "" {
+				a.failed(r)
+			}
+		}
+		// The recording endpoint's clients send their upstream key as
+		// Authorization, and the studio's token beside it.
+		if t := r.Header.Get(studioTokenHeader); t != "" && proxyRoute(p) {
+			if wait := a.blocked(r); wait > 0 {
+				return tooManyTries(c, wait)
+			}
+			if a.matches(t) {
 				return next(c)
 			}
 			a.failed(r)

@@ -63,6 +63,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 			s.log.Warn("request refused for now", "method", c.Request().Method, "path", c.Request().URL.Path, "why", msg)
 		}
 	}
+	if proxyRoute(c.Request().URL.Path) {
+		openAIError(c, status, msg)
+		return
+	}
 	if wantsJSON(c) {
 		_ = c.JSON(status, apiError{Error: msg, Errors: fields})
 		return

@@ -65,6 +65,9 @@ const (
 	// compressed or, once decompressed, not: 16 MiB. OpenTelemetry's
 	// exporters send batches of at most 512 spans, far below it.
 	MaxOTLPBody = 16 << 20
+	// MaxChatBody is the largest chat-completions request the recording
+	// endpoint takes: a long context with a few images.
+	MaxChatBody = 32 << 20
 )
 
 // bodyLimit is the most a route's body may hold.
@@ -77,6 +80,8 @@ func bodyLimit(method, route string) int64 {
 		return MaxTraceBody
 	case route == "/v1/traces":
 		return MaxOTLPBody
+	case route == "/v1/chat/completions":
+		return MaxChatBody
 	case route == "/api/sessions" || route == "/sessions" || route == "/compare" || route == "/clone-team" ||
 		strings.HasPrefix(route, "/teams") || strings.HasPrefix(route, "/lessons/"):
 		return MaxScenarioBody
@@ -87,7 +92,9 @@ func bodyLimit(method, route string) int64 {
 // heavy reports whether a route checks a whole document: those wait their
 // turn (admit).
 func heavy(method, route string) bool {
-	return method == http.MethodPost && bodyLimit(method, route) > MaxFormBody
+	// A model call is not a document to check: it waits on its model,
+	// and agents make many at once.
+	return method == http.MethodPost && bodyLimit(method, route) > MaxFormBody && route != "/v1/chat/completions"
 }
 
 // limitBody refuses a body larger than its route takes: at once when its

@@ -20,6 +20,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/live"
+	"github.com/delegationstudio/studio/internal/proxy"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/web/static"
 )
@@ -49,6 +50,13 @@ type Config struct {
 	OTLPQuiet, OTLPGrace time.Duration
 	// OTLP, when set, is where each session's spans are pushed as it ends.
 	OTLP *OTLPPush
+	// Upstream answers the recording endpoint's requests (nil: they are
+	// refused, saying how to set one); UpstreamTimeout bounds its silence,
+	// ProxyDoneAfter and ProxyQuiet say when a recorded session ends (0:
+	// the defaults of internal/proxy; docs/proxy.md).
+	Upstream                   proxy.Upstream
+	UpstreamTimeout            time.Duration
+	ProxyDoneAfter, ProxyQuiet time.Duration
 }
 
 // Endpoint is a configured OpenAI-compatible endpoint.
@@ -74,6 +82,8 @@ type Server struct {
 	// receiver turns OTLP traces into sessions; stopReceiver ends its sweeps.
 	receiver     *receiver
 	stopReceiver context.CancelFunc
+	// proxy is the recording endpoint; its sweeps end with stopReceiver.
+	proxy *proxy.Proxy
 }
 
 // New builds the server.
@@ -103,9 +113,11 @@ func New(cfg Config) *Server {
 		s.runner.Ended = s.pushes.add
 	}
 	s.receiver = newReceiver(s)
+	s.proxy = s.newProxy()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopReceiver = cancel
 	go s.receiver.run(ctx)
+	go s.proxy.Run(ctx)
 	s.echo = s.routes()
 	return s
 }
@@ -144,6 +156,7 @@ func (s *Server) KeepRecovering(ctx context.Context) {
 func (s *Server) Shutdown() {
 	s.stopReceiver()
 	s.receiver.close()
+	s.proxy.Close()
 	s.runner.Shutdown()
 	s.hub.Close()
 	if s.pushes != nil {
@@ -201,6 +214,12 @@ func (s *Server) routes() *echo.Echo {
 
 	// OTLP/HTTP (docs/ingest.md): traces from other frameworks become sessions.
 	e.POST("/v1/traces", s.apiReceiveTraces)
+
+	// The recording endpoint (docs/proxy.md): an OpenAI-compatible base URL
+	// that forwards every call to the upstream and records it.
+	e.POST("/v1/chat/completions", s.apiChat) // forwarded, relayed as it streams, recorded
+	e.GET("/v1/models", s.apiModels)          // the upstream's models
+	e.GET("/v1/models/:id", s.apiModels)      // one of them
 	return e
 }
 

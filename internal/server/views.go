@@ -582,7 +582,11 @@ func originLine(o *delegation.Origin) string {
 	case delegation.OriginEngine:
 		return "the studio's engine"
 	case delegation.OriginProxy:
-		return "the recording endpoint: " + orText(o.Service, "an OpenAI-compatible client")
+		line := "the recording endpoint: " + orText(o.Service, "an OpenAI-compatible client")
+		if o.Upstream != "" {
+			line += " · answered by " + o.Upstream
+		}
+		return line
 	}
 	parts := []string{"an OTLP trace"}
 	if o.Service != "" {

@@ -1,0 +1,80 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/delegationstudio/studio/internal/db"
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/proxy"
+	"github.com/delegationstudio/studio/internal/tokens"
+)
+
+// The recording endpoint (docs/proxy.md): an OpenAI-compatible base URL,
+// http://HOST:PORT/v1, that forwards each request to the upstream and
+// records it, and its answer, as a model call of a session.
+
+// proxyRoutes are the paths that answer in OpenAI's shape, errors
+// included, because OpenAI's clients call them.
+func proxyRoute(p string) bool {
+	return p == "/v1/chat/completions" || p == "/v1/models" || strings.HasPrefix(p, "/v1/models/")
+}
+
+func (s *Server) newProxy() *proxy.Proxy {
+	counter, _ := tokens.Get(tokens.Default)
+	return proxy.New(proxy.Config{Upstream: s.cfg.Upstream, Store: proxyStore{s}, Counter: counter, Tokenizer: tokens.Default,
+		TaskTool: s.cfg.TaskTool, Timeout: s.cfg.UpstreamTimeout, DoneAfter: s.cfg.ProxyDoneAfter, Quiet: s.cfg.ProxyQuiet,
+		Now: s.now, Logger: s.log})
+}
+
+// apiChat is POST /v1/chat/completions.
+func (s *Server) apiChat(c echo.Context) error {
+	s.proxy.ServeChat(c.Response(), s.forUpstream(c.Request()))
+	return nil
+}
+
+// apiModels is GET /v1/models and /v1/models/:id.
+func (s *Server) apiModels(c echo.Context) error {
+	s.proxy.ServeModels(c.Response(), s.forUpstream(c.Request()), c.Param("id"))
+	return nil
+}
+
+// forUpstream keeps the studio's own access token from going on: a client
+// that signs in with it as its bearer token has its calls sent with the
+// upstream key of the studio's environment instead. (One that sends its
+// own key for the upstream gives the studio's token in X-Studio-Token.)
+func (s *Server) forUpstream(r *http.Request) *http.Request {
+	if s.auth == nil {
+		return r
+	}
+	h := r.Header.Get("Authorization")
+	if bearer, ok := strings.CutPrefix(h, "Bearer "); ok && s.auth.matches(bearer) {
+		r = r.Clone(r.Context())
+		r.Header.Del("Authorization")
+	}
+	return r
+}
+
+// proxyStore records the endpoint's sessions through the runner, as the
+// OTLP receiver does.
+type proxyStore struct{ s *Server }
+
+func (p proxyStore) Open(ctx context.Context, name string, origin *delegation.Origin, stop func()) (proxy.Recording, error) {
+	rec, done, err := p.s.runner.Receive(ctx, &db.Session{Name: name, Tokenizer: tokens.Default, Scenario: json.RawMessage("{}")}, stop)
+	if err != nil {
+		return proxy.Recording{}, err
+	}
+	return proxy.Recording{ID: rec.SessionID(), Sink: rec, Done: done}, nil
+}
+
+// openAIError answers an error of the studio's (a refused token, a body too
+// large, a Host it does not answer to) on a route OpenAI's clients call, in
+// the shape they read.
+func openAIError(c echo.Context, status int, msg string) {
+	e := &proxy.Error{Status: status, Message: msg}
+	_ = c.JSONBlob(status, e.Body())
+}
