@@ -1,0 +1,250 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/model/openai/openaitest"
+	"github.com/delegationstudio/studio/internal/proxy"
+)
+
+// The recording endpoint in the real server: SQLite, the middleware (token,
+// Host, body limits), the session page.
+
+func proxyStudio(t *testing.T, up proxy.Upstream, token string) *studio {
+	t.Helper()
+	return receivingStudio(t, Config{Token: token, Upstream: up, ProxyDoneAfter: 50 * time.Millisecond})
+}
+
+func openAIClient(base, key string, header http.Header) *goopenai.Client {
+	cfg := goopenai.DefaultConfig(key)
+	cfg.BaseURL = base + "/v1"
+	if header != nil {
+		cfg.HTTPClient = &http.Client{Transport: addHeaders{header}}
+	}
+	return goopenai.NewClientWithConfig(cfg)
+}
+
+type addHeaders struct{ h http.Header }
+
+func (a addHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range a.h {
+		r.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// authSeen records the Authorization each upstream request came with.
+type authSeen struct {
+	mu   sync.Mutex
+	auth []string
+}
+
+func (a *authSeen) upstream(t *testing.T) *httptest.Server {
+	srv := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply {
+		return openaitest.Reply{Content: "Hello back.", Usage: map[string]any{"prompt_tokens": 3, "completion_tokens": 2}}
+	})
+	inner := srv.Config.Handler
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		a.auth = append(a.auth, r.Header.Get("Authorization"))
+		a.mu.Unlock()
+		inner.ServeHTTP(w, r)
+	})
+	return srv
+}
+
+func (a *authSeen) last() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.auth) == 0 {
+		return ""
+	}
+	return a.auth[len(a.auth)-1]
+}
+
+func TestRecordedSessionIsStoredAndShown(t *testing.T) {
+	var seen authSeen
+	up, err := proxy.NewHTTPUpstream(seen.upstream(t).URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := proxyStudio(t, up, "")
+	c := openAIClient(s.ts.URL, "sk-user", nil)
+	for _, stream := range []bool{false, true} {
+		req := goopenai.ChatCompletionRequest{Model: "m", Stream: stream, Messages: []goopenai.ChatCompletionMessage{
+			{Role: "user", Content: "Say hello."}}}
+		if stream {
+			st, err := c.CreateChatCompletionStream(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, err := st.Recv(); err != nil {
+					break
+				}
+			}
+			st.Close()
+		} else if _, err := c.CreateChatCompletion(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := s.db.Sessions(context.Background(), 0)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("sessions: %v %v (each opens with its prompt: two)", list, err)
+	}
+	for _, sess := range list {
+		s.waitDone(sess.ID)
+		tr, err := s.db.Trace(context.Background(), sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Session.Status != delegation.StatusDone || len(tr.ModelCalls) != 1 || tr.ModelCalls[0].Usage == nil {
+			t.Errorf("session %s: %s, %+v", sess.ID, tr.Session.Status, tr.ModelCalls)
+		}
+		_, doc := s.get("/sessions/" + sess.ID)
+		if got := doc.Find(`[data-testid="origin"]`).Text(); !strings.Contains(got, "the recording endpoint: Go-http-client") ||
+			!strings.Contains(got, "answered by "+up.String()) {
+			t.Errorf("origin line: %q", got)
+		}
+	}
+	if seen.last() != "Bearer sk-user" {
+		t.Errorf("the caller's key went on as %q", seen.last())
+	}
+}
+
+func TestRecordingEndpointBehindAToken(t *testing.T) {
+	const token = "tok-0123456789-abcdefghij-XYZ"
+	t.Setenv("UPSTREAM_API_KEY", "sk-env-key-of-the-operator")
+	var seen authSeen
+	up, err := proxy.NewHTTPUpstream(seen.upstream(t).URL, "sk-env-key-of-the-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := proxyStudio(t, up, token)
+	ask := func(c *goopenai.Client) error {
+		_, err := c.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{Model: "m",
+			Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "Hi."}}})
+		return err
+	}
+	t.Run("the studio's token as the key: the environment's key goes on", func(t *testing.T) {
+		if err := ask(openAIClient(s.ts.URL, token, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if got := seen.last(); got != "Bearer sk-env-key-of-the-operator" {
+			t.Errorf("upstream got %q: the studio's token must never leave it", got)
+		}
+	})
+	t.Run("the token beside the caller's own key", func(t *testing.T) {
+		if err := ask(openAIClient(s.ts.URL, "sk-callers", http.Header{"X-Studio-Token": {token}})); err != nil {
+			t.Fatal(err)
+		}
+		if got := seen.last(); got != "Bearer sk-callers" {
+			t.Errorf("upstream got %q", got)
+		}
+	})
+	t.Run("without it: 401 in OpenAI's shape", func(t *testing.T) {
+		for _, c := range []*goopenai.Client{openAIClient(s.ts.URL, "sk-callers", nil),
+			openAIClient(s.ts.URL, "sk-callers", http.Header{"X-Studio-Token": {"wrong-token-wrong-token"}})} {
+			err := ask(c)
+			var apiErr *goopenai.APIError
+			if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 401 || apiErr.Type != "authentication_error" ||
+				!strings.Contains(apiErr.Message, "access token") {
+				t.Errorf("got %v", err)
+			}
+		}
+	})
+}
+
+func TestRecordingEndpointLimits(t *testing.T) {
+	up, err := proxy.NewHTTPUpstream(openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply {
+		return openaitest.Reply{Content: "ok"}
+	}).URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := proxyStudio(t, up, "")
+	res, body := s.raw("POST", "/v1/chat/completions", map[string]string{"Content-Type": "application/json"},
+		`{"model": "m", "messages": [{"role": "user", "content": "`+strings.Repeat("x", MaxChatBody)+`"}]}`)
+	var e struct {
+		Error struct{ Message, Type string }
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || res.StatusCode != 413 || e.Error.Type != "invalid_request_error" {
+		t.Errorf("a body over the limit: %d %.200s", res.StatusCode, body)
+	}
+	res, body = s.raw("POST", "/v1/chat/completions", map[string]string{"Host": "evil.example"}, `{}`)
+	if err := json.Unmarshal([]byte(body), &e); err != nil || res.StatusCode != 421 || e.Error.Message == "" {
+		t.Errorf("another Host: %d %s", res.StatusCode, body)
+	}
+	// GET /v1/models goes to the upstream's, whose answer (here: it has
+	// none) is relayed with its status.
+	res, body = s.raw("GET", "/v1/models", nil, "")
+	if res.StatusCode != 404 || !strings.Contains(body, "no such path") {
+		t.Errorf("models: %d %s", res.StatusCode, body)
+	}
+}
+
+func TestShutdownEndsACallInFlight(t *testing.T) {
+	hang := make(chan struct{})
+	upSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer upSrv.Close()
+	defer close(hang)
+	up, err := proxy.NewHTTPUpstream(upSrv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := proxyStudio(t, up, "")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := openAIClient(s.ts.URL, "k", nil).CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{
+			Model: "m", Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "Wait forever."}}})
+		errc <- err
+	}()
+	// The call is in flight once its session shows it running.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		list, _ := s.db.Sessions(context.Background(), 0)
+		if len(list) == 1 {
+			if tr, err := s.db.Trace(context.Background(), list[0].ID); err == nil && len(tr.ModelCalls) == 1 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	done := make(chan struct{})
+	go func() { s.srv.Shutdown(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("shutdown waited on a hung upstream")
+	}
+	if err := <-errc; err == nil {
+		t.Error("the client was answered as if nothing happened")
+	}
+	tr, err := s.db.Trace(context.Background(), s.onlySession().ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Session.Status != delegation.StatusInterrupted || tr.ModelCalls[0].Error != "the studio stopped" {
+		t.Errorf("%s, call error %q", tr.Session.Status, tr.ModelCalls[0].Error)
+	}
+}
