@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -9,6 +10,8 @@ import (
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/trace"
 	"github.com/delegationstudio/studio/internal/view"
 	"github.com/delegationstudio/studio/web/templates"
 )
@@ -32,8 +35,38 @@ func (s *Server) comparePage(c echo.Context) error {
 			return err
 		}
 	}
+	received, err := s.conformance(c, ids, sides)
+	if err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, templates.CompareView(templates.ComparePage{Page: s.page(c, "Compare"), A: sides[0], B: sides[1],
-		Deltas: compareDeltas(sides[0], sides[1])}))
+		Deltas: compareDeltas(sides[0], sides[1]), Received: received}))
+}
+
+// maxConformanceCalls bounds the sessions compare reads whole to set what
+// each call received side by side: the scenarios a framework is checked
+// against are small, and a page must not hold a huge session in memory.
+const maxConformanceCalls = 2000
+
+// conformance is compare's call-by-call view of what the two sessions'
+// calls received (session.Compare), for sessions of at most
+// maxConformanceCalls calls each.
+func (s *Server) conformance(c echo.Context, ids [2]string, sides [2]templates.CompareSide) (session.Conformance, error) {
+	for _, side := range sides {
+		if side.Calls > maxConformanceCalls {
+			return session.Conformance{Skipped: fmt.Sprintf("%s made %d model calls: compare sets what each call received side by side "+
+				"for sessions of at most %d.", side.Name, side.Calls, maxConformanceCalls)}, nil
+		}
+	}
+	var traces [2]*trace.Trace
+	for i, id := range ids {
+		t, _, err := s.cfg.DB.ViewTrace(c.Request().Context(), id)
+		if err != nil {
+			return session.Conformance{}, err
+		}
+		traces[i] = t
+	}
+	return session.Compare(traces[0], traces[1]), nil
 }
 
 // compareSide is what a comparison shows of one session: its page state's
