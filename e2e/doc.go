@@ -17,6 +17,9 @@
 // (JS, the npm package pinned in e2e/package.json and its lockfile, which
 // `make test` installs into e2e/node_modules with npm ci), driven by
 // e2e/deepagents/run.mjs, and what every model call received is compared.
+// otlp_test.go drives real clients that send OTLP traces to the studio;
+// proxy_test.go drives deepagents on LangChain's ChatOpenAI, whose base URL
+// is the studio's recording endpoint (e2e/proxy/).
 //
 // The package has no code of its own: everything is in its _test.go files.
 package e2e

@@ -6,7 +6,9 @@
 //
 // Only what those tests use is supported: the main agent's system prompt,
 // subagents (name, description, system_prompt, mode), files, and a script of
-// content and tool-call turns (cases too).
+// content and tool-call turns (cases too). deepAgentOf builds the same team
+// on any chat model: e2e/proxy/deepagents.mjs puts ChatOpenAI there, pointed
+// at the studio's recording endpoint.
 
 import { createDeepAgent } from "deepagents";
 import { BaseChatModel } from "@langchain/core/language_models/chat_models";
@@ -140,16 +142,23 @@ export function scriptedDeepAgent(scenario, { openAIToolCalls = false, beforeTur
     }
   }
 
-  const main = new ScriptedModel("main");
+  const { agent, input } = deepAgentOf(scenario, (name) => new ScriptedModel(name));
+  return { agent, input, calls };
+}
+
+// deepAgentOf builds the deepagents agent of a scenario's team, each agent
+// on the chat model modelFor(name) gives ("main", or a subagent's name), and
+// its input: the prompt and the scenario's files.
+export function deepAgentOf(scenario, modelFor) {
   const agent = createDeepAgent({
-    model: main,
+    model: modelFor("main"),
     ...(scenario.agent?.system_prompt ? { systemPrompt: scenario.agent.system_prompt } : {}),
     subagents: (scenario.subagents ?? []).map((s) => ({
       name: s.name,
       description: s.description,
       systemPrompt: s.system_prompt ?? "",
       ...(s.mode ? { mode: s.mode } : {}),
-      model: new ScriptedModel(s.name),
+      model: modelFor(s.name),
     })),
   });
 
@@ -158,6 +167,5 @@ export function scriptedDeepAgent(scenario, { openAIToolCalls = false, beforeTur
   for (const [path, content] of Object.entries(scenario.files ?? {})) {
     files[path] = { content, mimeType: "text/plain", created_at: now, modified_at: now };
   }
-
-  return { agent, input: { messages: [new HumanMessage(scenario.prompt)], files }, calls };
+  return { agent, input: { messages: [new HumanMessage(scenario.prompt)], files } };
 }

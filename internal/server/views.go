@@ -561,6 +561,7 @@ func (p *pageData) sessionPage(page templates.Page, ch choice, running bool) (te
 		return v, err
 	}
 	v.Origin, v.Received = originLine(st.Session.Origin), st.Session.Origin.OriginKind() != delegation.OriginEngine
+	v.Traced = st.Session.Origin.OriginKind() == delegation.OriginOTLP
 	if v.Received {
 		spans, err := p.rd.EventsOfType(p.ctx, delegation.EventSpanReceived)
 		if err != nil {

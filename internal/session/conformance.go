@@ -47,7 +47,7 @@ type CallDiff struct {
 
 // Difference is one thing two calls received differently.
 type Difference struct {
-	What string // "system prompt", "tools", "tool read_file", "message 3", "messages"
+	What string // "system prompt", "tools", "tool definitions", "message 3", "messages"
 	A, B string // each side's, for a person: an excerpt from where they part
 }
 
@@ -151,10 +151,18 @@ func callDifferences(x, y trace.ModelCall, mx, my []trace.Message) []Difference 
 	if na, nb := toolNames(x.Tools), toolNames(y.Tools); na != nb {
 		out = append(out, Difference{What: "tools", A: na, B: nb})
 	} else {
+		// One difference for the definitions whose sizes differ: an agent's
+		// tools are the same at every call, and one line reads better
+		// than eight.
+		var sa, sb []string
 		for i, t := range x.Tools {
 			if u := y.Tools[i]; t.Tokens != u.Tokens {
-				out = append(out, Difference{What: "tool " + t.Name, A: fmt.Sprintf("%d tokens", t.Tokens), B: fmt.Sprintf("%d tokens", u.Tokens)})
+				sa = append(sa, fmt.Sprintf("%s %d", t.Name, t.Tokens))
+				sb = append(sb, fmt.Sprintf("%s %d", u.Name, u.Tokens))
 			}
+		}
+		if len(sa) > 0 {
+			out = append(out, Difference{What: "tool definitions", A: strings.Join(sa, " · ") + " tokens", B: strings.Join(sb, " · ") + " tokens"})
 		}
 	}
 	if len(mx) != len(my) {

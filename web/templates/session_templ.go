@@ -312,7 +312,7 @@ func SessionPageView(v SessionPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.Received {
+			if v.Traced {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<details class=\"spans\" data-testid=\"spans\"><summary>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

@@ -255,8 +255,10 @@ type SessionPage struct {
 	// true when someone else's program ran it (nothing to re-run here).
 	Origin   string
 	Received bool
-	// Spans are the received spans that map to nothing of ours.
-	Spans []SpanRow
+	// Traced: it was built from an OTLP trace, whose Spans (those that
+	// map to nothing of ours) are listed; a recorded session has none.
+	Traced bool
+	Spans  []SpanRow
 }
 
 // SpanRow is a received span kept as it came (span.received).
