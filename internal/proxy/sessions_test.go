@@ -17,6 +17,7 @@ import (
 	"github.com/delegationstudio/studio/internal/proxy"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
 // echoUpstream answers every request with "ok: " and its last message, or
@@ -110,13 +111,21 @@ func TestSeveralSessionsAtOnce(t *testing.T) {
 	if un.TaskCallID != nil || deref(un.ParentID) != "main" {
 		t.Errorf("the unattached agent: %+v", un)
 	}
-	notes := session.Notes(tr)
+	// The page's fold flags it.
+	st := view.New(view.Meta{ID: all[0].id})
+	all[0].mu.Lock()
+	for _, ev := range all[0].events {
+		if _, err := st.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all[0].mu.Unlock()
 	found := false
-	for _, n := range notes {
+	for _, n := range st.Notes {
 		found = found || (n.Kind == "unattached" && n.AgentID == un.ID)
 	}
 	if !found {
-		t.Errorf("no note flags the unattached agent: %+v", notes)
+		t.Errorf("no note flags the unattached agent: %+v", st.Notes)
 	}
 }
 
