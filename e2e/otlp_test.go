@@ -34,15 +34,16 @@ func node(t *testing.T, args ...string) *exec.Cmd {
 	return exec.Command(bin, args...)
 }
 
-// fullTrace is what the OTLP tests read of a trace.
+// fullTrace is what the OTLP and recording-endpoint tests read of a trace.
 type fullTrace struct {
 	Session struct {
 		ID     string `json:"id"`
 		Name   string `json:"name"`
 		Status string `json:"status"`
+		Error  string `json:"error"`
 		Origin *struct {
-			Kind, Service, Convention string
-			Instrumentation           []string
+			Kind, Service, Convention, Upstream string
+			Instrumentation                     []string
 		} `json:"origin"`
 	} `json:"session"`
 	Agents []struct {
@@ -50,21 +51,32 @@ type fullTrace struct {
 		ParentID   *string `json:"parent_id"`
 		Mode       *string `json:"mode"`
 		TaskCallID *string `json:"task_call_id"`
+		Invocation int     `json:"invocation"`
 	} `json:"agents"`
 	Messages []struct {
 		ID                  string
 		AgentID             string `json:"agent_id"`
 		Role, Content, Kind string
-		ToolCallID          *string `json:"tool_call_id"`
+		ToolCalls           []struct {
+			Name string          `json:"name"`
+			Args json.RawMessage `json:"args"`
+		} `json:"tool_calls"`
+		ToolCallID *string `json:"tool_call_id"`
 	} `json:"messages"`
 	ModelCalls []struct {
-		ID      string
-		AgentID string `json:"agent_id"`
-		Index   int
+		ID           string
+		AgentID      string `json:"agent_id"`
+		Index        int
+		SystemPrompt string `json:"system_prompt"`
+		Tools        []struct {
+			Name   string `json:"name"`
+			Tokens int    `json:"tokens"`
+		} `json:"tools"`
 		Context []struct {
 			AgentID  string `json:"agent_id"`
 			From, To int
 		} `json:"context"`
+		Error string `json:"error"`
 	} `json:"model_calls"`
 	Files map[string]string `json:"files"`
 }

@@ -27,65 +27,8 @@ import (
 // reporter sent, in one message, the same thin task.
 var orderNumber = filepath.Join("..", "internal", "lessons", "scenarios", "order-number.json")
 
-// callTrace is what these tests read of a trace.
-type callTrace struct {
-	Session struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Origin *struct {
-			Kind, Service, Upstream string
-		} `json:"origin"`
-	} `json:"session"`
-	Agents []struct {
-		ID, Name   string
-		ParentID   *string `json:"parent_id"`
-		Mode       *string `json:"mode"`
-		TaskCallID *string `json:"task_call_id"`
-		Invocation int     `json:"invocation"`
-	} `json:"agents"`
-	Messages []struct {
-		AgentID             string `json:"agent_id"`
-		Role, Content, Kind string
-		ToolCalls           []struct {
-			Name string          `json:"name"`
-			Args json.RawMessage `json:"args"`
-		} `json:"tool_calls"`
-		ToolCallID *string `json:"tool_call_id"`
-	} `json:"messages"`
-	ModelCalls []struct {
-		ID           string `json:"id"`
-		AgentID      string `json:"agent_id"`
-		Index        int    `json:"index"`
-		SystemPrompt string `json:"system_prompt"`
-		Tools        []struct {
-			Name   string `json:"name"`
-			Tokens int    `json:"tokens"`
-		} `json:"tools"`
-		Context []struct {
-			AgentID  string `json:"agent_id"`
-			From, To int
-		} `json:"context"`
-		Error string `json:"error"`
-	} `json:"model_calls"`
-}
-
-func (s *studio) callTrace(t *testing.T, id string) callTrace {
-	t.Helper()
-	resp, err := http.Get(s.URL + "/api/sessions/" + id + "/trace")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var tr callTrace
-	if err := json.NewDecoder(resp.Body).Decode(&tr); err != nil {
-		t.Fatal(err)
-	}
-	return tr
-}
-
 // contextOf is call i's messages, each as "kind:role:content".
-func (tr callTrace) contextOf(i int) []string {
+func (tr fullTrace) contextOf(i int) []string {
 	lists := map[string][]string{}
 	for _, m := range tr.Messages {
 		lists[m.AgentID] = append(lists[m.AgentID], m.Kind+":"+m.Role+":"+m.Content)
@@ -97,7 +40,7 @@ func (tr callTrace) contextOf(i int) []string {
 	return out
 }
 
-func (tr callTrace) agentNamed(name string) (id string, mode string) {
+func (tr fullTrace) agentNamed(name string) (id string, mode string) {
 	for _, a := range tr.Agents {
 		if a.Name == name {
 			if a.Mode != nil {
@@ -109,7 +52,7 @@ func (tr callTrace) agentNamed(name string) (id string, mode string) {
 	return "", ""
 }
 
-func (tr callTrace) firstCall(agentID string) int {
+func (tr fullTrace) firstCall(agentID string) int {
 	for i, c := range tr.ModelCalls {
 		if c.AgentID == agentID {
 			return i
@@ -122,7 +65,7 @@ func (tr callTrace) firstCall(agentID string) int {
 // it: three agents, the isolated child's first call holding its task
 // alone, the fork's the parent's history (where the order number is) and
 // then its task, both receipts in the parent's last call.
-func checkOrderNumber(t *testing.T, tr callTrace) {
+func checkOrderNumber(t *testing.T, tr fullTrace) {
 	t.Helper()
 	if len(tr.Agents) != 3 {
 		t.Fatalf("%d agents, want 3: %+v", len(tr.Agents), tr.Agents)
@@ -153,7 +96,7 @@ func checkOrderNumber(t *testing.T, tr callTrace) {
 	}
 }
 
-// runDeepagents starts e2e/proxy/deepagents.mjs against the studio.
+// program is a run of e2e/proxy/deepagents.mjs against the studio.
 type program struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
@@ -206,15 +149,15 @@ func (p *program) result(t *testing.T) (answer string) {
 	return ""
 }
 
-// recordedSession waits for the session whose prompt begins so (and whose
-// name, when given, is name) and returns its id.
+// recordedSession waits for the session of that name to have that many
+// agents, and returns its id.
 func (s *studio) recordedSession(t *testing.T, name string, agents int) string {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
 		for _, x := range s.sessions(t) {
 			if x.Name == name {
-				if tr := s.callTrace(t, x.ID); len(tr.Agents) >= agents {
+				if tr := s.fullTrace(t, x.ID); len(tr.Agents) >= agents {
 					return x.ID
 				}
 			}
@@ -272,7 +215,7 @@ func TestDeepagentsThroughTheRecordingEndpoint(t *testing.T) {
 	streamedID := s.recordedSession(t, "streamed", 3)
 	for _, sid := range []string{id, streamedID} {
 		s.waitDone(t, sid)
-		tr := s.callTrace(t, sid)
+		tr := s.fullTrace(t, sid)
 		checkOrderNumber(t, tr)
 		if o := tr.Session.Origin; o == nil || o.Kind != "proxy" || !strings.HasPrefix(o.Service, "langchainjs-openai") {
 			t.Errorf("origin: %+v", o)
@@ -284,7 +227,7 @@ func TestDeepagentsThroughTheRecordingEndpoint(t *testing.T) {
 
 	t.Run("the fork's panes", func(t *testing.T) {
 		tb := &tab{t: t, ctx: tb.ctx}
-		fork, _ := s.callTrace(t, id).agentNamed("fork-reporter")
+		fork, _ := s.fullTrace(t, id).agentNamed("fork-reporter")
 		tb.navigate(s.URL + "/sessions/" + id + "?agent=" + fork)
 		d := eval[delegationPage](tb, readDelegation)
 		if !d.Fork || d.Inherited < 7 || !strings.Contains(d.InhText, "A-7731") {
@@ -303,7 +246,7 @@ func TestDeepagentsThroughTheRecordingEndpoint(t *testing.T) {
 		}
 		engine := s.start(t, string(doc))
 		s.waitDone(t, engine)
-		want := conformance(s.callTrace(t, engine), s.callTrace(t, id))
+		want := conformance(s.fullTrace(t, engine), s.fullTrace(t, id))
 		tb := &tab{t: t, ctx: tb.ctx}
 		tb.navigate(fmt.Sprintf("%s/compare?a=%s&b=%s", s.URL, engine, id))
 		got := eval[[]callRow](tb, `[...document.querySelectorAll('[data-testid="call-diff"]')].map(r => ({
@@ -358,12 +301,12 @@ func rows(rs []callRow) string {
 // invocation) and place, each compared by system prompt, tool names and
 // sizes, and every message's role, text and tool calls (no ids); a
 // difference is listed at the first call that has it.
-func conformance(a, b callTrace) []callRow {
+func conformance(a, b fullTrace) []callRow {
 	type key struct {
 		agent string
 		index int
 	}
-	label := func(tr callTrace, agentID string) string {
+	label := func(tr fullTrace, agentID string) string {
 		for _, ag := range tr.Agents {
 			if ag.ID == agentID {
 				if ag.ParentID == nil {
@@ -377,7 +320,7 @@ func conformance(a, b callTrace) []callRow {
 		}
 		return agentID
 	}
-	texts := func(tr callTrace, i int) []string {
+	texts := func(tr fullTrace, i int) []string {
 		lists := map[string][]string{}
 		for _, m := range tr.Messages {
 			s := m.Role + ": " + m.Content
@@ -486,7 +429,7 @@ func TestDeepagentsFanOutThroughTheRecordingEndpoint(t *testing.T) {
 	}
 	id := s.recordedSession(t, "Compare three message queues.", 4)
 	s.waitDone(t, id)
-	tr := s.callTrace(t, id)
+	tr := s.fullTrace(t, id)
 	want := map[string]string{
 		"Summarize /q/kafka.md in five words.":  "Kafka moves the most data.",
 		"Summarize /q/nats.md in five words.":   "NATS answers the fastest.",
@@ -593,7 +536,7 @@ func TestRecordingEndpointUpstreamFailures(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for _, x := range s.sessions(t) {
-		tr := s.callTrace(t, x.ID)
+		tr := s.fullTrace(t, x.ID)
 		if tr.Session.Status != "failed" || len(tr.ModelCalls) != 1 || tr.ModelCalls[0].Error == "" ||
 			!strings.Contains(tr.Session.Error, tr.ModelCalls[0].Error) {
 			t.Errorf("%s: %s %q, calls %+v", x.Name, tr.Session.Status, tr.Session.Error, tr.ModelCalls)
