@@ -79,6 +79,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzToolArgs$$' -fuzztime=$(FUZZTIME) ./internal/delegation/
 	$(GO) test -run='^$$' -fuzz='^FuzzLiveParams$$' -fuzztime=$(FUZZTIME) ./internal/server/
 	$(GO) test -run='^$$' -fuzz='^FuzzReceive$$' -fuzztime=$(FUZZTIME) ./internal/ingest/
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./internal/proxy/
 
 generate:
 	$(GO) tool templ generate -path web/templates

@@ -122,6 +122,19 @@ func TestRecordedSessionIsStoredAndShown(t *testing.T) {
 	if seen.last() != "Bearer sk-user" {
 		t.Errorf("the caller's key went on as %q", seen.last())
 	}
+	// Exports as for any session: the trace imports back, the OTLP export
+	// holds the call.
+	id := list[0].ID
+	res, trace := s.api("GET", "/api/sessions/"+id+"/trace", "", nil)
+	if res.StatusCode != 200 {
+		t.Fatalf("trace export: %d %s", res.StatusCode, trace)
+	}
+	if res, body := s.api("POST", "/api/traces", "application/json", trace); res.StatusCode != http.StatusCreated {
+		t.Errorf("the exported trace does not import: %d %s", res.StatusCode, body)
+	}
+	if res, body := s.api("GET", "/api/sessions/"+id+"/otlp", "", nil); res.StatusCode != 200 || !strings.Contains(string(body), "Say hello.") {
+		t.Errorf("OTLP export: %d %.300s", res.StatusCode, body)
+	}
 }
 
 func TestRecordingEndpointBehindAToken(t *testing.T) {
