@@ -186,7 +186,7 @@ func upstreamFrom(c *command, spec, rawURL, keyEnv string, list []session.Endpoi
 
 func endpointNames(list []session.Endpoint) string {
 	if len(list) == 0 {
-		return "none is"
+		return "none is given"
 	}
 	names := make([]string, len(list))
 	for i, e := range list {

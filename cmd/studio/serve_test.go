@@ -43,6 +43,28 @@ func TestServeConfiguration(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 	})
+	t.Run("a bad upstream is refused, saying what to give", func(t *testing.T) {
+		t.Setenv("UNSET_API_KEY", "")
+		os.Unsetenv("UNSET_API_KEY")
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--upstream", "nope"}, `give script:SCENARIO.json, or the name of an endpoint`},
+			{[]string{"--upstream", "script:"}, "give the scenario"},
+			{[]string{"--upstream", "script:lesson:nope"}, `no lesson "nope"`},
+			{[]string{"--upstream", "script:lesson:order-number", "--upstream-url", "http://h/v1"}, "not both"},
+			{[]string{"--upstream-url", "ftp://h"}, "not an absolute http(s) URL"},
+			{[]string{"--upstream-url", "http://h/v1", "--upstream-key-env", "STUDIO_TOKEN"}, "ending in _API_KEY"},
+			{[]string{"--upstream-url", "http://h/v1", "--upstream-key-env", "UNSET_API_KEY"}, "UNSET_API_KEY, which is not set"},
+			{[]string{"--upstream-key-env", "X_API_KEY"}, "goes with --upstream-url"},
+		} {
+			code, _, errOut := studio(t, append([]string{"serve", "--db", db}, c.args...)...)
+			if code != exitUsage || !strings.Contains(errOut, c.want) {
+				t.Errorf("%v: exit %d: %s", c.args, code, errOut)
+			}
+		}
+	})
 	t.Run("--help shows no token", func(t *testing.T) {
 		t.Setenv("STUDIO_TOKEN", "0b8c2f5e9a7d4c1b6e3f-secret")
 		_, out, errOut := studio(t, "serve", "--help")
