@@ -18,10 +18,17 @@ import (
 // http://HOST:PORT/v1, that forwards each request to the upstream and
 // records it, and its answer, as a model call of a session.
 
-// proxyRoutes are the paths that answer in OpenAI's shape, errors
-// included, because OpenAI's clients call them.
+// proxyRoute reports whether a path answers in OpenAI's shape, errors
+// included, because OpenAI's clients call it: every /v1/ path but the OTLP
+// receiver's.
 func proxyRoute(p string) bool {
-	return p == "/v1/chat/completions" || p == "/v1/models" || strings.HasPrefix(p, "/v1/models/")
+	return strings.HasPrefix(p, "/v1/") && p != "/v1/traces"
+}
+
+// apiNotServed answers the OpenAI paths the studio does not record.
+func (s *Server) apiNotServed(c echo.Context) error {
+	return echo.NewHTTPError(http.StatusNotFound, "This studio records chat completions (POST /v1/chat/completions) and lists "+
+		"models (GET /v1/models); "+c.Request().Method+" "+c.Request().URL.Path+" is not served (docs/proxy.md).")
 }
 
 func (s *Server) newProxy() *proxy.Proxy {

@@ -200,6 +200,10 @@ func TestRecordingEndpointLimits(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &e); err != nil || res.StatusCode != 421 || e.Error.Message == "" {
 		t.Errorf("another Host: %d %s", res.StatusCode, body)
 	}
+	res, body = s.raw("POST", "/v1/responses", map[string]string{"Content-Type": "application/json"}, `{}`)
+	if err := json.Unmarshal([]byte(body), &e); err != nil || res.StatusCode != 404 || !strings.Contains(e.Error.Message, "is not served") {
+		t.Errorf("an OpenAI path not served: %d %s", res.StatusCode, body)
+	}
 	// GET /v1/models goes to the upstream's, whose answer (here: it has
 	// none) is relayed with its status.
 	res, body = s.raw("GET", "/v1/models", nil, "")

@@ -220,6 +220,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/v1/chat/completions", s.apiChat) // forwarded, relayed as it streams, recorded
 	e.GET("/v1/models", s.apiModels)          // the upstream's models
 	e.GET("/v1/models/:id", s.apiModels)      // one of them
+	e.Any("/v1/*", s.apiNotServed)            // the Responses API, embeddings…: said so, in OpenAI's shape
 	return e
 }
 
