@@ -306,7 +306,8 @@ func (p *Proxy) open(ctx context.Context, key string, req *Request, agent string
 	ls.s = ingest.New(ingest.Config{SessionID: rec.ID, Name: name, Tokenizer: p.cfg.Tokenizer, Counter: p.cfg.Counter,
 		Sink: rec.Sink, TaskTool: p.cfg.TaskTool, Origin: origin, Modes: modesOf(p.cfg.Upstream)})
 	p.sessions = append(p.sessions, ls)
-	p.cfg.Logger.Info("recording a session", "session", ls.id, "name", name, "client", origin.Service)
+	// The name is the program's prompt: it stays out of the logs.
+	p.cfg.Logger.Info("recording a session", "session", ls.id, "client", origin.Service)
 	return ls, nil
 }
 
