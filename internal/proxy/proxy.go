@@ -69,6 +69,9 @@ type Config struct {
 	Counter   delegation.Counter
 	Tokenizer string
 	TaskTool  string // the tool that delegates ("task" when empty)
+	// Prices prices each call by the model it names, as for any session;
+	// nil prices nothing.
+	Prices delegation.PriceTable
 	// Timeout, DoneAfter and Quiet: 0 takes the defaults above.
 	Timeout, DoneAfter, Quiet time.Duration
 	Now                       func() time.Time
@@ -304,7 +307,7 @@ func (p *Proxy) open(ctx context.Context, key string, req *Request, agent string
 	}
 	ls.id, ls.rec = rec.ID, rec
 	ls.s = ingest.New(ingest.Config{SessionID: rec.ID, Name: name, Tokenizer: p.cfg.Tokenizer, Counter: p.cfg.Counter,
-		Sink: rec.Sink, TaskTool: p.cfg.TaskTool, Origin: origin, Modes: modesOf(p.cfg.Upstream)})
+		Sink: rec.Sink, TaskTool: p.cfg.TaskTool, Origin: origin, Modes: modesOf(p.cfg.Upstream), Prices: p.cfg.Prices})
 	p.sessions = append(p.sessions, ls)
 	// The name is the program's prompt: it stays out of the logs.
 	p.cfg.Logger.Info("recording a session", "session", ls.id, "client", origin.Service)

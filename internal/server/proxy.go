@@ -10,6 +10,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/pricing"
 	"github.com/delegationstudio/studio/internal/proxy"
 	"github.com/delegationstudio/studio/internal/tokens"
 )
@@ -35,7 +36,7 @@ func (s *Server) newProxy() *proxy.Proxy {
 	counter, _ := tokens.Get(tokens.Default)
 	return proxy.New(proxy.Config{Upstream: s.cfg.Upstream, Store: proxyStore{s}, Counter: counter, Tokenizer: tokens.Default,
 		TaskTool: s.cfg.TaskTool, Timeout: s.cfg.UpstreamTimeout, DoneAfter: s.cfg.ProxyDoneAfter, Quiet: s.cfg.ProxyQuiet,
-		Now: s.now, Logger: s.log})
+		Prices: pricing.Lookup, Now: s.now, Logger: s.log})
 }
 
 // apiChat is POST /v1/chat/completions.

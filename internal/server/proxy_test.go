@@ -83,7 +83,7 @@ func TestRecordedSessionIsStoredAndShown(t *testing.T) {
 	s := proxyStudio(t, up, "")
 	c := openAIClient(s.ts.URL, "sk-user", nil)
 	for _, stream := range []bool{false, true} {
-		req := goopenai.ChatCompletionRequest{Model: "m", Stream: stream, Messages: []goopenai.ChatCompletionMessage{
+		req := goopenai.ChatCompletionRequest{Model: "gpt-4.1-mini", Stream: stream, Messages: []goopenai.ChatCompletionMessage{
 			{Role: "user", Content: "Say hello."}}}
 		if stream {
 			st, err := c.CreateChatCompletionStream(context.Background(), req)
@@ -112,6 +112,8 @@ func TestRecordedSessionIsStoredAndShown(t *testing.T) {
 		}
 		if tr.Session.Status != delegation.StatusDone || len(tr.ModelCalls) != 1 || tr.ModelCalls[0].Usage == nil {
 			t.Errorf("session %s: %s, %+v", sess.ID, tr.Session.Status, tr.ModelCalls)
+		} else if tr.ModelCalls[0].Cost == nil {
+			t.Errorf("session %s: the call to gpt-4.1-mini is not priced", sess.ID)
 		}
 		_, doc := s.get("/sessions/" + sess.ID)
 		if got := doc.Find(`[data-testid="origin"]`).Text(); !strings.Contains(got, "the recording endpoint: Go-http-client") ||
