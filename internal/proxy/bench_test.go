@@ -81,21 +81,23 @@ func BenchmarkProxyLongAgent(b *testing.B) {
 	}
 	small, smallN := longAgentBodies(50)
 	big, bigN := longAgentBodies(400)
-	var ts, tb time.Duration
+	// The fastest of the runs of each size: on a shared machine the others
+	// measure the neighbours too.
+	ts, tb := time.Duration(1<<62), time.Duration(1<<62)
 	for i := 0; i < b.N; i++ {
 		d, stored := run(small)
 		if stored != 2*50 {
 			b.Fatalf("%d messages stored for 50 calls, want 100: each once", stored)
 		}
-		ts += d
+		ts = min(ts, d)
 		d, stored = run(big)
 		if stored != 2*400 {
 			b.Fatalf("%d messages stored for 400 calls, want 800: each once", stored)
 		}
-		tb += d
+		tb = min(tb, d)
 	}
 	perSmall := float64(ts) / float64(smallN)
 	perBig := float64(tb) / float64(bigN)
-	b.ReportMetric(perBig/float64(b.N), "ns/received-message")
+	b.ReportMetric(perBig, "ns/received-message")
 	b.ReportMetric(perBig/perSmall, "x8/x1")
 }
