@@ -234,13 +234,27 @@ func errorEvent(doc []byte) (*endpointError, bool) {
 	return &e, true
 }
 
-// needsMending finds, cheaply, the answers mendAnswer would change.
-var needsMending = regexp.MustCompile(`"arguments"\s*:\s*[\[{]|"reasoning"\s*:|"prompt_cache_hit_tokens"`)
+// needsMending finds, cheaply, the answers mendAnswer would change: most
+// (a stream's text chunks) name none of the keys, which bytes.Contains
+// tells faster than the regexp, run only on those that do.
+func needsMending(doc []byte) bool {
+	for _, key := range mendedKeys {
+		if bytes.Contains(doc, key) {
+			return mendable.Match(doc)
+		}
+	}
+	return false
+}
+
+var (
+	mendedKeys = [][]byte{[]byte(`"arguments"`), []byte(`"reasoning"`), []byte(`"prompt_cache_hit_tokens"`)}
+	mendable   = regexp.MustCompile(`"arguments"\s*:\s*[\[{]|"reasoning"\s*:|"prompt_cache_hit_tokens"`)
+)
 
 // mendAnswer rewrites a completion or a stream chunk into the shape
 // go-openai reads; anything it does not recognise is passed on unchanged.
 func mendAnswer(doc []byte) []byte {
-	if !needsMending.Match(doc) {
+	if !needsMending(doc) {
 		return doc
 	}
 	v, ok := decodeObject(doc)
