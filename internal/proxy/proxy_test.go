@@ -451,6 +451,72 @@ func TestStreamRelayedChunkByChunk(t *testing.T) {
 	}
 }
 
+func TestPiecesAtHandGoTogetherNoneWaits(t *testing.T) {
+	// The upstream sends two whole events and the start of a third in one
+	// write, then holds the rest until the client has the two: the relay
+	// may send the two in one write, but must not hold them for the third.
+	release := make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	defer let() // a failing test must not leave the upstream waiting
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		a, _ := json.Marshal(chunk(map[string]any{"role": "assistant", "content": "One"}, nil))
+		b, _ := json.Marshal(chunk(map[string]any{"content": " two"}, nil))
+		c, _ := json.Marshal(chunk(map[string]any{"content": " three."}, "stop"))
+		fmt.Fprintf(w, "data: %s\n\ndata: %s\n\ndata: %s", a, b, c[:10])
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprintf(w, "%s\n\ndata: [DONE]\n\n", c[10:])
+	})
+	h := newHarness(t, mustHTTP(t, up.srv.URL, ""), options{})
+	got := make(chan string, 10) // what the client has read so far, after each piece
+	go func() {
+		defer close(got)
+		st, err := h.client.CreateChatCompletionStream(context.Background(), goopenai.ChatCompletionRequest{Model: "m", Stream: true,
+			Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "Count to three."}}})
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer st.Close()
+		var text strings.Builder
+		for {
+			c, err := st.Recv()
+			if err != nil {
+				return
+			}
+			for _, ch := range c.Choices {
+				text.WriteString(ch.Delta.Content)
+			}
+			got <- text.String()
+		}
+	}()
+	for _, want := range []string{"One", "One two"} {
+		select {
+		case text := <-got:
+			if text != want {
+				t.Fatalf("the client read %q, want %q", text, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the client did not get %q while the upstream held the rest: the relay waited for the next event", want)
+		}
+	}
+	let()
+	if text := <-got; text != "One two three." {
+		t.Errorf("the client read %q at the end", text)
+	}
+	for range got {
+	}
+	if out := session.Lists(h.store.all()[0].trace(t))["main"][1]; out.Content != "One two three." {
+		t.Errorf("recorded %q", out.Content)
+	}
+}
+
 func TestAnswerRecordedBeforeItsLastBytes(t *testing.T) {
 	// A client may send its next request the moment it has read [DONE]; by
 	// then the answer's task call must be waiting for its child.

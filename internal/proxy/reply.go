@@ -99,18 +99,26 @@ func (r *Reply) begin(status int, from http.Header, contentType string) {
 	r.w.WriteHeader(status)
 }
 
-func (r *Reply) write(b []byte) {
+func (r *Reply) write(b []byte) { r.send(b, true) }
+
+// send writes b, and sends it on at once unless told the next piece is
+// already at hand (then both go out in one write, with the next).
+func (r *Reply) send(b []byte, flush bool) {
 	_ = r.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	_, _ = r.w.Write(b)
-	_ = r.rc.Flush()
+	if flush {
+		_ = r.rc.Flush()
+	}
 }
 
 // Begin starts a streamed answer with the upstream's status and headers.
 func (r *Reply) Begin(status int, h http.Header) { r.begin(status, h, "text/event-stream") }
 
 // Event relays one stream event (the data of an SSE event, not [DONE]) and
-// reads it: its text is shown live.
-func (r *Reply) Event(data []byte) {
+// reads it: its text is shown live. more says that the next event has
+// already arrived whole: this one then goes out with it, in one write, not
+// in a write of its own — nothing waits for what has not come yet.
+func (r *Reply) Event(data []byte, more bool) {
 	r.begin(http.StatusOK, nil, "text/event-stream")
 	deltas, err := r.answer.Chunk(data)
 	if err != nil && r.problem == "" {
@@ -119,7 +127,7 @@ func (r *Reply) Event(data []byte) {
 	for _, d := range deltas {
 		r.turn.Delta(d)
 	}
-	r.write(append(append([]byte("data: "), data...), '\n', '\n'))
+	r.send(append(append([]byte("data: "), data...), '\n', '\n'), !more)
 }
 
 // Comment relays an SSE comment (": keep-alive"), which resets no state.

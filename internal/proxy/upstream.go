@@ -215,7 +215,7 @@ func relayStream(r io.Reader, out *Reply) error {
 			out.End(true)
 			return true
 		}
-		out.Event(ev)
+		out.Event(ev, nextAtHand(br))
 		return false
 	}
 	size := 0
@@ -258,6 +258,15 @@ func relayStream(r io.Reader, out *Reply) error {
 			return err
 		}
 	}
+}
+
+// nextAtHand reports whether the next event has already arrived whole (its
+// blank line is in the buffer), so that the one before it can go out with
+// it: a fast upstream's pieces, read many at a time, are relayed many to a
+// write, as they came, rather than one write and flush each.
+func nextAtHand(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.Contains(b, []byte("\n\n"))
 }
 
 // Models forwards GET /models (or /models/{id}) and relays the answer.
