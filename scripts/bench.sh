@@ -53,6 +53,11 @@ row "received OTLP: cost per received message at 400 calls vs 50 (x8)" "≤ 1.3"
 row "received OTLP: mapping time per received message" "—" ./internal/ingest/ BenchmarkReceiveLongAgent ns/received-message 3x
 row "recording endpoint: cost per received message at 400 calls vs 50 (x8)" "≤ 1.3" ./internal/proxy/ BenchmarkProxyLongAgent x8/x1 5x
 row "recording endpoint: time per received message (read, placed, new ones stored)" "—" ./internal/proxy/ BenchmarkProxyLongAgent ns/received-message 5x
+row "recording endpoint: database bytes per raw message byte, one agent's 400 calls (each request the whole conversation)" "≤ 2" ./internal/server/ BenchmarkProxyStorage db/raw 1x
+row "the same: database bytes per byte received" "—" ./internal/server/ BenchmarkProxyStorage db/received 1x
+row "recording endpoint: time to the client's first streamed piece, 4,000-piece ÷ 500-piece answer" "≤ 1.3" ./internal/proxy/ BenchmarkProxyStream first-piece-x8/x1 20x
+row "recording endpoint: relaying and recording a 4,000-piece stream ÷ a bare reverse proxy's relay" "—" ./internal/proxy/ BenchmarkProxyStream ours/bare-relay 20x
+row "recording endpoint: time added per streamed piece over the bare relay" "—" ./internal/proxy/ BenchmarkProxyStream ns-added/piece 20x
 row "token count of a 120-character sentence (o200k, warm)" "—" ./internal/tokens/ 'BenchmarkCount/o200k_base/sentence120' ns/op 200000x
 row "schema check of a 2 MiB scenario of unknown keys" "< 1 s" ./schema/ BenchmarkUnknownKeyBomb ms-2MiB 3x
 row "the same: cost when the document grows x8 (256 KiB to 2 MiB)" "≈ x8" ./schema/ BenchmarkUnknownKeyBomb size-x8 3x
