@@ -63,7 +63,7 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 	maxRunning := intFlag(c, "max-sessions", server.DefaultMaxRunning, "sessions running at once; past it, 503")
 	maxViewers := intFlag(c, "max-viewers", server.DefaultMaxViewers,
 		fmt.Sprintf("live viewers in all; past it, 503 (and 429 past %d on one session)", server.DefaultMaxSessionViewers))
-	taskTool := c.String("task-tool", "task", "task", "the `name` of the tool that delegates, in received OTLP traces", nil)
+	taskTool := c.String("task-tool", "task", "task", "the `name` of the tool that delegates, in received OTLP traces and recorded calls", nil)
 	quiet := c.Duration("otlp-quiet", server.DefaultQuiet, "a received trace from which no span arrives for this `long` ends as interrupted", nil)
 	grace := c.Duration("otlp-grace", server.DefaultGrace, "once a received trace's root span is in, spans still missing are waited for this `long`", nil)
 	otlpEndpoint := c.String("otlp-endpoint", "", "", "push each session's spans, as it ends, to this OTLP/HTTP `URL` (base, e.g. http://localhost:4318); "+
@@ -76,7 +76,7 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 	upstreamKey := c.String("upstream-key-env", "", "", "for a call that brings no Authorization, send the key in this `variable` (a *_API_KEY one) to --upstream-url; OPENAI_API_KEY goes to OpenAI (or $OPENAI_BASE_URL) without it", nil)
 	upstreamTimeout := c.Duration("upstream-timeout", proxy.DefaultTimeout, "cut a call whose upstream sends nothing for this `long` (before its answer, or between two pieces of a stream)", nil)
 	doneAfter := c.Duration("proxy-done-after", proxy.DefaultDoneAfter, "a recorded session whose main agent has answered ends, done, when no call comes for this `long`", nil)
-	proxyQuiet := c.Duration("proxy-quiet", proxy.DefaultQuiet, "any other recorded session ends, interrupted, when no call comes for this `long`", nil)
+	proxyQuiet := c.Duration("proxy-quiet", proxy.DefaultQuiet, "any other recorded session ends, interrupted (failed when its main agent's last call failed), when no call comes for this `long`", nil)
 	if _, code, ok := c.parse(args); !ok {
 		return code
 	}

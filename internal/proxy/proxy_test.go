@@ -106,8 +106,9 @@ type harness struct {
 }
 
 type options struct {
-	timeout time.Duration
-	header  http.Header // sent with every request
+	timeout  time.Duration
+	header   http.Header // sent with every request
+	taskTool string
 }
 
 func newHarness(t *testing.T, up proxy.Upstream, o options) *harness {
@@ -119,7 +120,7 @@ func newHarness(t *testing.T, up proxy.Upstream, o options) *harness {
 	h := &harness{store: &memStore{}, logs: &bytes.Buffer{}, now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
 	log := slog.New(slog.NewTextHandler(syncWriter{h}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.p = proxy.New(proxy.Config{Upstream: up, Store: h.store, Counter: counter, Tokenizer: tokens.Default,
-		Timeout: o.timeout, Now: h.clock, Logger: log})
+		Timeout: o.timeout, TaskTool: o.taskTool, Now: h.clock, Logger: log})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)

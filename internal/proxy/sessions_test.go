@@ -129,6 +129,47 @@ func TestSeveralSessionsAtOnce(t *testing.T) {
 	}
 }
 
+func TestTaskToolIsConfigurable(t *testing.T) {
+	// A framework whose delegating tool is named otherwise: with
+	// --task-tool set, its calls delegate; by default they are a tool
+	// like any other, and the child's first request opens a session.
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		msgs := body["messages"].([]any)
+		last, _ := msgs[len(msgs)-1].(map[string]any)["content"].(string)
+		if last == "Have the pears counted." {
+			args, _ := json.Marshal(map[string]string{"description": "Count the pears.", "subagent_type": "counter"})
+			writeJSON(w, 200, completion(map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
+				"id": "call_0", "type": "function", "function": map[string]any{"name": "hand_off", "arguments": string(args)}}}}, "tool_calls"))
+			return
+		}
+		writeJSON(w, 200, completion(map[string]any{"role": "assistant", "content": "ok: " + last}, "stop"))
+	})
+	for _, c := range []struct {
+		tool string
+		want []string
+	}{
+		{"hand_off", []string{"Have the pears counted. = main:4 counter:2"}},
+		{"", []string{"Have the pears counted. = main:4", "Count the pears. = main:2"}},
+	} {
+		h := newHarness(t, mustHTTP(t, up.srv.URL, ""), options{taskTool: c.tool})
+		parent := h.chat(t, nil, user("Have the pears counted."))
+		child := h.chat(t, nil, user("Count the pears."))
+		h.chat(t, nil, user("Have the pears counted."), parent, goopenai.ChatCompletionMessage{Role: "tool", ToolCallID: "call_0", Content: child.Content})
+		var got []string
+		for _, s := range h.store.all() {
+			tr := s.trace(t)
+			var parts []string
+			for _, a := range tr.Agents {
+				parts = append(parts, fmt.Sprintf("%s:%d", a.Name, len(session.Lists(tr)[a.ID])))
+			}
+			got = append(got, s.name+" = "+strings.Join(parts, " "))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("task tool %q: %q, want %q", c.tool, got, c.want)
+		}
+	}
+}
+
 func TestSessionsEnd(t *testing.T) {
 	up := echoUpstream(t)
 	fail := false
