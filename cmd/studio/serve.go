@@ -148,7 +148,10 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace, OTLP: push,
 		Upstream: up.upstream, UpstreamTimeout: *upstreamTimeout, ProxyDoneAfter: *doneAfter, ProxyQuiet: *proxyQuiet})
 	if n, err := srv.Recover(ctx); err != nil {
-		fmt.Fprintf(stderr, "studio: %v\n", db.Describe(*dbPath, err))
+		if dd, ok := d.(interface{ Describe(error) error }); ok {
+			err = dd.Describe(err)
+		}
+		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitFailed
 	} else if n > 0 {
 		log.Info("sessions left running by a stopped studio are now interrupted", "count", n)

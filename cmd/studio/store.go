@@ -14,6 +14,7 @@ import (
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/otlp"
+	"github.com/delegationstudio/studio/internal/server"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
 )
@@ -24,7 +25,17 @@ func dbFlag(c *command) *string {
 	return c.String("db", "studio.db", "./studio.db", "the database `file`", nil)
 }
 
-func openStore(ctx context.Context, path string, stderr io.Writer) (*db.DB, bool) {
+// store is what the commands use of a store: what the server uses, and
+// closing it. The store is chosen here and nowhere else: SQLite (db.DB) is
+// the studio's.
+type store interface {
+	server.Store
+	Close() error
+}
+
+// openStore opens the store the --db flag names, saying on stderr what went
+// wrong when it cannot.
+func openStore(ctx context.Context, path string, stderr io.Writer) (store, bool) {
 	d, err := db.Open(ctx, path)
 	if err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", db.Describe(path, err))
@@ -145,7 +156,7 @@ its finished spans. See docs/otlp.md.`, stdout, stderr).
 		}
 		return exitOK
 	}
-	err := d.Read(ctx, id, func(r *db.Reader) error {
+	err := d.Read(ctx, id, func(r db.Reader) error {
 		var sum otlp.Summary
 		var err error
 		switch *format {

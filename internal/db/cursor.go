@@ -12,14 +12,9 @@ import (
 	"github.com/delegationstudio/studio/internal/trace"
 )
 
-// Reader reads one stored session inside one read-only transaction, part by
-// part: each part is a cursor over its rows, so an export streams a session
-// of any size in the memory of a row, and sees one consistent state while
-// the session runs. It is a trace.Source, and has the session's log with
-// what each event introduced (Log) and its message lists (Backward), which
-// is what the OTLP export reads. A Reader is valid only inside the function
-// given to Read.
-type Reader struct {
+// reader is SQLite's Reader: one read-only transaction, each part a cursor
+// over its rows.
+type reader struct {
 	ctx     context.Context
 	tx      *sql.Tx
 	sid     int64
@@ -34,11 +29,11 @@ type agentDefaults struct {
 	tools        []trace.ToolCost
 }
 
-var _ trace.Source = (*Reader)(nil)
+var _ Reader = (*reader)(nil)
 
 // Read calls fn with a Reader of the session id, inside one read-only
 // transaction. A missing session is an ENOTFOUND error.
-func (db *DB) Read(ctx context.Context, id string, fn func(*Reader) error) error {
+func (db *DB) Read(ctx context.Context, id string, fn func(Reader) error) error {
 	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("read session %s: %w", id, err)
@@ -58,7 +53,7 @@ func (db *DB) Read(ctx context.Context, id string, fn func(*Reader) error) error
 // reader reads when asked (Head): it can be megabytes, and is needed once.
 var readerColumns = strings.Replace(sessionColumns, "scenario,", "x'' AS scenario,", 1)
 
-func openReader(ctx context.Context, tx *sql.Tx, id string) (*Reader, error) {
+func openReader(ctx context.Context, tx *sql.Tx, id string) (*reader, error) {
 	var key int64
 	row := tx.QueryRowContext(ctx, `SELECT sid, `+readerColumns+` FROM sessions WHERE id = ?`, id)
 	s, err := scanSession(prefixScanner{row, &key})
@@ -68,7 +63,7 @@ func openReader(ctx context.Context, tx *sql.Tx, id string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{ctx: ctx, tx: tx, sid: key, session: s}
+	r := &reader{ctx: ctx, tx: tx, sid: key, session: s}
 	if _, err := r.scenario(); err != nil {
 		return nil, err
 	}
@@ -76,7 +71,7 @@ func openReader(ctx context.Context, tx *sql.Tx, id string) (*Reader, error) {
 }
 
 // scenario reads the session's scenario as run.
-func (r *Reader) scenario() (json.RawMessage, error) {
+func (r *reader) scenario() (json.RawMessage, error) {
 	var packed []byte
 	if err := r.tx.QueryRowContext(r.ctx, `SELECT scenario FROM sessions WHERE sid = ?`, r.sid).Scan(&packed); err != nil {
 		return nil, err
@@ -99,12 +94,12 @@ func (p prefixScanner) Scan(dest ...any) error { return p.s.Scan(append([]any{p.
 
 // Session is the session's row as read, without its scenario (Head has
 // it).
-func (r *Reader) Session() *Session { return r.session }
+func (r *reader) Session() *Session { return r.session }
 
 // Head is the session as the trace describes it, its scenario, and its
 // log's last seq. The scenario is read from the store at each call (Read
 // checked that it reads), so that the reader does not hold it.
-func (r *Reader) Head() trace.Head {
+func (r *reader) Head() trace.Head {
 	s := r.session
 	h := trace.Head{
 		Session: trace.Session{ID: s.ID, Name: s.Name, Title: s.Title, Prompt: s.Prompt, Status: s.Status,
@@ -117,7 +112,7 @@ func (r *Reader) Head() trace.Head {
 }
 
 // origin is where the session came from, which its session.started says.
-func (r *Reader) origin() *delegation.Origin {
+func (r *reader) origin() *delegation.Origin {
 	var data string
 	if r.tx.QueryRowContext(r.ctx, `SELECT data FROM events WHERE sid = ? AND type = 'session.started' ORDER BY seq LIMIT 1`,
 		r.sid).Scan(&data) != nil {
@@ -134,7 +129,7 @@ func (r *Reader) origin() *delegation.Origin {
 
 // rowsOf runs a query and yields each row as scan reads it; an error is
 // yielded once, last.
-func rowsOf[T any](r *Reader, scan func(*sql.Rows) (T, error), query string, args ...any) iter.Seq2[T, error] {
+func rowsOf[T any](r *reader, scan func(*sql.Rows) (T, error), query string, args ...any) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
 		rows, err := r.tx.QueryContext(r.ctx, query, args...)
@@ -185,7 +180,7 @@ func scanAgent(rows *sql.Rows) (trace.Agent, error) {
 }
 
 // Agents yields the session's agents in the order they started.
-func (r *Reader) Agents() iter.Seq2[trace.Agent, error] {
+func (r *reader) Agents() iter.Seq2[trace.Agent, error] {
 	return rowsOf(r, scanAgent, `SELECT `+agentColumns+` FROM agents WHERE sid = ? ORDER BY seq`, r.sid)
 }
 
@@ -211,13 +206,13 @@ func scanMessage(rows *sql.Rows, extra ...any) (trace.Message, error) {
 func scanMessageRow(rows *sql.Rows) (trace.Message, error) { return scanMessage(rows) }
 
 // Messages yields the session's messages in the order they were added.
-func (r *Reader) Messages() iter.Seq2[trace.Message, error] {
+func (r *reader) Messages() iter.Seq2[trace.Message, error] {
 	return rowsOf(r, scanMessageRow, `SELECT `+messageColumns+` FROM messages WHERE sid = ? ORDER BY seq`, r.sid)
 }
 
 // Backward yields messages to-1 down to from of an agent's message list,
 // newest first.
-func (r *Reader) Backward(agentID string, from, to int) iter.Seq2[trace.Message, error] {
+func (r *reader) Backward(agentID string, from, to int) iter.Seq2[trace.Message, error] {
 	return rowsOf(r, scanMessageRow, `SELECT `+messageColumns+` FROM messages
 		WHERE sid = ? AND agent_id = ? AND idx >= ? AND idx < ? ORDER BY idx DESC`, r.sid, agentID, from, to)
 }
@@ -251,7 +246,7 @@ func scanCall(rows *sql.Rows, extra ...any) (trace.ModelCall, error) {
 }
 
 // defaults loads each agent's system prompt and tools, once.
-func (r *Reader) defaults() (map[string]agentDefaults, error) {
+func (r *reader) defaults() (map[string]agentDefaults, error) {
 	if r.agents != nil {
 		return r.agents, nil
 	}
@@ -266,7 +261,7 @@ func (r *Reader) defaults() (map[string]agentDefaults, error) {
 	return out, nil
 }
 
-func (r *Reader) withDefaults(c *trace.ModelCall) error {
+func (r *reader) withDefaults(c *trace.ModelCall) error {
 	agents, err := r.defaults()
 	if err != nil {
 		return err
@@ -278,7 +273,7 @@ func (r *Reader) withDefaults(c *trace.ModelCall) error {
 }
 
 // ModelCalls yields the session's model calls in the order they started.
-func (r *Reader) ModelCalls() iter.Seq2[trace.ModelCall, error] {
+func (r *reader) ModelCalls() iter.Seq2[trace.ModelCall, error] {
 	scan := func(rows *sql.Rows) (trace.ModelCall, error) {
 		c, err := scanCall(rows)
 		if err == nil {
@@ -296,7 +291,7 @@ func (r *Reader) ModelCalls() iter.Seq2[trace.ModelCall, error] {
 }
 
 // Files yields the main agent's files, in path order.
-func (r *Reader) Files() iter.Seq2[trace.File, error] {
+func (r *reader) Files() iter.Seq2[trace.File, error] {
 	return rowsOf(r, func(rows *sql.Rows) (trace.File, error) {
 		var f trace.File
 		err := rows.Scan(&f.Path, &f.Content)
@@ -307,7 +302,7 @@ func (r *Reader) Files() iter.Seq2[trace.File, error] {
 // Events yields the session's log as the trace writes it: the events table
 // merged, by seq, with the events read back from message and model-call
 // rows, which refer to their row by id.
-func (r *Reader) Events() iter.Seq2[delegation.Event, error] {
+func (r *reader) Events() iter.Seq2[delegation.Event, error] {
 	return func(yield func(delegation.Event, error) bool) {
 		for sp, err := range r.log(0, false) {
 			if !yield(sp.Event, err) || err != nil {
@@ -321,7 +316,7 @@ func (r *Reader) Events() iter.Seq2[delegation.Event, error] {
 // trace.SplitEvent splits it: message.added with its message, model.started
 // with its call (its agent's system prompt and tools included),
 // model.finished with what it added to the call.
-func (r *Reader) Log() iter.Seq2[trace.Split, error] { return r.log(0, true) }
+func (r *reader) Log() iter.Seq2[trace.Split, error] { return r.log(0, true) }
 
 // A log source is one of the four cursors the log is merged from.
 type logSource int
@@ -345,7 +340,7 @@ type cursor struct {
 // events table, and message.added, model.started and model.finished read
 // back from their rows. whole reads each row whole (the message, the call);
 // otherwise only what the event refers to it by.
-func (r *Reader) log(after int64, whole bool) iter.Seq2[trace.Split, error] {
+func (r *reader) log(after int64, whole bool) iter.Seq2[trace.Split, error] {
 	return func(yield func(trace.Split, error) bool) {
 		if whole {
 			if _, err := r.defaults(); err != nil {
@@ -405,7 +400,7 @@ func (r *Reader) log(after int64, whole bool) iter.Seq2[trace.Split, error] {
 }
 
 // advance reads a cursor's next row into its current split.
-func (r *Reader) advance(c *cursor, whole bool) error {
+func (r *reader) advance(c *cursor, whole bool) error {
 	if !c.rows.Next() {
 		c.ok = false
 		if err := c.rows.Err(); err != nil {

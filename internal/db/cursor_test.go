@@ -24,9 +24,9 @@ func TestReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := func(fn func(*db.Reader)) {
+	read := func(fn func(db.Reader)) {
 		t.Helper()
-		if err := d.Read(ctx, id, func(r *db.Reader) error { fn(r); return nil }); err != nil {
+		if err := d.Read(ctx, id, func(r db.Reader) error { fn(r); return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -34,7 +34,7 @@ func TestReader(t *testing.T) {
 	t.Run("the trace written from the cursors is the trace read whole", func(t *testing.T) {
 		for _, pretty := range []bool{false, true} {
 			var streamed, inMemory bytes.Buffer
-			read(func(r *db.Reader) {
+			read(func(r db.Reader) {
 				if err := trace.Write(&streamed, r, pretty); err != nil {
 					t.Fatal(err)
 				}
@@ -50,7 +50,7 @@ func TestReader(t *testing.T) {
 
 	t.Run("the log carries what each event introduced, as the trace in memory does", func(t *testing.T) {
 		var got []trace.Split
-		read(func(r *db.Reader) {
+		read(func(r db.Reader) {
 			for sp, err := range r.Log() {
 				if err != nil {
 					t.Fatal(err)
@@ -93,7 +93,7 @@ func TestReader(t *testing.T) {
 	})
 
 	t.Run("backward reads a range of a list newest first, beside an open log cursor", func(t *testing.T) {
-		read(func(r *db.Reader) {
+		read(func(r db.Reader) {
 			for sp, err := range r.Log() {
 				if err != nil {
 					t.Fatal(err)
@@ -116,7 +116,7 @@ func TestReader(t *testing.T) {
 	})
 
 	t.Run("a missing session is not found", func(t *testing.T) {
-		err := d.Read(ctx, "nope", func(*db.Reader) error { return nil })
+		err := d.Read(ctx, "nope", func(db.Reader) error { return nil })
 		if delegation.ErrorCode(err) != delegation.ENOTFOUND {
 			t.Fatalf("err = %v", err)
 		}

@@ -36,9 +36,13 @@ type DB struct {
 	path string
 	w    *sql.DB
 	r    *sql.DB
-	// Now is the clock; tests replace it.
-	Now func() time.Time
+	// Clock is the store's clock; tests replace it.
+	Clock func() time.Time
 }
+
+// Now is the time by the store's clock: of leases, and of what the runner
+// records.
+func (db *DB) Now() time.Time { return db.Clock() }
 
 // Options tune an open database; the zero value is what the studio uses.
 type Options struct {
@@ -93,7 +97,7 @@ func OpenWith(ctx context.Context, path string, opt Options) (*DB, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
-	db := &DB{path: path, w: w, r: r, Now: time.Now}
+	db := &DB{path: path, w: w, r: r, Clock: time.Now}
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)

@@ -309,7 +309,7 @@ func TestRecover(t *testing.T) {
 		}
 	})
 	t.Run("once its lease has run out it ends as interrupted, with the events a live session ends with", func(t *testing.T) {
-		other.Now = func() time.Time { return time.Now().Add(time.Hour) }
+		other.Clock = func() time.Time { return time.Now().Add(time.Hour) }
 		ids, err := other.Recover(ctx)
 		if err != nil || len(ids) != 1 || ids[0] != id {
 			t.Fatalf("recovered %v, %v; want [%s]", ids, err, id)
@@ -480,7 +480,7 @@ func TestKilledMidSession(t *testing.T) {
 	if n, err := r.Recover(context.Background()); err != nil || n != 0 {
 		t.Fatalf("recovered %d, %v, while the killed process's lease still runs; want 0", n, err)
 	}
-	d.Now = func() time.Time { return time.Now().Add(session.DefaultLease + time.Second) }
+	d.Clock = func() time.Time { return time.Now().Add(session.DefaultLease + time.Second) }
 	if n, err := r.Recover(context.Background()); err != nil || n != 1 {
 		t.Fatalf("recovered %d, %v, once the lease ran out; want 1", n, err)
 	}

@@ -313,7 +313,7 @@ func (db *DB) EventsAfter(ctx context.Context, sessionID string, after int64, li
 // all): the events table merged with the events read back from message and
 // model-call rows (Reader.Events).
 func readLog(ctx context.Context, tx *sql.Tx, sid, after int64, limit int) ([]delegation.Event, error) {
-	r := &Reader{ctx: ctx, tx: tx, sid: sid}
+	r := &reader{ctx: ctx, tx: tx, sid: sid}
 	var out []delegation.Event
 	for sp, err := range r.log(after, false) {
 		if err != nil {

@@ -45,3 +45,6 @@ func Describe(path string, err error) error {
 	}
 	return &delegation.Error{Code: delegation.EUNAVAILABLE, Message: msg}
 }
+
+// Describe is the package's Describe for this store's file.
+func (db *DB) Describe(err error) error { return Describe(db.path, err) }

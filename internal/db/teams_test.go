@@ -14,7 +14,7 @@ import (
 // clock is a Now that moves one second per call, so times order rows.
 func clock(d *db.DB) {
 	t := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	d.Now = func() time.Time {
+	d.Clock = func() time.Time {
 		t = t.Add(time.Second)
 		return t
 	}

@@ -54,21 +54,21 @@ func (db *DB) prepareWanted(ctx context.Context) {
 }
 
 // query runs a statement within the read, prepared once it is cached.
-func (r *PageReader) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (r *pageReader) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if st := r.stmt(query); st != nil {
 		return r.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
 	return r.tx.QueryContext(ctx, query, args...)
 }
 
-func (r *PageReader) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+func (r *pageReader) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	if st := r.stmt(query); st != nil {
 		return r.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
 	return r.tx.QueryRowContext(ctx, query, args...)
 }
 
-func (r *PageReader) stmt(query string) *sql.Stmt {
+func (r *pageReader) stmt(query string) *sql.Stmt {
 	key := preparedKey{r.pool, query}
 	if st, ok := prepared.Load(key); ok {
 		return st.(*sql.Stmt)
@@ -77,24 +77,28 @@ func (r *PageReader) stmt(query string) *sql.Stmt {
 	return nil
 }
 
-// PageReader reads one session's rows within one read transaction.
-type PageReader struct {
-	pool *sql.DB
-	tx   *sql.Tx
-	sid  int64
-	// Session is the session's row, but for its scenario.
-	Session *Session
+// pageReader is SQLite's PageReader: one read transaction.
+type pageReader struct {
+	pool    *sql.DB
+	tx      *sql.Tx
+	sid     int64
+	session *Session
 }
+
+var _ PageReader = (*pageReader)(nil)
+
+// Session is the session's row as the read began, but for its scenario.
+func (r *pageReader) Session() *Session { return r.session }
 
 // ReadPage begins a read of a session: its row now, and every later read of
 // the PageReader sees the store as it was at that moment. Close it.
-func (db *DB) ReadPage(ctx context.Context, id string) (*PageReader, error) {
+func (db *DB) ReadPage(ctx context.Context, id string) (PageReader, error) {
 	db.prepareWanted(ctx)
 	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("read session %s: %w", id, err)
 	}
-	r := &PageReader{pool: db.r, tx: tx}
+	r := &pageReader{pool: db.r, tx: tx}
 	// The first read fixes the transaction's snapshot. The scenario is not
 	// read: a page does not show it, and it is stored packed.
 	var key, created int64
@@ -116,16 +120,16 @@ func (db *DB) ReadPage(ctx context.Context, id string) (*PageReader, error) {
 		tx.Rollback()
 		return nil, fmt.Errorf("read session %s: %w", id, err)
 	}
-	r.sid, r.Session = key, s
+	r.sid, r.session = key, s
 	return r, nil
 }
 
 // Close ends the read.
-func (r *PageReader) Close() { _ = r.tx.Rollback() }
+func (r *pageReader) Close() { _ = r.tx.Rollback() }
 
 // View returns the session's stored page state and the seq it is at; nil
 // when there is none of this version.
-func (r *PageReader) View(ctx context.Context, version int) ([]byte, int64, error) {
+func (r *pageReader) View(ctx context.Context, version int) ([]byte, int64, error) {
 	var state []byte
 	var seq int64
 	var v int
@@ -134,7 +138,7 @@ func (r *PageReader) View(ctx context.Context, version int) ([]byte, int64, erro
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("read the view of session %s: %w", r.Session.ID, err)
+		return nil, 0, fmt.Errorf("read the view of session %s: %w", r.session.ID, err)
 	}
 	return state, seq, nil
 }
@@ -182,7 +186,7 @@ func scanPageMessage(row scanner) (Message, error) {
 }
 
 // Messages reads messages from … to-1 of an agent's list, by primary key.
-func (r *PageReader) Messages(ctx context.Context, agentID string, from, to int) ([]Message, error) {
+func (r *pageReader) Messages(ctx context.Context, agentID string, from, to int) ([]Message, error) {
 	if to <= from {
 		return nil, nil
 	}
@@ -204,7 +208,7 @@ func (r *PageReader) Messages(ctx context.Context, agentID string, from, to int)
 }
 
 // MessageAt reads message idx of an agent's list; nil when there is none.
-func (r *PageReader) MessageAt(ctx context.Context, agentID string, idx int) (*Message, error) {
+func (r *pageReader) MessageAt(ctx context.Context, agentID string, idx int) (*Message, error) {
 	m, err := scanPageMessage(r.queryRow(ctx, `SELECT `+pageMessageColumns+` FROM messages
 		WHERE sid = ? AND agent_id = ? AND idx = ?`, r.sid, agentID, idx))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -229,7 +233,7 @@ func placeOf(id string) (string, int, bool) {
 // MessageByID reads a message by its id; nil when there is none. An id of
 // the engine's form is found by its place; any other (a trace imported from
 // elsewhere) by a scan of the session's messages.
-func (r *PageReader) MessageByID(ctx context.Context, id string) (*Message, error) {
+func (r *pageReader) MessageByID(ctx context.Context, id string) (*Message, error) {
 	if agent, idx, ok := placeOf(id); ok {
 		m, err := r.MessageAt(ctx, agent, idx)
 		if err != nil || (m != nil && m.ID == id) {
@@ -259,7 +263,7 @@ const pageCallColumns = `c.id, c.agent_id, c.idx, c.purpose, c.context, c.system
 	c.inherited_tokens, c.input_tokens, c.output_message_id, c.duration_ms, c.error, c.usage, c.at, c.seq,
 	c.cached_prefix_tokens, c.cost`
 
-func (r *PageReader) scanCalls(ctx context.Context, query string, args ...any) ([]CallRow, error) {
+func (r *pageReader) scanCalls(ctx context.Context, query string, args ...any) ([]CallRow, error) {
 	rows, err := r.query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read model calls: %w", err)
@@ -302,7 +306,7 @@ func (r *PageReader) scanCalls(ctx context.Context, query string, args ...any) (
 }
 
 // CallsHead reads the session's first model calls, at most limit.
-func (r *PageReader) CallsHead(ctx context.Context, limit int) ([]CallRow, error) {
+func (r *pageReader) CallsHead(ctx context.Context, limit int) ([]CallRow, error) {
 	out, err := r.scanCalls(ctx, `SELECT `+pageCallColumns+` FROM model_calls c WHERE c.sid = ? ORDER BY c.seq LIMIT ?`, r.sid, limit)
 	for i := range out {
 		out[i].Step = i + 1
@@ -312,7 +316,7 @@ func (r *PageReader) CallsHead(ctx context.Context, limit int) ([]CallRow, error
 
 // CallsTail reads the session's last model calls, at most limit, in order;
 // total is the number of calls, for their steps.
-func (r *PageReader) CallsTail(ctx context.Context, limit, total int) ([]CallRow, error) {
+func (r *pageReader) CallsTail(ctx context.Context, limit, total int) ([]CallRow, error) {
 	out, err := r.scanCalls(ctx, `SELECT `+pageCallColumns+` FROM model_calls c WHERE c.sid = ? ORDER BY c.seq DESC LIMIT ?`, r.sid, limit)
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]
@@ -324,7 +328,7 @@ func (r *PageReader) CallsTail(ctx context.Context, limit, total int) ([]CallRow
 }
 
 // CallsFrom reads the calls of steps from … to-1 (from 1), in order.
-func (r *PageReader) CallsFrom(ctx context.Context, from, to int) ([]CallRow, error) {
+func (r *pageReader) CallsFrom(ctx context.Context, from, to int) ([]CallRow, error) {
 	if to <= from {
 		return nil, nil
 	}
@@ -349,7 +353,7 @@ func (r *PageReader) CallsFrom(ctx context.Context, from, to int) ([]CallRow, er
 
 // Call reads a model call by id; nil when there is none. Its step is not
 // read (0).
-func (r *PageReader) Call(ctx context.Context, id string) (*CallRow, error) {
+func (r *pageReader) Call(ctx context.Context, id string) (*CallRow, error) {
 	out, err := r.scanCalls(ctx, `SELECT `+pageCallColumns+` FROM model_calls c WHERE c.sid = ? AND c.id = ?`, r.sid, id)
 	if err != nil || len(out) == 0 {
 		return nil, err
@@ -358,7 +362,7 @@ func (r *PageReader) Call(ctx context.Context, id string) (*CallRow, error) {
 }
 
 // FirstCall reads an agent's first model call; nil when it made none.
-func (r *PageReader) FirstCall(ctx context.Context, agentID string) (*CallRow, error) {
+func (r *pageReader) FirstCall(ctx context.Context, agentID string) (*CallRow, error) {
 	out, err := r.scanCalls(ctx, `SELECT `+pageCallColumns+` FROM model_calls c INDEXED BY model_calls_agent
 		WHERE c.sid = ? AND c.agent_id = ? ORDER BY c.seq LIMIT 1`, r.sid, agentID)
 	if err != nil || len(out) == 0 {
@@ -369,7 +373,7 @@ func (r *PageReader) FirstCall(ctx context.Context, agentID string) (*CallRow, e
 
 // LatestCall reads an agent's latest model call at or before a seq; nil
 // when it had made none.
-func (r *PageReader) LatestCall(ctx context.Context, agentID string, seq int64) (*CallRow, error) {
+func (r *pageReader) LatestCall(ctx context.Context, agentID string, seq int64) (*CallRow, error) {
 	out, err := r.scanCalls(ctx, `SELECT `+pageCallColumns+` FROM model_calls c INDEXED BY model_calls_agent
 		WHERE c.sid = ? AND c.agent_id = ? AND c.seq <= ? ORDER BY c.seq DESC LIMIT 1`, r.sid, agentID, seq)
 	if err != nil || len(out) == 0 {
@@ -387,7 +391,7 @@ type File struct {
 
 // Files reads main's files after a path (in path order), at most limit,
 // each with the first previewBytes of its content.
-func (r *PageReader) Files(ctx context.Context, after string, limit, previewBytes int) ([]File, error) {
+func (r *pageReader) Files(ctx context.Context, after string, limit, previewBytes int) ([]File, error) {
 	rows, err := r.query(ctx, `SELECT path, length(CAST(content AS BLOB)), substr(CAST(content AS BLOB), 1, ?)
 		FROM files WHERE sid = ? AND path > ? ORDER BY path LIMIT ?`, previewBytes, r.sid, after, limit)
 	if err != nil {
@@ -408,7 +412,7 @@ func (r *PageReader) Files(ctx context.Context, after string, limit, previewByte
 }
 
 // FilesAt reads the named files of main, those that exist, in path order.
-func (r *PageReader) FilesAt(ctx context.Context, paths []string, previewBytes int) (map[string]File, error) {
+func (r *pageReader) FilesAt(ctx context.Context, paths []string, previewBytes int) (map[string]File, error) {
 	out := map[string]File{}
 	for _, p := range paths {
 		var f File
@@ -428,7 +432,7 @@ func (r *PageReader) FilesAt(ctx context.Context, paths []string, previewBytes i
 }
 
 // FileContent reads one of main's files whole; ok is false when it does not exist.
-func (r *PageReader) FileContent(ctx context.Context, path string) (content string, ok bool, err error) {
+func (r *pageReader) FileContent(ctx context.Context, path string) (content string, ok bool, err error) {
 	err = r.tx.QueryRowContext(ctx, `SELECT content FROM files WHERE sid = ? AND path = ?`, r.sid, path).Scan(&content)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
@@ -448,11 +452,12 @@ type LoggedEvent struct {
 // limit, with the messages and model calls they introduced: a page of the
 // live stream's backlog.
 func (db *DB) EventsPage(ctx context.Context, sessionID string, after int64, limit int) ([]LoggedEvent, error) {
-	r, err := db.ReadPage(ctx, sessionID)
+	pr, err := db.ReadPage(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
+	defer pr.Close()
+	r := pr.(*pageReader)
 	events, err := readLog(ctx, r.tx, r.sid, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
@@ -488,17 +493,17 @@ func (db *DB) EventsPage(ctx context.Context, sessionID string, after int64, lim
 
 // Trace reads the whole session as its trace, within the read: for a
 // session whose page state has to be folded from its log.
-func (r *PageReader) Trace(ctx context.Context) (*trace.Trace, error) {
-	t, _, err := readTrace(ctx, r.tx, r.Session.ID, true)
+func (r *pageReader) Trace(ctx context.Context) (*trace.Trace, error) {
+	t, _, err := readTrace(ctx, r.tx, r.session.ID, true)
 	if err != nil {
-		return nil, fmt.Errorf("read session %s: %w", r.Session.ID, err)
+		return nil, fmt.Errorf("read session %s: %w", r.session.ID, err)
 	}
 	return t, nil
 }
 
 // EventsOfType reads the session's stored events of one type, in order:
 // for a list of them (a received trace's spans).
-func (r *PageReader) EventsOfType(ctx context.Context, typ delegation.EventType) ([]delegation.Event, error) {
+func (r *pageReader) EventsOfType(ctx context.Context, typ delegation.EventType) ([]delegation.Event, error) {
 	rows, err := r.query(ctx, `SELECT seq, agent_id, at, data FROM events WHERE sid = ? AND type = ? ORDER BY seq`, r.sid, string(typ))
 	if err != nil {
 		return nil, fmt.Errorf("read %s events: %w", typ, err)

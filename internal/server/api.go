@@ -84,7 +84,7 @@ func download(c echo.Context, name string) {
 // with ?pretty=1.
 func (s *Server) apiTrace(c echo.Context) error {
 	pretty := truthy(c.QueryParam("pretty"))
-	return s.cfg.DB.Read(c.Request().Context(), c.Param("id"), func(r *db.Reader) error {
+	return s.cfg.DB.Read(c.Request().Context(), c.Param("id"), func(r db.Reader) error {
 		download(c, "session-"+r.Session().ID+".trace.json")
 		c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSONCharsetUTF8)
 		c.Response().WriteHeader(http.StatusOK)
@@ -106,7 +106,7 @@ func (s *Server) apiOTLP(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.cfg.DB.Read(c.Request().Context(), c.Param("id"), func(r *db.Reader) error {
+	return s.cfg.DB.Read(c.Request().Context(), c.Param("id"), func(r db.Reader) error {
 		h := c.Response().Header()
 		h.Set("Studio-Last-Seq", strconv.FormatInt(r.Head().LastSeq, 10))
 		write, name := otlp.WriteJSON, ".otlp.json"

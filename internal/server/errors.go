@@ -7,7 +7,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/web/templates"
 )
@@ -27,8 +26,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	status, msg := http.StatusInternalServerError, "Internal error"
 	fields := []delegation.FieldError{}
-	if s.cfg.DB != nil {
-		err = db.Describe(s.cfg.DB.Path(), err) // a damaged or read-only file says so
+	if d, ok := s.cfg.DB.(describer); ok {
+		err = d.Describe(err) // a damaged or read-only file says so
 	}
 	var he *echo.HTTPError
 	var de *delegation.Error

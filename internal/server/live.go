@@ -14,7 +14,6 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
-	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/live"
 	"github.com/delegationstudio/studio/internal/session"
@@ -58,7 +57,7 @@ type patch struct {
 // nobody watches.
 type liveViews struct {
 	hub *live.Hub
-	db  *db.DB
+	db  Store
 	log *slog.Logger
 }
 

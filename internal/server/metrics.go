@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/live"
 	"github.com/delegationstudio/studio/internal/session"
@@ -31,7 +30,7 @@ type metrics struct {
 	batches    *prometheus.HistogramVec
 }
 
-func newMetrics(store *db.DB, hub *live.Hub) *metrics {
+func newMetrics(store Store, hub *live.Hub) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		modelCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "studio_model_calls_total",
@@ -124,7 +123,7 @@ func (m *metrics) ObserveBatch(_ int, took time.Duration, err error) {
 // sessionsCollector reads the sessions by status from the store when
 // scraped: the store is the truth, sessions run by another process
 // included.
-type sessionsCollector struct{ store *db.DB }
+type sessionsCollector struct{ store Store }
 
 var sessionsDesc = prometheus.NewDesc("studio_sessions", "Stored sessions, by status.", []string{"status"}, nil)
 

@@ -260,7 +260,7 @@ func (s *Server) messagePage(c echo.Context) error {
 	p := &pageData{ctx: c.Request().Context(), rd: rd}
 	v := p.messageView(*msg)
 	v.Reasoning = msg.Reasoning
-	return render(c, http.StatusOK, templates.MessagePage(s.page(c, "Message "+msg.ID), rd.Session.ID, v, msg.Content))
+	return render(c, http.StatusOK, templates.MessagePage(s.page(c, "Message "+msg.ID), rd.Session().ID, v, msg.Content))
 }
 
 func (s *Server) callPage(c echo.Context) error {

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/otlp"
 )
 
@@ -21,7 +20,7 @@ type OTLPPush struct {
 // but its own pushes. A push that fails is logged with the command that
 // retries it; the store remembers what went, so a retry sends the rest.
 type pushQueue struct {
-	db     *db.DB
+	db     Store
 	cfg    OTLPPush
 	log    *slog.Logger
 	ids    chan string
@@ -36,7 +35,7 @@ type pushQueue struct {
 // session's push is dropped with a warning rather than blocking its end.
 const pushQueueSize = 1024
 
-func newPushQueue(d *db.DB, cfg OTLPPush, log *slog.Logger) *pushQueue {
+func newPushQueue(d Store, cfg OTLPPush, log *slog.Logger) *pushQueue {
 	q := &pushQueue{db: d, cfg: cfg, log: log, ids: make(chan string, pushQueueSize)}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	q.wg.Add(1)

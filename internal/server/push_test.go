@@ -62,7 +62,7 @@ func TestPushEachSessionAsItEnds(t *testing.T) {
 		// The spans the same session exports: what the receiver must get.
 		want := 0
 		for want == 0 {
-			err := d.Read(context.Background(), created.ID, func(r *db.Reader) error {
+			err := d.Read(context.Background(), created.ID, func(r db.Reader) error {
 				if r.Session().Status == delegation.StatusRunning {
 					return nil
 				}
@@ -114,7 +114,7 @@ func TestPushEachSessionAsItEnds(t *testing.T) {
 	})
 }
 
-func spanCount(r *db.Reader) (int, error) {
+func spanCount(r db.Reader) (int, error) {
 	var b strings.Builder
 	if _, err := otlp.WriteJSON(&b, r, otlp.Options{}); err != nil {
 		return 0, err

@@ -18,7 +18,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/live"
 	"github.com/delegationstudio/studio/internal/proxy"
 	"github.com/delegationstudio/studio/internal/session"
@@ -27,7 +26,8 @@ import (
 
 // Config is what the server is built from.
 type Config struct {
-	DB     *db.DB
+	// DB is the store: SQLite (db.DB) or any other Store.
+	DB     Store
 	Logger *slog.Logger
 	// Token, when set, is required on every request: a cookie after the
 	// sign-in page, or an Authorization: Bearer header for the API.

@@ -40,7 +40,7 @@ const filePreview = 400
 type pageData struct {
 	ctx context.Context
 	st  *view.State
-	rd  *db.PageReader
+	rd  db.PageReader
 	// wholeContexts shows every message of a context, for a call's own page.
 	wholeContexts bool
 }
@@ -56,7 +56,7 @@ func choiceOf(c echo.Context) choice {
 	return choice{Agent: c.QueryParam("agent"), Step: atoiDefault(c.QueryParam("step"), 0), TimelineAll: c.QueryParam("timeline") == "all"}
 }
 
-func (p *pageData) sid() string { return p.rd.Session.ID }
+func (p *pageData) sid() string { return p.rd.Session().ID }
 
 func (p *pageData) agentName(id string) string {
 	if a := p.st.Agent(id); a != nil {

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/view"
 )
@@ -34,7 +33,7 @@ const defaultMaxBatch = 512
 // page state beside the log. Emit never waits for the database, only for
 // room in the queue.
 type Recorder struct {
-	db        *db.DB
+	db        Store
 	sessionID string
 	pub       Publisher
 	view      *Live
@@ -52,12 +51,12 @@ type Recorder struct {
 // NewRecorder starts recording a session into its page state v (nil: a
 // state of its own). onFailure, when set, is called once if the store fails,
 // so the run can stop rather than go on unrecorded.
-func NewRecorder(store *db.DB, sessionID string, v *Live, pub Publisher, log *slog.Logger, onFailure func(error)) *Recorder {
+func NewRecorder(store Store, sessionID string, v *Live, pub Publisher, log *slog.Logger, onFailure func(error)) *Recorder {
 	return newRecorder(store, sessionID, v, pub, log, onFailure, 0)
 }
 
 // newRecorder is NewRecorder with a cap on batches (0: defaultMaxBatch).
-func newRecorder(store *db.DB, sessionID string, v *Live, pub Publisher, log *slog.Logger, onFailure func(error), maxBatch int) *Recorder {
+func newRecorder(store Store, sessionID string, v *Live, pub Publisher, log *slog.Logger, onFailure func(error), maxBatch int) *Recorder {
 	if maxBatch <= 0 {
 		maxBatch = defaultMaxBatch
 	}

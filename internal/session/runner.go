@@ -20,7 +20,8 @@ import (
 // Runner runs sessions and keeps them in the store: one goroutine per
 // session, each cancellable.
 type Runner struct {
-	DB     *db.DB
+	// DB is the store (db.DB, or any Store).
+	DB     Store
 	Pub    Publisher // may be nil
 	Logger *slog.Logger
 	// Endpoints are where openai scenarios' calls may go (ModelFor).

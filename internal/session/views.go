@@ -16,7 +16,7 @@ import (
 // a session without one (stored before views were, or left by a crash) has
 // its log folded once, and the result stored when the session is over.
 // Close the reader.
-func (r *Runner) View(ctx context.Context, id string) (*view.State, *db.PageReader, error) {
+func (r *Runner) View(ctx context.Context, id string) (*view.State, db.PageReader, error) {
 	if live := r.Live(id); live != nil {
 		for {
 			st := live.Clone()
@@ -24,12 +24,12 @@ func (r *Runner) View(ctx context.Context, id string) (*view.State, *db.PageRead
 			if err != nil {
 				return nil, nil, err
 			}
-			if rd.Session.LastSeq <= st.Seq {
+			if rd.Session().LastSeq <= st.Seq {
 				return st, rd, nil
 			}
 			// Stored but not folded in yet: it will be in a moment.
 			rd.Close()
-			if err := live.Wait(ctx, rd.Session.LastSeq); err != nil {
+			if err := live.Wait(ctx, rd.Session().LastSeq); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -47,7 +47,7 @@ func (r *Runner) View(ctx context.Context, id string) (*view.State, *db.PageRead
 		rd.Close()
 		return nil, nil, err
 	}
-	if blob != nil && seq == rd.Session.LastSeq {
+	if blob != nil && seq == rd.Session().LastSeq {
 		st, err := view.Restore(blob)
 		if err == nil {
 			return st, rd, nil
@@ -64,7 +64,7 @@ func (r *Runner) View(ctx context.Context, id string) (*view.State, *db.PageRead
 		rd.Close()
 		return nil, nil, fmt.Errorf("session %s: %w", id, err)
 	}
-	st.Seq = rd.Session.LastSeq
+	st.Seq = rd.Session().LastSeq
 	if st.Session.Status != delegation.StatusRunning {
 		if b, err := st.MarshalJSON(); err == nil {
 			if err := r.DB.SaveView(ctx, id, st.Seq, view.SnapshotVersion, b); err != nil {

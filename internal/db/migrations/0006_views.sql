@@ -1,3 +1,15 @@
+-- (This was numbered 5, as was 0005_otlp_pushes: a file that had one of
+-- them at version 5 would never have had the other. Both make only what is
+-- missing, so a file at version 5 applies this one again; and the table of
+-- the other is made here too when it is missing.)
+CREATE TABLE IF NOT EXISTS otlp_pushes (
+    sid      INTEGER NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
+    endpoint TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    at       INTEGER NOT NULL,
+    PRIMARY KEY (sid, endpoint)
+) WITHOUT ROWID;
+
 -- The session page reads only the rows it shows (issue 12). It needs:
 -- a finished session's page state as its fold left it (internal/view), so
 -- a page does not fold the whole log again; and an agent's latest model
