@@ -316,7 +316,7 @@ func (r *reader) Events() iter.Seq2[delegation.Event, error] {
 // trace.SplitEvent splits it: message.added with its message, model.started
 // with its call (its agent's system prompt and tools included),
 // model.finished with what it added to the call.
-func (r *reader) Log() iter.Seq2[trace.Split, error] { return r.log(0, true) }
+func (r *reader) Log() iter.Seq2[trace.Step, error] { return r.log(0, true) }
 
 // A log source is one of the four cursors the log is merged from.
 type logSource int
@@ -332,7 +332,7 @@ const (
 type cursor struct {
 	src  logSource
 	rows *sql.Rows
-	cur  trace.Split
+	cur  trace.Step
 	ok   bool
 }
 
@@ -340,11 +340,11 @@ type cursor struct {
 // events table, and message.added, model.started and model.finished read
 // back from their rows. whole reads each row whole (the message, the call);
 // otherwise only what the event refers to it by.
-func (r *reader) log(after int64, whole bool) iter.Seq2[trace.Split, error] {
-	return func(yield func(trace.Split, error) bool) {
+func (r *reader) log(after int64, whole bool) iter.Seq2[trace.Step, error] {
+	return func(yield func(trace.Step, error) bool) {
 		if whole {
 			if _, err := r.defaults(); err != nil {
-				yield(trace.Split{}, err)
+				yield(trace.Step{}, err)
 				return
 			}
 		}
@@ -368,13 +368,13 @@ func (r *reader) log(after int64, whole bool) iter.Seq2[trace.Split, error] {
 		for src, q := range queries {
 			rows, err := r.tx.QueryContext(r.ctx, q, r.sid, after)
 			if err != nil {
-				yield(trace.Split{}, err)
+				yield(trace.Step{}, err)
 				return
 			}
 			c := &cursor{src: logSource(src), rows: rows}
 			cursors = append(cursors, c)
 			if err := r.advance(c, whole); err != nil {
-				yield(trace.Split{}, err)
+				yield(trace.Step{}, err)
 				return
 			}
 		}
@@ -392,7 +392,7 @@ func (r *reader) log(after int64, whole bool) iter.Seq2[trace.Split, error] {
 				return
 			}
 			if err := r.advance(next, whole); err != nil {
-				yield(trace.Split{}, err)
+				yield(trace.Step{}, err)
 				return
 			}
 		}
@@ -408,7 +408,7 @@ func (r *reader) advance(c *cursor, whole bool) error {
 		}
 		return nil
 	}
-	var sp trace.Split
+	var sp trace.Step
 	ev := &sp.Event
 	var agent sql.NullString
 	var at int64
@@ -469,6 +469,11 @@ func (r *reader) advance(c *cursor, whole bool) error {
 		return fmt.Errorf("read the log: %w", err)
 	}
 	ev.AgentID, ev.At = agent.String, fromNanos(at)
+	if c.src == fromEvents {
+		if sp, err = trace.StepOf(*ev); err != nil {
+			return fmt.Errorf("read the log: %w", err)
+		}
+	}
 	c.cur, c.ok = sp, true
 	return nil
 }

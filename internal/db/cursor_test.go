@@ -49,7 +49,7 @@ func TestReader(t *testing.T) {
 	})
 
 	t.Run("the log carries what each event introduced, as the trace in memory does", func(t *testing.T) {
-		var got []trace.Split
+		var got []trace.Step
 		read(func(r db.Reader) {
 			for sp, err := range r.Log() {
 				if err != nil {
@@ -58,7 +58,7 @@ func TestReader(t *testing.T) {
 				got = append(got, sp)
 			}
 		})
-		var want []trace.Split
+		var want []trace.Step
 		for sp, err := range trace.SourceOf(whole).Log() {
 			if err != nil {
 				t.Fatal(err)

@@ -98,48 +98,49 @@ func derived(t delegation.EventType) bool {
 }
 
 func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegation.Event) error {
-	st, err := prepare(ctx, tx)
+	sts, err := prepare(ctx, tx)
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer sts.close()
 	var lastSeq int64
 	var agents, calls, tokens int
 	for _, ev := range events {
 		if ev.Seq == 0 {
 			continue
 		}
-		sp, err := trace.SplitEvent(ev)
+		st, err := trace.StepOf(ev)
 		if err != nil {
-			return fmt.Errorf("event %d (%s): %w", ev.Seq, ev.Type, err)
+			return err
+		}
+		stored, err := st.Stored()
+		if err != nil {
+			return err
 		}
 		lastSeq = ev.Seq
 		if !derived(ev.Type) {
-			if _, err := st.event.ExecContext(ctx, sid, ev.Seq, string(ev.Type), nullString(&ev.AgentID), nanos(ev.At), string(sp.Event.Data)); err != nil {
+			if _, err := sts.event.ExecContext(ctx, sid, ev.Seq, string(ev.Type), nullString(&ev.AgentID), nanos(ev.At), string(stored.Data)); err != nil {
 				return fmt.Errorf("event %d: %w", ev.Seq, err)
 			}
 		}
-		switch ev.Type {
-		case delegation.EventMessageAdded:
-			if err := insertMessage(ctx, st.message, sid, ev.Seq, ev.At, sp.Index, sp.Message); err != nil {
+		switch {
+		case st.Message != nil:
+			if err := insertMessage(ctx, sts.message, sid, ev.Seq, ev.At, st.Index, st.Message); err != nil {
 				return err
 			}
-		case delegation.EventModelStarted:
-			if err := insertCall(ctx, st.call, sid, ev.Seq, ev.At, sp.Call); err != nil {
+		case st.Call != nil:
+			if err := insertCall(ctx, sts.call, sid, ev.Seq, ev.At, st.Call); err != nil {
 				return err
 			}
 			calls++
-			tokens += sp.Call.InputTokens
-		case delegation.EventModelFinished:
-			f := sp.Finished
-			if err := finishCall(ctx, st.finish, sid, f.ModelCallID, ev.Seq, ev.At, f.OutputMessageID, f.DurationMS, f.Error, f.Usage, f.Cost); err != nil {
+			tokens += st.Call.InputTokens
+		case st.Finished != nil:
+			f := st.Finished
+			if err := finishCall(ctx, sts.finish, sid, f.ModelCallID, ev.Seq, ev.At, f.OutputMessageID, f.DurationMS, f.Error, f.Usage, f.Cost); err != nil {
 				return err
 			}
-		case delegation.EventAgentStarted:
-			var d delegation.AgentStarted
-			if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
-				return err
-			}
+		case st.AgentStarted != nil:
+			d := st.AgentStarted
 			tools, _ := json.Marshal(d.Tools)
 			if _, err := tx.ExecContext(ctx, `INSERT INTO agents (sid, id, seq, name, parent_id, mode, task_call_id,
 				status, invocation, system_prompt, system_tokens, tools, model, price) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)`,
@@ -149,44 +150,31 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sid int64, events []delegatio
 				return fmt.Errorf("agent %s: %w", d.Agent.ID, err)
 			}
 			agents++
-		case delegation.EventAgentFinished:
-			var d delegation.AgentFinished
-			if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
-				return err
-			}
+		case st.AgentFinished != nil:
+			d := st.AgentFinished
 			if _, err := tx.ExecContext(ctx, `UPDATE agents SET status = ?, error = ?, steps = ? WHERE sid = ? AND id = ?`,
 				d.Status, d.Error, d.Steps, sid, ev.AgentID); err != nil {
 				return err
 			}
-		case delegation.EventSessionStarted:
-			var d delegation.SessionStarted
-			if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
-				return err
-			}
+		case st.SessionStarted != nil:
+			d := st.SessionStarted
 			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET prompt = ?, tokenizer = ? WHERE sid = ?`, d.Prompt, d.Tokenizer, sid); err != nil {
 				return err
 			}
-			if err := replaceFiles(ctx, tx, sid, d.Files); err != nil {
-				return err
-			}
-		case delegation.EventSessionFinished:
-			var d delegation.SessionFinished
-			if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
-				return err
-			}
+		case st.SessionFinished != nil:
+			d := st.SessionFinished
 			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET status = ?, error = ?, finished_at = ? WHERE sid = ?`,
 				d.Status, d.Error, nanos(ev.At), sid); err != nil {
 				return err
 			}
-		case delegation.EventFilesChanged:
-			if ev.AgentID != "main" {
-				break
+		}
+		if changes, whole := st.MainFiles(); whole || len(changes) > 0 {
+			if whole {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM files WHERE sid = ?`, sid); err != nil {
+					return err
+				}
 			}
-			var d delegation.FilesChanged
-			if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
-				return err
-			}
-			if err := applyFileChanges(ctx, st, sid, d.Changes); err != nil {
+			if err := applyFileChanges(ctx, sts, sid, changes); err != nil {
 				return err
 			}
 		}

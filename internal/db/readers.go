@@ -26,7 +26,7 @@ type Reader interface {
 	Session() *Session
 	// Log yields the session's log, each event with what it introduced, as
 	// trace.SplitEvent splits it.
-	Log() iter.Seq2[trace.Split, error]
+	Log() iter.Seq2[trace.Step, error]
 	// Backward yields messages to-1 down to from of an agent's message
 	// list, newest first.
 	Backward(agentID string, from, to int) iter.Seq2[trace.Message, error]
@@ -70,8 +70,9 @@ type PageReader interface {
 	// FileContent reads one of main's files whole; ok is false when it does
 	// not exist.
 	FileContent(ctx context.Context, path string) (content string, ok bool, err error)
-	// Trace reads the whole session as its trace, within the read.
-	Trace(ctx context.Context) (*trace.Trace, error)
+	// Reader reads the whole session part by part within the same read:
+	// for a page state that has to be folded from the log.
+	Reader(ctx context.Context) Reader
 	// EventsOfType reads the session's stored events of one type, in order.
 	EventsOfType(ctx context.Context, typ delegation.EventType) ([]delegation.Event, error)
 }

@@ -491,14 +491,10 @@ func (db *DB) EventsPage(ctx context.Context, sessionID string, after int64, lim
 	return out, nil
 }
 
-// Trace reads the whole session as its trace, within the read: for a
-// session whose page state has to be folded from its log.
-func (r *pageReader) Trace(ctx context.Context) (*trace.Trace, error) {
-	t, _, err := readTrace(ctx, r.tx, r.session.ID, true)
-	if err != nil {
-		return nil, fmt.Errorf("read session %s: %w", r.session.ID, err)
-	}
-	return t, nil
+// Reader reads the whole session within the read: for a session whose
+// page state has to be folded from its log.
+func (r *pageReader) Reader(ctx context.Context) Reader {
+	return &reader{ctx: ctx, tx: r.tx, sid: r.sid, session: r.session}
 }
 
 // EventsOfType reads the session's stored events of one type, in order:

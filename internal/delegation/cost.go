@@ -74,10 +74,3 @@ func (p Price) CallCost(call ModelCall, fin ModelFinished) Cost {
 // PriceTable finds the price of a model by its name; ok is false when it
 // knows none.
 type PriceTable func(model string) (Price, bool)
-
-// ModelNamer is a Model that can say which model will answer an agent's
-// calls when the agent's spec names none (an endpoint's own default), so
-// that they can be priced.
-type ModelNamer interface {
-	ModelName(c Caller, requested string) string
-}

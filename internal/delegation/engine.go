@@ -207,13 +207,18 @@ func (e *Engine) startAgent(a *agent) {
 		a.toolTokens += c
 	}
 	a.toolsKey, a.systemKey = ToolsKey(a.toolDefs), SystemKey(a.system)
-	model := a.model
-	if n, ok := e.cfg.Model.(ModelNamer); ok {
-		model = n.ModelName(Caller{AgentID: a.info.ID, Name: a.info.Name, Invocation: a.info.Invocation}, a.model)
+	started := AgentStarted{Agent: a.info, SystemPrompt: a.system,
+		SystemTokens: a.systemTokens, Tools: a.toolCosts, MaxSteps: a.maxSteps, Model: a.model}
+	if d, ok := e.cfg.Model.(Describer); ok {
+		started.Model, started.Endpoint = d.Describe(Caller{AgentID: a.info.ID, Name: a.info.Name, Invocation: a.info.Invocation}, a.model)
 	}
-	a.price = e.priceOf(a, model)
-	e.emit(a.info.ID, EventAgentStarted, AgentStarted{Agent: a.info, SystemPrompt: a.system,
-		SystemTokens: a.systemTokens, Tools: a.toolCosts, MaxSteps: a.maxSteps, Model: model, Price: a.price})
+	a.price = e.priceOf(a, started.Model)
+	started.Price = a.price
+	e.emit(a.info.ID, EventAgentStarted, started)
+	if len(a.ws.todos) > 0 {
+		// A fork starts with its parent's todos.
+		e.emit(a.info.ID, EventTodosChanged, TodosChanged{Todos: slices.Clone(a.ws.todos)})
+	}
 }
 
 // priceOf is what an agent's tokens cost: its spec's own price, the team's,
@@ -233,6 +238,17 @@ func (e *Engine) priceOf(a *agent, model string) *Price {
 		}
 	}
 	return nil
+}
+
+// emitTodos announces an agent's todo list when a tool call changed it.
+func (e *Engine) emitTodos(a *agent, st *stage) {
+	if st != nil && st.setTodo {
+		todos := slices.Clone(st.todos)
+		if todos == nil {
+			todos = []Todo{}
+		}
+		e.emit(a.info.ID, EventTodosChanged, TodosChanged{Todos: todos})
+	}
 }
 
 func (e *Engine) count(s string) int { return countText(e.cfg.Counter, s) }
@@ -616,6 +632,7 @@ func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (bool, er
 		if p.child == nil {
 			a.ws.apply(p.staged)
 			e.emitFileChanges(a, "")
+			e.emitTodos(a, p.staged)
 			e.appendMessage(a, p.result)
 			continue
 		}

@@ -26,6 +26,7 @@ const (
 	EventDelegationRefused  EventType = "delegation.refused"
 	EventSummarization      EventType = "summarization"
 	EventFilesChanged       EventType = "files.changed"
+	EventTodosChanged       EventType = "todos.changed"
 	// EventSpanReceived keeps a span of a received trace that maps to none
 	// of the events above (a framework's own step, a middleware), so that
 	// nothing received is dropped: the session page lists it.
@@ -209,9 +210,11 @@ type AgentStarted struct {
 	SystemTokens int        `json:"system_tokens"`
 	Tools        []ToolCost `json:"tools"`
 	MaxSteps     int        `json:"max_steps"`
-	// Model is the model its calls go to, when known: the spec's, or the
-	// endpoint's own.
-	Model string `json:"model,omitempty"`
+	// Model is the model the agent's calls ask for (the spec's, or the
+	// endpoint's own), and Endpoint where they go (a base URL, never a
+	// key); both empty for a scripted agent whose team names no model.
+	Model    string `json:"model,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
 	// Price is what its tokens cost, when known (the scenario's pricing, or
 	// the price table's for its model); nil: its calls are not priced.
 	Price *Price `json:"price,omitempty"`
@@ -374,6 +377,13 @@ type SpanReceived struct {
 	Error        string            `json:"error,omitempty"`
 	Orphan       bool              `json:"orphan,omitempty"` // its parent never arrived
 	Attributes   map[string]string `json:"attributes,omitempty"`
+}
+
+// TodosChanged is the data of todos.changed: an agent's todo list is now
+// Todos (write_todos). A child's todos stay in the child: they are held
+// back when its receipt comes back.
+type TodosChanged struct {
+	Todos []Todo `json:"todos"`
 }
 
 // FilesChanged is the data of files.changed: an agent's filesystem changed,

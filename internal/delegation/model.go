@@ -12,6 +12,15 @@ type Model interface {
 	Generate(ctx context.Context, req *Request) (*Response, error)
 }
 
+// Describer is a Model that says, for an agent, which model its calls ask
+// for (given its spec's model name, "" meaning the adapter's default) and
+// the endpoint they go to (a base URL, never a key): the engine records
+// both in the agent's agent.started and prices the agent by that model. A model that is not one (scripted) has
+// its agents' spec models recorded and no endpoint.
+type Describer interface {
+	Describe(c Caller, model string) (requested, endpoint string)
+}
+
 // Purpose says why the engine asks the model.
 type Purpose string
 

@@ -58,7 +58,7 @@ const (
 // db.Reader and trace.SourceOf are Sources.
 type Source interface {
 	Head() trace.Head
-	Log() iter.Seq2[trace.Split, error]
+	Log() iter.Seq2[trace.Step, error]
 	Backward(agentID string, from, to int) iter.Seq2[trace.Message, error]
 }
 

@@ -83,6 +83,7 @@ type exporter struct {
 // agentRun is an agent's span in the making.
 type agentRun struct {
 	id, name, parentID, mode, taskCallID, model string
+	endpoint                                    string // where its calls went, as its agent.started says
 	invocation                                  int
 	systemPrompt                                string
 	spanID, parentSpanID                        []byte
@@ -188,9 +189,9 @@ func (x *exporter) spanID(kind, local string) []byte {
 
 func toolKey(agentID, callID string) string { return agentID + "\x00" + callID }
 
-// add folds one event of the log.
-func (x *exporter) add(sp trace.Split) error {
-	ev := sp.Event
+// add folds one step of the log.
+func (x *exporter) add(st trace.Step) error {
+	ev := st.Event
 	x.seq = ev.Seq
 	if ev.At.After(x.last) {
 		x.last = ev.At
@@ -199,18 +200,11 @@ func (x *exporter) add(sp trace.Split) error {
 		x.sum.LastSeq = ev.Seq
 	}
 	run := x.agents[ev.AgentID]
-	switch ev.Type {
-	case delegation.EventAgentStarted:
-		var d delegation.AgentStarted
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return err
-		}
-		x.startAgent(d, ev.At)
-	case delegation.EventAgentFinished:
-		var d delegation.AgentFinished
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return err
-		}
+	switch {
+	case st.AgentStarted != nil:
+		x.startAgent(*st.AgentStarted, ev.At)
+	case st.AgentFinished != nil:
+		d := st.AgentFinished
 		if run == nil {
 			return fmt.Errorf("agent.finished for unknown agent %q", ev.AgentID)
 		}
@@ -218,32 +212,32 @@ func (x *exporter) add(sp trace.Split) error {
 		if run.parentID == "" {
 			return x.writeAgent(run)
 		}
-	case delegation.EventMessageAdded:
-		if sp.Message == nil || run == nil {
+	case ev.Type == delegation.EventMessageAdded:
+		if st.Message == nil || run == nil {
 			return fmt.Errorf("message.added without its message or agent")
 		}
-		return x.addMessage(run, sp.Index, sp.Message)
-	case delegation.EventModelStarted:
-		if sp.Call == nil || run == nil {
+		return x.addMessage(run, st.Index, st.Message)
+	case ev.Type == delegation.EventModelStarted:
+		if st.Call == nil || run == nil {
 			return fmt.Errorf("model.started without its call or agent")
 		}
-		return x.startCall(run, sp.Call, ev.At)
-	case delegation.EventModelFinished:
-		if sp.Finished == nil {
+		return x.startCall(run, st.Call, ev.At)
+	case ev.Type == delegation.EventModelFinished:
+		if st.Finished == nil {
 			return fmt.Errorf("model.finished without what it finished")
 		}
-		c := x.calls[sp.Finished.ModelCallID]
+		c := x.calls[st.Finished.ModelCallID]
 		if c == nil {
-			return fmt.Errorf("model.finished for unknown model call %q", sp.Finished.ModelCallID)
+			return fmt.Errorf("model.finished for unknown model call %q", st.Finished.ModelCallID)
 		}
-		c.finished, c.end, c.fin = true, ev.At, sp.Finished
-		if cost := sp.Finished.Cost; cost != nil {
+		c.finished, c.end, c.fin = true, ev.At, st.Finished
+		if cost := st.Finished.Cost; cost != nil {
 			a := c.agent
 			a.ownCost += cost.Total
 			a.subtreeCost += cost.Total
 			a.ownPriced, a.subtreePriced = true, true
 		}
-		if id := sp.Finished.OutputMessageID; id != "" && c.agent.last != nil && c.agent.last.ID == id {
+		if id := st.Finished.OutputMessageID; id != "" && c.agent.last != nil && c.agent.last.ID == id {
 			c.output = c.agent.last
 		}
 		if c.call.Purpose == string(delegation.PurposeSummary) && c.fin.Error == "" {
@@ -251,20 +245,13 @@ func (x *exporter) add(sp trace.Split) error {
 			return nil
 		}
 		return x.writeCall(c)
-	case delegation.EventToolStarted:
-		var d delegation.ToolStarted
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return err
-		}
+	case st.ToolStarted != nil:
 		if run == nil {
 			return fmt.Errorf("tool.started for unknown agent %q", ev.AgentID)
 		}
-		x.startTool(run, d, ev.At)
-	case delegation.EventToolFinished:
-		var d delegation.ToolFinished
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return err
-		}
+		x.startTool(run, *st.ToolStarted, ev.At)
+	case st.ToolFinished != nil:
+		d := st.ToolFinished
 		for _, t := range x.tools[toolKey(ev.AgentID, d.ToolCallID)] {
 			if !t.finished {
 				t.finished, t.end, t.isError = true, ev.At, d.IsError
@@ -275,31 +262,20 @@ func (x *exporter) add(sp trace.Split) error {
 				break
 			}
 		}
-	case delegation.EventDelegationStarted:
-		var d delegation.DelegationStarted
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return err
-		}
+	case st.DelegationStarted != nil:
+		d := st.DelegationStarted
 		if ts := x.tools[toolKey(ev.AgentID, d.ToolCallID)]; len(ts) > 0 {
 			ts[len(ts)-1].childID = d.ChildID
 		}
 		x.tasks[d.ChildID] = d.Description
-	case delegation.EventDelegationFinished:
-		var d delegation.DelegationFinished
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return err
-		}
+	case st.DelegationFinished != nil:
+		d := st.DelegationFinished
 		if child := x.agents[d.ChildID]; child != nil {
 			child.returned, child.heldBack, child.hasDelegation = d.Returned, d.HeldBack, true
 			return x.writeAgent(child)
 		}
-	case delegation.EventSummarization:
-		var d struct {
-			SummaryMessageID string `json:"summary_message_id"`
-		}
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return err
-		}
+	case st.Summarization != nil:
+		d := st.Summarization
 		if run != nil {
 			run.events = append(run.events, spanEvent(ev))
 			if c := x.summary[run.id]; c != nil {
@@ -310,15 +286,15 @@ func (x *exporter) add(sp trace.Split) error {
 				return x.writeCall(c)
 			}
 		}
-	case delegation.EventDelegationRefused:
+	case st.DelegationRefused != nil, st.TodosChanged != nil:
 		if run != nil {
 			run.events = append(run.events, spanEvent(ev))
 		}
-	case delegation.EventFilesChanged:
+	case st.FilesChanged != nil:
 		if run != nil {
-			x.filesChanged(run, ev)
+			x.filesChanged(run, st)
 		}
-	case delegation.EventSessionFinished:
+	case st.SessionFinished != nil:
 		x.ended = true
 	}
 	return nil
@@ -329,10 +305,9 @@ func (x *exporter) add(sp trace.Split) error {
 // summary call whose history was written to a file, or the tool call that
 // just finished; else the agent's own span. So no span gathers the events
 // of a whole session.
-func (x *exporter) filesChanged(run *agentRun, ev delegation.Event) {
-	var d delegation.FilesChanged
-	_ = json.Unmarshal(ev.Data, &d) // a change we cannot read is still an event
-	e := spanEvent(ev)
+func (x *exporter) filesChanged(run *agentRun, st trace.Step) {
+	d := st.FilesChanged
+	e := spanEvent(st.Event)
 	if d.From != "" {
 		for _, ts := range x.tools {
 			for _, t := range ts {
@@ -352,6 +327,15 @@ func (x *exporter) filesChanged(run *agentRun, ev delegation.Event) {
 		return
 	}
 	run.events = append(run.events, e)
+}
+
+// server is the host and port an agent's calls went to: its agent.started's
+// endpoint, else its scenario's.
+func (x *exporter) server(run *agentRun) (string, int, bool) {
+	if run.endpoint != "" && x.team.remote() {
+		return hostPort(run.endpoint)
+	}
+	return x.team.endpoint(run.name)
 }
 
 func spanEvent(ev delegation.Event) *tracepb.Span_Event {
@@ -387,6 +371,12 @@ func (x *exporter) startAgent(d delegation.AgentStarted, at time.Time) {
 	if s, ok := x.team.subagents[a.Name]; ok && a.ParentID != "" && s.model != "" {
 		run.model = s.model
 	}
+	// The log says which model and endpoint, when it does: it is the truth
+	// of what ran, the scenario only of what was asked.
+	if d.Model != "" {
+		run.model = d.Model
+	}
+	run.endpoint = d.Endpoint
 	run.description = x.tasks[a.ID]
 	delete(x.tasks, a.ID)
 	x.agents[a.ID] = run
@@ -727,7 +717,7 @@ func (x *exporter) writeAgent(run *agentRun) error {
 	if run.model != "" {
 		attrs = append(attrs, str("gen_ai.request.model", run.model))
 	}
-	if host, port, ok := x.team.endpoint(run.name); ok {
+	if host, port, ok := x.server(run); ok {
 		attrs = append(attrs, str("server.address", host), integer("server.port", int64(port)))
 	}
 	if run.systemPrompt != "" {
@@ -827,7 +817,7 @@ func (x *exporter) writeCall(c *callRun) error {
 	if run.model != "" {
 		attrs = append(attrs, str("gen_ai.request.model", run.model))
 	}
-	if host, port, ok := x.team.endpoint(run.name); ok {
+	if host, port, ok := x.server(run); ok {
 		attrs = append(attrs, str("server.address", host), integer("server.port", int64(port)))
 	}
 	if x.team.remote() {

@@ -106,6 +106,12 @@ func (t team) endpoint(agentName string) (host string, port int, ok bool) {
 	if base == "" {
 		base = openai.DefaultBaseURL
 	}
+	return hostPort(base)
+}
+
+// hostPort is an endpoint's host and port, for server.address and
+// server.port.
+func hostPort(base string) (host string, port int, ok bool) {
 	u, err := url.Parse(base)
 	if err != nil || u.Host == "" {
 		return "", 0, false

@@ -113,11 +113,15 @@ func (lv *liveViews) patches(sessionID string, events []delegation.Event, ch vie
 // encodeWire encodes an event with what it introduced, as the trace has
 // them, and its patches.
 func encodeWire(ev delegation.Event, patches []patch) ([]byte, error) {
-	sp, err := trace.SplitEvent(ev)
+	st, err := trace.StepOf(ev)
 	if err != nil {
 		return nil, err
 	}
-	return encodeLogged(sp.Event, sp.Message, sp.Call, patches)
+	stored, err := st.Stored()
+	if err != nil {
+		return nil, err
+	}
+	return encodeLogged(stored, st.Message, st.Call, patches)
 }
 
 func encodeLogged(ev delegation.Event, m *trace.Message, c *trace.ModelCall, patches []patch) ([]byte, error) {
@@ -499,7 +503,7 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 			return nil, err
 		}
 		ps = append(ps, patch{Sel: attrIs("data-came-back", child), Op: "replace", HTML: html(templates.CameBack(cb))},
-			patch{Sel: attrIs("data-held-back", child), Op: "replace", HTML: html(templates.HeldBack(child, d.Finished, d.HeldBack))})
+			patch{Sel: attrIs("data-held-back", child), Op: "replace", HTML: html(templates.HeldBack(p.heldBack(d)))})
 	}
 	return ps, nil
 }

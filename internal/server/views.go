@@ -359,8 +359,20 @@ func (p *pageData) delegationView(d *view.Delegation) (*templates.DelegationView
 	if v.CameBack, err = p.cameBack(d); err != nil {
 		return nil, err
 	}
-	v.HeldBack = d.HeldBack
+	v.HeldBack = p.heldBack(d)
 	return v, nil
+}
+
+// heldBack is what of a delegation stayed in the child, its todos as it
+// last wrote them.
+func (p *pageData) heldBack(d *view.Delegation) templates.HeldBackView {
+	v := templates.HeldBackView{ChildID: d.ChildID, Finished: d.Finished, Held: d.HeldBack}
+	if a := p.st.Agent(d.ChildID); a != nil {
+		for _, t := range a.Todos {
+			v.Todos = append(v.Todos, templates.TodoView{Content: t.Content, Status: t.Status})
+		}
+	}
+	return v
 }
 
 func (p *pageData) cameBack(d *view.Delegation) (templates.CameBackView, error) {

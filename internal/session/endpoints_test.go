@@ -81,7 +81,11 @@ func TestEachSubagentOnItsEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	var receipts []string
+	started := map[string]delegation.AgentStarted{}
 	res, err := Run(context.Background(), sc, RunOptions{Sink: delegation.SinkFunc(func(e delegation.Event) {
+		if d, ok := e.Payload.(delegation.AgentStarted); ok {
+			started[d.Agent.Name] = d
+		}
 		if e.Type == delegation.EventMessageAdded {
 			if d, ok := e.Payload.(delegation.MessageAdded); ok && d.Message.Kind == delegation.KindReceipt {
 				receipts = append(receipts, d.Message.Content)
@@ -108,6 +112,14 @@ func TestEachSubagentOnItsEndpoint(t *testing.T) {
 	if len(b.keys) != 1 || b.keys[0] != "key-b" {
 		t.Fatalf("endpoint B got keys %v", b.keys)
 	}
+	t.Run("agent.started says each agent's model and endpoint", func(t *testing.T) {
+		for name, want := range map[string][2]string{"main": {"m", srvA.URL + "/v1"}, "cloud": {"m", srvA.URL + "/v1"},
+			"local": {"small", srvB.URL + "/v1"}} {
+			if d := started[name]; d.Model != want[0] || d.Endpoint != want[1] {
+				t.Errorf("%s: model %q at %q, want %q at %q", name, d.Model, d.Endpoint, want[0], want[1])
+			}
+		}
+	})
 }
 
 // TestSettingsPerAgent: each agent's request settings reach the wire with

@@ -100,32 +100,28 @@ type router struct {
 	byName         map[string]delegation.Model
 }
 
-var (
-	_ delegation.Model      = (*router)(nil)
-	_ delegation.ModelNamer = (*router)(nil)
-)
-
-// ModelName is the model an agent's calls go to: the one it asks for, or
-// its endpoint's own.
-func (r *router) ModelName(c delegation.Caller, requested string) string {
-	m := r.fallback
-	if c.Name == "main" {
-		m = r.main
-	} else if x := r.byName[c.Name]; x != nil {
-		m = x
-	}
-	if n, ok := m.(delegation.ModelNamer); ok {
-		return n.ModelName(c, requested)
-	}
-	return requested
-}
+var _ delegation.Model = (*router)(nil)
 
 func (r *router) Generate(ctx context.Context, req *delegation.Request) (*delegation.Response, error) {
-	if req.Caller.Name == "main" {
-		return r.main.Generate(ctx, req)
+	return r.modelOf(req.Caller).Generate(ctx, req)
+}
+
+var _ delegation.Describer = (*router)(nil)
+
+// Describe says what the model an agent's calls go to says of them.
+func (r *router) Describe(c delegation.Caller, model string) (string, string) {
+	if d, ok := r.modelOf(c).(delegation.Describer); ok {
+		return d.Describe(c, model)
 	}
-	if m := r.byName[req.Caller.Name]; m != nil {
-		return m.Generate(ctx, req)
+	return model, ""
+}
+
+func (r *router) modelOf(c delegation.Caller) delegation.Model {
+	if c.Name == "main" {
+		return r.main
 	}
-	return r.fallback.Generate(ctx, req)
+	if m := r.byName[c.Name]; m != nil {
+		return m
+	}
+	return r.fallback
 }

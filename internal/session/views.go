@@ -54,12 +54,10 @@ func (r *Runner) View(ctx context.Context, id string) (*view.State, db.PageReade
 		}
 		r.logger().Warn("stored view unreadable; folding the log", "session", id, "err", err)
 	}
-	t, err := rd.Trace(ctx)
-	if err != nil {
-		rd.Close()
-		return nil, nil, err
-	}
-	st, err := view.FromTrace(t, view.BudgetOf(t.Scenario))
+	// Folded from the store's cursors: the log is never all in memory.
+	src := rd.Reader(ctx)
+	h := src.Head()
+	st, err := view.FromLog(h.Session, view.BudgetOf(h.Scenario), src.Log())
 	if err != nil {
 		rd.Close()
 		return nil, nil, fmt.Errorf("session %s: %w", id, err)

@@ -89,11 +89,12 @@ func (m *Memory) Files() iter.Seq2[File, error] {
 	}
 }
 
-// Log yields the trace's log with what each event introduced, as a store
-// keeps it: message.added with its message, model.started with its call,
-// model.finished with what it added to the call.
-func (m *Memory) Log() iter.Seq2[Split, error] {
-	return func(yield func(Split, error) bool) {
+// Log yields the trace's log, each event as a step with what it
+// introduced, as a store keeps it: message.added with its message,
+// model.started with its call, model.finished with what it added to the
+// call.
+func (m *Memory) Log() iter.Seq2[Step, error] {
+	return func(yield func(Step, error) bool) {
 		msgs := make(map[string]*Message, len(m.t.Messages))
 		for i := range m.t.Messages {
 			msgs[m.t.Messages[i].ID] = &m.t.Messages[i]
@@ -103,43 +104,44 @@ func (m *Memory) Log() iter.Seq2[Split, error] {
 			calls[m.t.ModelCalls[i].ID] = &m.t.ModelCalls[i]
 		}
 		for _, ev := range m.t.Events {
-			sp := Split{Event: ev}
-			switch ev.Type {
-			case delegation.EventMessageAdded, delegation.EventModelStarted, delegation.EventModelFinished:
-				var ref struct {
-					Index       int    `json:"index"`
-					MessageID   string `json:"message_id"`
-					ModelCallID string `json:"model_call_id"`
-				}
-				if err := json.Unmarshal(ev.Data, &ref); err != nil {
-					yield(sp, fmt.Errorf("event %d: %w", ev.Seq, err))
-					return
-				}
-				switch ev.Type {
-				case delegation.EventMessageAdded:
-					if sp.Message = msgs[ref.MessageID]; sp.Message == nil {
-						yield(sp, fmt.Errorf("event %d: no message %q", ev.Seq, ref.MessageID))
-						return
-					}
-					sp.Index = ref.Index
-				case delegation.EventModelStarted:
-					if sp.Call = calls[ref.ModelCallID]; sp.Call == nil {
-						yield(sp, fmt.Errorf("event %d: no model call %q", ev.Seq, ref.ModelCallID))
-						return
-					}
-				default:
-					c := calls[ref.ModelCallID]
-					if c == nil {
-						yield(sp, fmt.Errorf("event %d: no model call %q", ev.Seq, ref.ModelCallID))
-						return
-					}
-					sp.Finished = c.Finished()
-				}
-			}
-			if !yield(sp, nil) {
+			st, err := m.step(ev, msgs, calls)
+			if !yield(st, err) || err != nil {
 				return
 			}
 		}
+	}
+}
+
+// step reads one event of the trace's log, with what it introduced.
+func (m *Memory) step(ev Event, msgs map[string]*Message, calls map[string]*ModelCall) (Step, error) {
+	switch ev.Type {
+	case delegation.EventMessageAdded, delegation.EventModelStarted, delegation.EventModelFinished:
+	default:
+		return StepOf(ev)
+	}
+	var ref Ref
+	if err := json.Unmarshal(ev.Data, &ref); err != nil {
+		return Step{Event: ev}, fmt.Errorf("event %d: %w", ev.Seq, err)
+	}
+	switch ev.Type {
+	case delegation.EventMessageAdded:
+		msg := msgs[ref.MessageID]
+		if msg == nil {
+			return Step{Event: ev}, fmt.Errorf("event %d: no message %q", ev.Seq, ref.MessageID)
+		}
+		return Introduced(ev, ref.Index, msg, nil, nil), nil
+	case delegation.EventModelStarted:
+		c := calls[ref.ModelCallID]
+		if c == nil {
+			return Step{Event: ev}, fmt.Errorf("event %d: no model call %q", ev.Seq, ref.ModelCallID)
+		}
+		return Introduced(ev, 0, nil, c, nil), nil
+	default:
+		c := calls[ref.ModelCallID]
+		if c == nil {
+			return Step{Event: ev}, fmt.Errorf("event %d: no model call %q", ev.Seq, ref.ModelCallID)
+		}
+		return Introduced(ev, 0, nil, nil, c.Finished()), nil
 	}
 }
 

@@ -178,183 +178,78 @@ func (b *Builder) Trace() *Trace {
 	return t
 }
 
-// Add takes the next event of the log and returns it split as the trace
-// keeps it. Events of seq 0 are returned split but change nothing.
-func (b *Builder) Add(ev delegation.Event) (Split, error) {
+// Add takes the next event of the log and returns its step. Events of seq
+// 0 are read but change nothing.
+func (b *Builder) Add(ev delegation.Event) (Step, error) {
+	st, err := StepOf(ev)
+	if err != nil || ev.Seq == 0 {
+		return st, err
+	}
+	return st, b.AddStep(st)
+}
+
+// AddStep folds the next step of the log into the trace.
+func (b *Builder) AddStep(st Step) error {
 	t := b.t
-	sp, err := SplitEvent(ev)
+	ev := st.Event
+	out, err := st.Stored()
 	if err != nil {
-		return sp, fmt.Errorf("event %d (%s): %w", ev.Seq, ev.Type, err)
+		return err
 	}
-	if ev.Seq == 0 {
-		return sp, nil
+	switch {
+	case st.SessionStarted != nil:
+		d := st.SessionStarted
+		t.Session.Name, t.Session.Prompt, t.Session.Tokenizer = d.Name, d.Prompt, d.Tokenizer
+		t.Session.CreatedAt, t.Session.Origin = ev.At, d.Origin
+	case st.SessionFinished != nil:
+		d := st.SessionFinished
+		t.Session.Status, t.Session.Error = d.Status, d.Error
+		at := ev.At
+		t.Session.FinishedAt = &at
+		if st.Files != nil {
+			b.files = copyFiles(st.Files)
+		}
+	case st.AgentStarted != nil:
+		d := st.AgentStarted
+		b.agents[d.Agent.ID] = len(t.Agents)
+		t.Agents = append(t.Agents, Agent{ID: d.Agent.ID, Name: d.Agent.Name,
+			ParentID: optional(d.Agent.ParentID), Mode: optional(string(d.Agent.Mode)),
+			TaskCallID: optional(d.Agent.TaskCallID), Status: delegation.StatusRunning,
+			Invocation: d.Agent.Invocation, SystemPrompt: d.SystemPrompt,
+			SystemTokens: d.SystemTokens, Tools: d.Tools, Model: d.Model, Price: d.Price})
+	case st.AgentFinished != nil:
+		d := st.AgentFinished
+		i, ok := b.agents[ev.AgentID]
+		if !ok {
+			return fmt.Errorf("event %d: agent.finished for unknown agent %q", ev.Seq, ev.AgentID)
+		}
+		t.Agents[i].Status, t.Agents[i].Error, t.Agents[i].Steps = d.Status, d.Error, d.Steps
+	case st.Message != nil:
+		t.Messages = append(t.Messages, *st.Message)
+	case st.Call != nil:
+		b.calls[st.Call.ID] = len(t.ModelCalls)
+		c := *st.Call
+		c.StartedAt = ev.At.UTC()
+		t.ModelCalls = append(t.ModelCalls, c)
+	case st.Finished != nil:
+		f := st.Finished
+		i, ok := b.calls[f.ModelCallID]
+		if !ok {
+			return fmt.Errorf("event %d: model.finished for unknown model call %q", ev.Seq, f.ModelCallID)
+		}
+		c := &t.ModelCalls[i]
+		c.OutputMessageID, c.DurationMS, c.Error, c.Usage, c.Cost = optional(f.OutputMessageID), f.DurationMS, f.Error, f.Usage, f.Cost
 	}
-	out := sp.Event
-	out.Payload = nil
-	switch ev.Type {
-	case delegation.EventSessionStarted:
-		var d delegation.SessionStarted
-		if err = json.Unmarshal(out.Data, &d); err == nil {
-			t.Session.Name, t.Session.Prompt, t.Session.Tokenizer = d.Name, d.Prompt, d.Tokenizer
-			t.Session.CreatedAt, t.Session.Origin = ev.At, d.Origin
-			b.files = copyFiles(d.Files)
+	if changes, whole := st.MainFiles(); whole || len(changes) > 0 {
+		if whole {
+			b.files = map[string]string{}
 		}
-	case delegation.EventSessionFinished:
-		var d delegation.SessionFinished
-		if err = json.Unmarshal(out.Data, &d); err == nil {
-			t.Session.Status, t.Session.Error = d.Status, d.Error
-			at := ev.At
-			t.Session.FinishedAt = &at
-			if sp.Files != nil {
-				b.files = copyFiles(sp.Files)
-			}
+		if b.files != nil {
+			applyChanges(b.files, changes)
 		}
-	case delegation.EventAgentStarted:
-		var d delegation.AgentStarted
-		if err = json.Unmarshal(out.Data, &d); err == nil {
-			b.agents[d.Agent.ID] = len(t.Agents)
-			t.Agents = append(t.Agents, Agent{ID: d.Agent.ID, Name: d.Agent.Name,
-				ParentID: optional(d.Agent.ParentID), Mode: optional(string(d.Agent.Mode)),
-				TaskCallID: optional(d.Agent.TaskCallID), Status: delegation.StatusRunning,
-				Invocation: d.Agent.Invocation, SystemPrompt: d.SystemPrompt,
-				SystemTokens: d.SystemTokens, Tools: d.Tools, Model: d.Model, Price: d.Price})
-		}
-	case delegation.EventAgentFinished:
-		var d delegation.AgentFinished
-		if err = json.Unmarshal(out.Data, &d); err == nil {
-			i, ok := b.agents[ev.AgentID]
-			if !ok {
-				return sp, fmt.Errorf("event %d: agent.finished for unknown agent %q", ev.Seq, ev.AgentID)
-			}
-			t.Agents[i].Status, t.Agents[i].Error, t.Agents[i].Steps = d.Status, d.Error, d.Steps
-		}
-	case delegation.EventMessageAdded, delegation.EventModelStarted, delegation.EventModelFinished:
-		if sp.Message != nil {
-			t.Messages = append(t.Messages, *sp.Message)
-		}
-		if sp.Call != nil {
-			b.calls[sp.Call.ID] = len(t.ModelCalls)
-			c := *sp.Call
-			c.StartedAt = ev.At.UTC()
-			t.ModelCalls = append(t.ModelCalls, c)
-		}
-		if f := sp.Finished; f != nil {
-			i, ok := b.calls[f.ModelCallID]
-			if !ok {
-				return sp, fmt.Errorf("event %d: model.finished for unknown model call %q", ev.Seq, f.ModelCallID)
-			}
-			c := &t.ModelCalls[i]
-			c.OutputMessageID, c.DurationMS, c.Error, c.Usage, c.Cost = optional(f.OutputMessageID), f.DurationMS, f.Error, f.Usage, f.Cost
-		}
-	case delegation.EventFilesChanged:
-		if ev.AgentID == "main" && b.files != nil {
-			var d delegation.FilesChanged
-			if err = json.Unmarshal(out.Data, &d); err == nil {
-				applyChanges(b.files, d.Changes)
-			}
-		}
-	}
-	if err != nil {
-		return sp, fmt.Errorf("event %d (%s): %w", ev.Seq, ev.Type, err)
 	}
 	t.Events = append(t.Events, out)
-	return sp, nil
-}
-
-// Split is an event as a trace (and the store) keeps it: the message or
-// model call it introduced, written once, and the event referring to it.
-type Split struct {
-	Event    delegation.Event
-	Index    int                       // message.added: the message's place in its agent's list
-	Message  *Message                  // message.added
-	Call     *ModelCall                // model.started
-	Finished *delegation.ModelFinished // model.finished: what it adds to its call
-	Files    map[string]string         // session.finished: the main agent's files at the end
-}
-
-// SplitEvent takes out of an event the message or model call it introduced
-// (or, for model.finished, what it adds to its call), and drops what the
-// trace holds elsewhere: tool.started's arguments (in its assistant
-// message) and session.finished's files (the trace's files). Other events
-// are returned as they are.
-func SplitEvent(ev delegation.Event) (Split, error) {
-	sp := Split{Event: ev}
-	// Events that are split are encoded in their slim form below; the rest
-	// as they are. ev.Data stays as given: it is read only when there is
-	// no payload.
-	switch ev.Type {
-	case delegation.EventMessageAdded, delegation.EventModelStarted, delegation.EventModelFinished,
-		delegation.EventToolStarted, delegation.EventSessionFinished:
-	default:
-		if err := sp.Event.Encode(); err != nil {
-			return sp, err
-		}
-	}
-	switch ev.Type {
-	case delegation.EventMessageAdded:
-		d, ok := ev.Payload.(delegation.MessageAdded)
-		if !ok {
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
-				return sp, err
-			}
-		}
-		if d.Message == nil {
-			return sp, fmt.Errorf("message.added without a message")
-		}
-		m := messageOf(d.Message)
-		sp.Message, sp.Index = &m, d.Index
-		sp.Event.Data = mustJSON(messageRef{Index: d.Index, MessageID: d.Message.ID})
-	case delegation.EventModelStarted:
-		d, ok := ev.Payload.(delegation.ModelStarted)
-		if !ok {
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
-				return sp, err
-			}
-		}
-		c := d.Call
-		sp.Call = &ModelCall{ID: c.ID, AgentID: c.AgentID, Index: c.Index,
-			Purpose: string(c.Purpose), SystemPrompt: c.SystemPrompt, SystemTokens: c.SystemTokens,
-			Context: c.Context, Tools: c.Tools, ToolTokens: c.ToolTokens, MessageTokens: c.MessageTokens,
-			InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens, CachedPrefixTokens: c.CachedPrefixTokens}
-		sp.Event.Data = mustJSON(callRef{ModelCallID: c.ID})
-	case delegation.EventModelFinished:
-		d, ok := ev.Payload.(delegation.ModelFinished)
-		if !ok {
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
-				return sp, err
-			}
-		}
-		sp.Finished = &d
-		sp.Event.Data = mustJSON(callRef{ModelCallID: d.ModelCallID})
-	case delegation.EventToolStarted:
-		d, ok := ev.Payload.(delegation.ToolStarted)
-		if !ok {
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
-				return sp, err
-			}
-		}
-		sp.Event.Data = mustJSON(toolRef{ToolCallID: d.ToolCallID, Name: d.Name})
-	case delegation.EventSessionFinished:
-		d, ok := ev.Payload.(delegation.SessionFinished)
-		if !ok {
-			if err := json.Unmarshal(ev.Data, &d); err != nil {
-				return sp, err
-			}
-		}
-		sp.Files = d.Files
-		d.Files = nil
-		sp.Event.Data = mustJSON(d)
-	case delegation.EventSummarization:
-		var d delegation.Summarized
-		if err := json.Unmarshal(sp.Event.Data, &d); err != nil {
-			return sp, err
-		}
-		if d.SummaryMessage != nil {
-			sp.Event.Data = mustJSON(summaryRef{CutoffIndex: d.CutoffIndex, SummaryMessageID: d.SummaryMessage.ID,
-				FilePath: d.FilePath, FoldedMessages: d.FoldedMessages, TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter})
-		}
-	}
-	return sp, nil
+	return nil
 }
 
 // The data of events that refer to what the trace writes once.
@@ -389,15 +284,6 @@ func MessageAddedData(index int, messageID string) json.RawMessage {
 // ModelCallData is the data of model.started and model.finished in a trace.
 func ModelCallData(callID string) json.RawMessage {
 	return mustJSON(callRef{ModelCallID: callID})
-}
-
-type summaryRef struct {
-	CutoffIndex      int    `json:"cutoff_index"`
-	SummaryMessageID string `json:"summary_message_id"`
-	FilePath         string `json:"file_path"`
-	FoldedMessages   int    `json:"folded_messages"`
-	TokensBefore     int    `json:"tokens_before"`
-	TokensAfter      int    `json:"tokens_after"`
 }
 
 func messageOf(m *delegation.Message) Message {

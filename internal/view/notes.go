@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
 )
 
 // Note points at a likely mistake in a session's delegation. Each rule runs
@@ -75,7 +76,7 @@ func (s *State) noteDelegationStarted(dl *Delegation, ch *Changes) {
 
 // noteReceipt: an empty receipt at once; otherwise the receipt waits for
 // the parent to draw on it.
-func (s *State) noteReceipt(dl *Delegation, m *delegation.Message, ch *Changes) {
+func (s *State) noteReceipt(dl *Delegation, m *trace.Message, ch *Changes) {
 	switch {
 	case m.IsError:
 	case m.Content == "":
@@ -96,7 +97,7 @@ func (s *State) noteReceipt(dl *Delegation, m *delegation.Message, ch *Changes) 
 // noteAssistant: a later assistant message that shares a word with a
 // receipt uses it; one with text brings the agent's earlier fan-outs
 // together; one of several task calls is a fan-out to bring together.
-func (s *State) noteAssistant(a *Agent, m *delegation.Message, ch *Changes) {
+func (s *State) noteAssistant(a *Agent, m *trace.Message, ch *Changes) {
 	if pending := s.notes.receipts[a.ID]; len(pending) > 0 {
 		text := strings.ToLower(m.Content)
 		for _, c := range m.ToolCalls {
@@ -175,7 +176,7 @@ func (s *State) flushNotes(agentID string, ch *Changes) {
 }
 
 // noteBudgetCall: the first call past twice the team's threshold.
-func (s *State) noteBudgetCall(c delegation.ModelCall, ch *Changes) {
+func (s *State) noteBudgetCall(c *trace.ModelCall, ch *Changes) {
 	if s.notes.budgetSeen {
 		return
 	}

@@ -3,6 +3,7 @@ package view
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 
@@ -107,19 +108,28 @@ func Build(meta Meta, events []delegation.Event) (*State, error) {
 // FromTrace folds a trace's log: the state of a session read whole, for the
 // command line and for a session whose stored view is missing.
 func FromTrace(t *trace.Trace, budget int) (*State, error) {
-	events, err := trace.Inflate(t)
-	if err != nil {
-		return nil, err
-	}
-	s, err := Build(Meta{ID: t.Session.ID, Name: t.Session.Name, Title: t.Session.Title, Prompt: t.Session.Prompt,
-		Tokenizer: t.Session.Tokenizer, Budget: budget}, events)
-	if err != nil {
-		return nil, err
+	return FromLog(t.Session, budget, trace.SourceOf(t).Log())
+}
+
+// FromLog folds a session's log as a source reads it, step by step (a
+// trace's, a store's cursor): the state of a session whose stored view is
+// missing, folded without holding its log. The session is as the source
+// describes it; its status counts when the log did not end (a crash).
+func FromLog(sess trace.Session, budget int, log iter.Seq2[trace.Step, error]) (*State, error) {
+	s := New(Meta{ID: sess.ID, Name: sess.Name, Title: sess.Title, Prompt: sess.Prompt, Tokenizer: sess.Tokenizer, Budget: budget})
+	for st, err := range log {
+		if err != nil {
+			return nil, err
+		}
+		var ch Changes // nobody watches: what changed is dropped
+		if err := s.ApplyStep(st, &ch); err != nil {
+			return nil, err
+		}
 	}
 	// A session that did not end in its log (a crash) has its status from
 	// the store.
-	if s.Session.Status == delegation.StatusRunning && t.Session.Status != delegation.StatusRunning {
-		s.Session.Status, s.Session.Error = t.Session.Status, t.Session.Error
+	if s.Session.Status == delegation.StatusRunning && sess.Status != delegation.StatusRunning {
+		s.Session.Status, s.Session.Error = sess.Status, sess.Error
 		clear(s.Running)
 	}
 	return s, nil

@@ -14,7 +14,6 @@
 package view
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -85,6 +84,12 @@ type Agent struct {
 	SystemPrompt                         string
 	SystemTokens                         int
 	Tools                                []delegation.ToolCost
+	// Endpoint is where its calls went (agent.started says; its model is
+	// Economics.Model).
+	Endpoint string
+	// Todos is its todo list as it last wrote it (write_todos): a child's
+	// stays in the child, held back from its receipt.
+	Todos []delegation.Todo
 	// Task is the description it was given.
 	Task string
 	// Calls is its model calls so far; OwnTokens their input tokens.
@@ -256,10 +261,10 @@ func (s *State) PanesOf(d *Delegation) (parent, child Pane) {
 }
 
 // Apply folds the next event of the log into the state and says what it
-// changed. Events must come in seq order; the payloads of message.added,
-// model.started and model.finished must be whole (as the engine emits them,
-// or as trace.Inflate restores them). Live-only events (seq 0, streamed
-// text) change only the running call's stream.
+// changed. Events must come in seq order; message.added, model.started and
+// model.finished must carry what they introduced (as the engine emits them,
+// or as a source of steps reads them: ApplyStep). Live-only events (seq 0,
+// streamed text) change only the running call's stream.
 func (s *State) Apply(ev delegation.Event) (Changes, error) {
 	var ch Changes
 	err := s.ApplyTo(ev, &ch)
@@ -269,7 +274,22 @@ func (s *State) Apply(ev delegation.Event) (Changes, error) {
 // ApplyTo folds the next event in and adds what it changed to ch: for a
 // batch, the same as merging each event's Changes, at less cost.
 func (s *State) ApplyTo(ev delegation.Event, ch *Changes) error {
-	err := s.apply(ev, ch)
+	st, err := trace.StepOf(ev)
+	if err != nil {
+		if ev.Seq > 0 {
+			s.Seq, ch.Seq = ev.Seq, ev.Seq // a bad event is skipped, not waited on
+		}
+		return fmt.Errorf("view of session %s: %w", s.Session.ID, err)
+	}
+	return s.ApplyStep(st, ch)
+}
+
+// ApplyStep folds the next step of the log in, as the log's one reading
+// (trace.StepOf) or a source of steps (a store's log, a trace's) gives it,
+// and adds what it changed to ch.
+func (s *State) ApplyStep(st trace.Step, ch *Changes) error {
+	ev := st.Event
+	err := s.apply(st, ch)
 	if ev.Seq > 0 {
 		// A bad event is skipped, not waited on.
 		s.Seq, ch.Seq = ev.Seq, ev.Seq
@@ -280,25 +300,26 @@ func (s *State) ApplyTo(ev delegation.Event, ch *Changes) error {
 	return nil
 }
 
-func (s *State) apply(ev delegation.Event, ch *Changes) error {
-	switch ev.Type {
-	case delegation.EventSessionStarted:
-		d, err := delegation.DataAs[delegation.SessionStarted](ev)
-		if err != nil {
-			return err
+func (s *State) apply(st trace.Step, ch *Changes) error {
+	ev := st.Event
+	if changes, whole := st.MainFiles(); whole || len(changes) > 0 {
+		ch.files(s)
+		for _, c := range changes {
+			if c.Deleted {
+				s.Files.remove(c.Path, ch)
+			} else {
+				s.Files.put(c.Path, ch)
+			}
 		}
+	}
+	switch {
+	case st.SessionStarted != nil:
+		d := st.SessionStarted
 		s.Session.Name, s.Session.Prompt, s.Session.Tokenizer, s.Session.CreatedAt = d.Name, d.Prompt, d.Tokenizer, ev.At.UTC()
 		s.Session.Origin = d.Origin
-		ch.files(s)
-		for _, p := range trace.SortedPaths(d.Files) {
-			s.Files.put(p, ch)
-		}
 
-	case delegation.EventSessionFinished:
-		d, err := delegation.DataAs[delegation.SessionFinished](ev)
-		if err != nil {
-			return err
-		}
+	case st.SessionFinished != nil:
+		d := st.SessionFinished
 		s.Session.Status, s.Session.Error, s.Session.Answer = d.Status, d.Error, d.Answer
 		at := ev.At.UTC()
 		s.Session.FinishedAt = &at
@@ -310,14 +331,11 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 		s.flushNotes("", ch)
 		ch.Status = true
 
-	case delegation.EventAgentStarted:
-		d, err := delegation.DataAs[delegation.AgentStarted](ev)
-		if err != nil {
-			return err
-		}
+	case st.AgentStarted != nil:
+		d := st.AgentStarted
 		a := &Agent{ID: d.Agent.ID, Name: d.Agent.Name, ParentID: d.Agent.ParentID, Mode: string(d.Agent.Mode),
 			TaskCallID: d.Agent.TaskCallID, Invocation: d.Agent.Invocation, Status: delegation.StatusRunning,
-			SystemPrompt: d.SystemPrompt, SystemTokens: d.SystemTokens, Tools: d.Tools, summaryAt: -1,
+			SystemPrompt: d.SystemPrompt, SystemTokens: d.SystemTokens, Tools: d.Tools, Endpoint: d.Endpoint, summaryAt: -1,
 			Economics: Economics{Model: d.Model, Price: d.Price}}
 		if p := s.agents[a.ParentID]; p != nil {
 			a.Depth = p.Depth + 1
@@ -333,11 +351,8 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 		ch.replaced(a.ID)
 		s.noteAgentStarted(a, ch)
 
-	case delegation.EventAgentFinished:
-		d, err := delegation.DataAs[delegation.AgentFinished](ev)
-		if err != nil {
-			return err
-		}
+	case st.AgentFinished != nil:
+		d := st.AgentFinished
 		a := s.agents[ev.AgentID]
 		if a == nil {
 			return fmt.Errorf("agent.finished for unknown agent %q", ev.AgentID)
@@ -349,22 +364,15 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 		}
 		s.noteAgentFinished(a, ch)
 
-	case delegation.EventModelStarted:
-		d, err := delegation.DataAs[delegation.ModelStarted](ev)
-		if err != nil {
-			return err
-		}
-		s.callStarted(ev, d.Call, ch)
+	case st.Call != nil:
+		s.callStarted(ev, st.Call, ch)
 
-	case delegation.EventModelFinished:
-		d, err := delegation.DataAs[delegation.ModelFinished](ev)
-		if err != nil {
-			return err
-		}
+	case st.Finished != nil:
+		d := st.Finished
 		if r := s.Running[d.ModelCallID]; r != nil {
 			ch.finish(Finished{ID: d.ModelCallID, Step: r.Step})
 			if a := s.agents[r.AgentID]; a != nil {
-				a.finished(r.CachedTokens, d)
+				a.finished(r.CachedTokens, *d)
 				if d.Cost != nil { // the node's tooltip says what it cost
 					ch.node(s, a.ID, false)
 					s.economicsChanged(a, ch)
@@ -388,7 +396,7 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 			}
 		}
 
-	case delegation.EventModelDelta:
+	case ev.Type == delegation.EventModelDelta:
 		d, err := delegation.DataAs[delegation.ModelDelta](ev)
 		if err != nil {
 			return err
@@ -401,21 +409,11 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 			s.pending[d.ModelCallID] += d.Text
 		}
 
-	case delegation.EventMessageAdded:
-		d, err := delegation.DataAs[delegation.MessageAdded](ev)
-		if err != nil {
-			return err
-		}
-		if d.Message == nil {
-			return fmt.Errorf("message.added without a message")
-		}
-		s.messageAdded(ev.AgentID, d.Index, d.Message, ch)
+	case st.Message != nil:
+		s.messageAdded(ev.AgentID, st.Index, st.Message, ch)
 
-	case delegation.EventDelegationStarted:
-		d, err := delegation.DataAs[delegation.DelegationStarted](ev)
-		if err != nil {
-			return err
-		}
+	case st.DelegationStarted != nil:
+		d := st.DelegationStarted
 		dl := &Delegation{ChildID: d.ChildID, ParentID: ev.AgentID, TaskCallID: d.ToolCallID, SubagentType: d.SubagentType,
 			Mode: string(d.Mode), Task: d.Description}
 		s.Delegations = append(s.Delegations, dl)
@@ -427,11 +425,8 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 		ch.Started = append(ch.Started, dl.ChildID)
 		s.noteDelegationStarted(dl, ch)
 
-	case delegation.EventDelegationFinished:
-		d, err := delegation.DataAs[delegation.DelegationFinished](ev)
-		if err != nil {
-			return err
-		}
+	case st.DelegationFinished != nil:
+		d := st.DelegationFinished
 		dl := s.byChild[d.ChildID]
 		if dl == nil {
 			return fmt.Errorf("delegation.finished for unknown child %q", d.ChildID)
@@ -439,23 +434,15 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 		dl.Finished, dl.Returned, dl.HeldBack = true, d.Returned, d.HeldBack
 		ch.crossing(dl.ChildID)
 
-	case delegation.EventDelegationRefused:
-		d, err := delegation.DataAs[delegation.DelegationRefused](ev)
-		if err != nil {
-			return err
-		}
+	case st.DelegationRefused != nil:
+		d := st.DelegationRefused
 		if a := s.agents[ev.AgentID]; a != nil {
 			a.Refused = append(a.Refused, Refusal{ToolCallID: d.ToolCallID, Reason: d.Reason, SubagentType: d.SubagentType, Message: d.Message})
 			ch.TreeShape = true
 		}
 
-	case delegation.EventSummarization:
-		var d summarized
-		if p, ok := ev.Payload.(delegation.Summarized); ok {
-			d.FoldedMessages = p.FoldedMessages
-		} else if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return err
-		}
+	case st.Summarization != nil:
+		d := st.Summarization
 		a := s.agents[ev.AgentID]
 		if a == nil {
 			return fmt.Errorf("summarization of unknown agent %q", ev.AgentID)
@@ -469,11 +456,8 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 			ch.replaced(a.ID)
 		}
 
-	case delegation.EventFilesChanged:
-		d, err := delegation.DataAs[delegation.FilesChanged](ev)
-		if err != nil {
-			return err
-		}
+	case st.FilesChanged != nil:
+		d := st.FilesChanged
 		if d.From != "" {
 			if dl := s.byChild[d.From]; dl != nil {
 				for _, c := range d.Changes {
@@ -489,35 +473,25 @@ func (s *State) apply(ev delegation.Event, ch *Changes) error {
 				ch.crossing(dl.ChildID)
 			}
 		}
-		if ev.AgentID == "main" {
-			ch.files(s)
-			for _, c := range d.Changes {
-				if c.Deleted {
-					s.Files.remove(c.Path, ch)
-				} else {
-					s.Files.put(c.Path, ch)
-				}
+
+	case st.TodosChanged != nil:
+		if a := s.agents[ev.AgentID]; a != nil {
+			a.Todos = st.TodosChanged.Todos
+			if dl := s.byChild[a.ID]; dl != nil {
+				ch.crossing(dl.ChildID) // what its receipt holds back
 			}
 		}
 
-	case delegation.EventSpanReceived:
+	case st.SpanReceived != nil:
 		// A received span that maps to nothing of ours: listed as it came.
 		ch.Spans = append(ch.Spans, ev)
-
-	case delegation.EventToolStarted, delegation.EventToolFinished:
-		// The timeline shows tool calls from their assistant message.
 	}
+	// tool.started and tool.finished change nothing here: the timeline
+	// shows tool calls from their assistant message.
 	return nil
 }
 
-// summarized is the summarization event's data: the engine's payload, or
-// the trace's form of it, which names the summary message by id.
-type summarized struct {
-	CutoffIndex    int `json:"cutoff_index"`
-	FoldedMessages int `json:"folded_messages"`
-}
-
-func (s *State) callStarted(ev delegation.Event, c delegation.ModelCall, ch *Changes) {
+func (s *State) callStarted(ev delegation.Event, c *trace.ModelCall, ch *Changes) {
 	a := s.agents[c.AgentID]
 	if a == nil {
 		return
@@ -542,7 +516,7 @@ func (s *State) callStarted(ev delegation.Event, c delegation.ModelCall, ch *Cha
 	ref := &CallRef{ID: c.ID, Index: c.Index, Step: s.Calls, Messages: n, InputTokens: c.InputTokens, InheritedTokens: c.InheritedTokens,
 		CachedTokens: c.CachedPrefixTokens}
 	a.Last = ref
-	r := &Running{CallRef: *ref, AgentID: c.AgentID, Purpose: string(c.Purpose), StartedAt: ev.At.UTC()}
+	r := &Running{CallRef: *ref, AgentID: c.AgentID, Purpose: c.Purpose, StartedAt: ev.At.UTC()}
 	if text, ok := s.pending[c.ID]; ok {
 		r.Stream, r.StreamUnits = text, units(text)
 		delete(s.pending, c.ID)
@@ -558,7 +532,7 @@ func (s *State) callStarted(ev delegation.Event, c delegation.ModelCall, ch *Cha
 			ch.crossing(dl.ChildID)
 		}
 	}
-	if c.Purpose == delegation.PurposeSummary {
+	if c.Purpose == string(delegation.PurposeSummary) {
 		return
 	}
 	// A turn: the agent's context is this call's. It is what the panes show
@@ -579,16 +553,16 @@ func (s *State) callStarted(ev delegation.Event, c delegation.ModelCall, ch *Cha
 	}
 }
 
-func (s *State) messageAdded(agentID string, idx int, m *delegation.Message, ch *Changes) {
+func (s *State) messageAdded(agentID string, idx int, m *trace.Message, ch *Changes) {
 	a := s.agents[agentID]
 	if a == nil {
 		return
 	}
 	a.Messages = max(a.Messages, idx+1)
-	if a.ParentID != "" && idx > 0 && m.Kind != delegation.KindSummary {
+	if a.ParentID != "" && idx > 0 && m.Kind != string(delegation.KindSummary) {
 		a.WorkTokens += m.Tokens
 	}
-	if m.Kind == delegation.KindSummary {
+	if m.Kind == string(delegation.KindSummary) {
 		// It heads the history once the summarization event says what was kept.
 		a.summaryAt = idx
 	} else {
@@ -600,15 +574,15 @@ func (s *State) messageAdded(agentID string, idx int, m *delegation.Message, ch 
 		}
 		ch.appended(a.ID, before)
 	}
-	if m.Kind == delegation.KindReceipt && m.Role == delegation.RoleTool {
-		if dl := s.byTaskCall[m.ToolCallID]; dl != nil && dl.ParentID == agentID {
+	if m.Kind == string(delegation.KindReceipt) && m.Role == string(delegation.RoleTool) && m.ToolCallID != nil {
+		if dl := s.byTaskCall[*m.ToolCallID]; dl != nil && dl.ParentID == agentID {
 			dl.Receipt = &MessageRef{AgentID: agentID, Index: idx, ID: m.ID, Tokens: m.Tokens, IsError: m.IsError,
 				Empty: m.Content == ""}
 			ch.crossing(dl.ChildID)
 			s.noteReceipt(dl, m, ch)
 		}
 	}
-	if m.Role == delegation.RoleAssistant {
+	if m.Role == string(delegation.RoleAssistant) {
 		s.noteAssistant(a, m, ch)
 	}
 }

@@ -119,7 +119,20 @@ type DelegationView struct {
 	Parent                                 ContextView
 	Child                                  ContextView
 	CameBack                               CameBackView
-	HeldBack                               []string
+	HeldBack                               HeldBackView
+}
+
+// HeldBackView is what of a delegation stayed in the child.
+type HeldBackView struct {
+	ChildID  string
+	Finished bool
+	Held     []string // the state keys delegation.finished says stayed
+	Todos    []TodoView
+}
+
+// TodoView is an item of a todo list.
+type TodoView struct {
+	Content, Status string
 }
 
 // CameBackView is what came back of a delegation.

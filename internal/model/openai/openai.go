@@ -172,19 +172,7 @@ type Model struct {
 	redact func(string) string
 }
 
-var (
-	_ delegation.Model      = (*Model)(nil)
-	_ delegation.ModelNamer = (*Model)(nil)
-)
-
-// ModelName is the model a request goes to: the one asked for, or the
-// endpoint's default.
-func (m *Model) ModelName(_ delegation.Caller, requested string) string {
-	if requested != "" {
-		return requested
-	}
-	return m.model
-}
+var _ delegation.Model = (*Model)(nil)
 
 // New checks a config and returns a Model. Calling OpenAI's own endpoint
 // without a key fails here, before any call: it would only be refused.
@@ -296,6 +284,16 @@ func defaultHTTPClient() *http.Client {
 	// Sibling subagents call the same host at once.
 	tr.MaxIdleConnsPerHost = 16
 	return &http.Client{Transport: tr}
+}
+
+var _ delegation.Describer = (*Model)(nil)
+
+// Describe says which model an agent's calls ask for and where they go.
+func (m *Model) Describe(_ delegation.Caller, model string) (string, string) {
+	if model == "" {
+		model = m.model
+	}
+	return model, m.baseURL
 }
 
 // Generate makes one chat completion for the engine, with retries. An
