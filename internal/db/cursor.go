@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"strings"
@@ -13,20 +14,20 @@ import (
 )
 
 // reader is SQLite's Reader: one read-only transaction, each part a cursor
-// over its rows.
+// over its rows. The log is one ordered read of the log table, joined to the
+// rows its events introduced; the contents of files are read as the events
+// that name them come.
 type reader struct {
 	ctx     context.Context
 	tx      *sql.Tx
 	sid     int64
+	created int64
 	session *Session
-	// agents holds each agent's system prompt and tools, which its calls
-	// receive and which are stored once, with the agent.
-	agents map[string]agentDefaults
-}
-
-type agentDefaults struct {
-	systemPrompt string
-	tools        []trace.ToolCost
+	// agents holds each agent's row, which its calls' system prompt and
+	// tools and its agent.started are read from; ids, the agents by
+	// number, as the log names them. Each is read once, when needed.
+	agents map[string]*agentRow
+	ids    []string
 }
 
 var _ Reader = (*reader)(nil)
@@ -49,21 +50,16 @@ func (db *DB) Read(ctx context.Context, id string, fn func(Reader) error) error 
 	return fn(r)
 }
 
-// readerColumns are the session's columns but for its scenario, which the
-// reader reads when asked (Head): it can be megabytes, and is needed once.
-var readerColumns = strings.Replace(sessionColumns, "scenario,", "x'' AS scenario,", 1)
-
 func openReader(ctx context.Context, tx *sql.Tx, id string) (*reader, error) {
 	var key int64
-	row := tx.QueryRowContext(ctx, `SELECT sid, `+readerColumns+` FROM sessions WHERE id = ?`, id)
-	s, err := scanSession(prefixScanner{row, &key})
-	if err == sql.ErrNoRows {
+	s, err := scanSession(prefixScanner{tx.QueryRowContext(ctx, `SELECT sid, `+sessionColumns+` FROM sessions WHERE id = ?`, id), &key})
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)
 	}
 	if err != nil {
 		return nil, err
 	}
-	r := &reader{ctx: ctx, tx: tx, sid: key, session: s}
+	r := &reader{ctx: ctx, tx: tx, sid: key, created: nanos(s.CreatedAt), session: s}
 	if _, err := r.scenario(); err != nil {
 		return nil, err
 	}
@@ -72,13 +68,21 @@ func openReader(ctx context.Context, tx *sql.Tx, id string) (*reader, error) {
 
 // scenario reads the session's scenario as run.
 func (r *reader) scenario() (json.RawMessage, error) {
+	return readScenario(r.ctx, r.tx, r.sid, r.session.ID)
+}
+
+func readScenario(ctx context.Context, q querier, sid int64, id string) (json.RawMessage, error) {
 	var packed []byte
-	if err := r.tx.QueryRowContext(r.ctx, `SELECT scenario FROM sessions WHERE sid = ?`, r.sid).Scan(&packed); err != nil {
+	err := q.QueryRowContext(ctx, `SELECT scenario FROM session_scenarios WHERE sid = ?`, sid).Scan(&packed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	doc, err := unpackJSON(packed)
 	if err != nil {
-		return nil, fmt.Errorf("session %s scenario: %w", r.session.ID, err)
+		return nil, fmt.Errorf("session %s scenario: %w", id, err)
 	}
 	return doc, nil
 }
@@ -113,26 +117,27 @@ func (r *reader) Head() trace.Head {
 
 // origin is where the session came from, which its session.started says.
 func (r *reader) origin() *delegation.Origin {
-	var data string
-	if r.tx.QueryRowContext(r.ctx, `SELECT data FROM events WHERE sid = ? AND type = 'session.started' ORDER BY seq LIMIT 1`,
-		r.sid).Scan(&data) != nil {
-		return nil
+	for st, err := range r.logWhere(0, false, func(e *entry) bool { return e.code == typeCodes[delegation.EventSessionStarted] }) {
+		if err != nil {
+			return nil
+		}
+		var d struct {
+			Origin *delegation.Origin `json:"origin"`
+		}
+		if json.Unmarshal(st.Event.Data, &d) != nil {
+			return nil
+		}
+		return d.Origin
 	}
-	var d struct {
-		Origin *delegation.Origin `json:"origin"`
-	}
-	if json.Unmarshal([]byte(data), &d) != nil {
-		return nil
-	}
-	return d.Origin
+	return nil
 }
 
 // rowsOf runs a query and yields each row as scan reads it; an error is
 // yielded once, last.
-func rowsOf[T any](r *reader, scan func(*sql.Rows) (T, error), query string, args ...any) iter.Seq2[T, error] {
+func rowsOf[T any](ctx context.Context, q querier, scan func(*sql.Rows) (T, error), query string, args ...any) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
-		rows, err := r.tx.QueryContext(r.ctx, query, args...)
+		rows, err := q.QueryContext(ctx, query, args...)
 		if err != nil {
 			yield(zero, err)
 			return
@@ -154,326 +159,366 @@ func rowsOf[T any](r *reader, scan func(*sql.Rows) (T, error), query string, arg
 	}
 }
 
-const agentColumns = `id, name, parent_id, mode, task_call_id, status, error, invocation,
-	system_prompt, system_tokens, tools, steps, model, price`
-
-func scanAgent(rows *sql.Rows) (trace.Agent, error) {
-	var a trace.Agent
-	var parent, mode, task sql.NullString
-	var tools string
-	var price sql.NullString
-	if err := rows.Scan(&a.ID, &a.Name, &parent, &mode, &task, &a.Status, &a.Error, &a.Invocation,
-		&a.SystemPrompt, &a.SystemTokens, &tools, &a.Steps, &a.Model, &price); err != nil {
-		return a, err
-	}
-	if price.Valid {
-		a.Price = &delegation.Price{}
-		if err := json.Unmarshal([]byte(price.String), a.Price); err != nil {
-			return a, fmt.Errorf("agent %s price: %w", a.ID, err)
-		}
-	}
-	a.ParentID, a.Mode, a.TaskCallID = strPtr(parent), strPtr(mode), strPtr(task)
-	if err := json.Unmarshal([]byte(tools), &a.Tools); err != nil {
-		return a, fmt.Errorf("agent %s tools: %w", a.ID, err)
-	}
-	return a, nil
-}
-
 // Agents yields the session's agents in the order they started.
 func (r *reader) Agents() iter.Seq2[trace.Agent, error] {
-	return rowsOf(r, scanAgent, `SELECT `+agentColumns+` FROM agents WHERE sid = ? ORDER BY seq`, r.sid)
+	return rowsOf(r.ctx, r.tx, func(rows *sql.Rows) (trace.Agent, error) {
+		a, err := scanAgentRow(rows)
+		return a.Agent, err
+	}, `SELECT `+agentColumns+` FROM agents WHERE sid = ? ORDER BY seq`, r.sid)
 }
 
-const messageColumns = `id, agent_id, role, content, tool_calls, tool_call_id, is_error, tokens, kind, reasoning`
+func scanMessageRow(rows *sql.Rows) (trace.Message, error) {
+	m, err := scanMessage(rows)
+	return m.Message, err
+}
 
-func scanMessage(rows *sql.Rows, extra ...any) (trace.Message, error) {
-	var m trace.Message
-	var calls, callID sql.NullString
-	dest := append([]any{&m.ID, &m.AgentID, &m.Role, &m.Content, &calls, &callID, &m.IsError, &m.Tokens, &m.Kind, &m.Reasoning}, extra...)
-	if err := rows.Scan(dest...); err != nil {
-		return m, err
-	}
-	m.ToolCalls = []trace.ToolCall{}
-	if calls.Valid {
-		if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
-			return m, fmt.Errorf("message %s tool calls: %w", m.ID, err)
+// Messages yields the session's messages in the order they were added:
+// their message.added events' order.
+func (r *reader) Messages() iter.Seq2[trace.Message, error] {
+	return func(yield func(trace.Message, error) bool) {
+		added := typeCodes[delegation.EventMessageAdded]
+		for st, err := range r.logWhere(0, true, func(e *entry) bool { return e.code == added }) {
+			if err == nil && st.Message == nil {
+				err = fmt.Errorf("event %d: message.added without its message", st.Event.Seq)
+			}
+			if err != nil {
+				yield(trace.Message{}, err)
+				return
+			}
+			if !yield(*st.Message, nil) {
+				return
+			}
 		}
 	}
-	m.ToolCallID = strPtr(callID)
-	return m, nil
-}
-
-func scanMessageRow(rows *sql.Rows) (trace.Message, error) { return scanMessage(rows) }
-
-// Messages yields the session's messages in the order they were added.
-func (r *reader) Messages() iter.Seq2[trace.Message, error] {
-	return rowsOf(r, scanMessageRow, `SELECT `+messageColumns+` FROM messages WHERE sid = ? ORDER BY seq`, r.sid)
 }
 
 // Backward yields messages to-1 down to from of an agent's message list,
 // newest first.
 func (r *reader) Backward(agentID string, from, to int) iter.Seq2[trace.Message, error] {
-	return rowsOf(r, scanMessageRow, `SELECT `+messageColumns+` FROM messages
-		WHERE sid = ? AND agent_id = ? AND idx >= ? AND idx < ? ORDER BY idx DESC`, r.sid, agentID, from, to)
+	return rowsOf(r.ctx, r.tx, scanMessageRow, `SELECT `+messageColumns+` FROM messages m
+		WHERE m.sid = ? AND m.agent_id = ? AND m.idx >= ? AND m.idx < ? ORDER BY m.idx DESC`, r.sid, agentID, from, to)
 }
 
-const callColumns = `id, agent_id, idx, purpose, context, system_tokens, tool_tokens,
-	message_tokens, inherited_tokens, input_tokens, output_message_id, duration_ms, error, usage, at,
-	cached_prefix_tokens, cost`
-
-// scanCall reads a model call row; its system prompt and tools are its
-// agent's, filled in by the caller.
-func scanCall(rows *sql.Rows, extra ...any) (trace.ModelCall, error) {
-	var c trace.ModelCall
-	var ctxJSON string
-	var out, usage, cost sql.NullString
-	var at int64
-	dest := append([]any{&c.ID, &c.AgentID, &c.Index, &c.Purpose, &ctxJSON, &c.SystemTokens, &c.ToolTokens,
-		&c.MessageTokens, &c.InheritedTokens, &c.InputTokens, &out, &c.DurationMS, &c.Error, &usage, &at,
-		&c.CachedPrefixTokens, &cost}, extra...)
-	if err := rows.Scan(dest...); err != nil {
-		return c, err
-	}
-	var err error
-	if c.Context, err = unpackRanges(ctxJSON); err != nil {
-		return c, fmt.Errorf("model call %s context: %w", c.ID, err)
-	}
-	if err := callJSON(&c, usage, cost); err != nil {
-		return c, err
-	}
-	c.OutputMessageID, c.StartedAt = strPtr(out), fromNanos(at)
-	return c, nil
-}
-
-// defaults loads each agent's system prompt and tools, once.
-func (r *reader) defaults() (map[string]agentDefaults, error) {
+// agentRows loads each agent's row, once.
+func (r *reader) agentRows() (map[string]*agentRow, error) {
 	if r.agents != nil {
 		return r.agents, nil
 	}
-	out := map[string]agentDefaults{}
-	for a, err := range r.Agents() {
+	out := map[string]*agentRow{}
+	for a, err := range rowsOf(r.ctx, r.tx, func(rows *sql.Rows) (agentRow, error) { return scanAgentRow(rows) },
+		`SELECT `+agentColumns+` FROM agents WHERE sid = ?`, r.sid) {
 		if err != nil {
 			return nil, err
 		}
-		out[a.ID] = agentDefaults{systemPrompt: a.SystemPrompt, tools: a.Tools}
+		out[a.ID] = &a
 	}
 	r.agents = out
 	return out, nil
 }
 
+// withDefaults gives a call its agent's system prompt and tools, which it
+// received and which are stored once, with the agent.
 func (r *reader) withDefaults(c *trace.ModelCall) error {
-	agents, err := r.defaults()
+	agents, err := r.agentRows()
 	if err != nil {
 		return err
 	}
 	if a, ok := agents[c.AgentID]; ok {
-		c.SystemPrompt, c.Tools = a.systemPrompt, a.tools
+		c.SystemPrompt, c.Tools = a.SystemPrompt, a.Tools
 	}
 	return nil
 }
 
 // ModelCalls yields the session's model calls in the order they started.
 func (r *reader) ModelCalls() iter.Seq2[trace.ModelCall, error] {
-	scan := func(rows *sql.Rows) (trace.ModelCall, error) {
-		c, err := scanCall(rows)
-		if err == nil {
-			err = r.withDefaults(&c)
-		}
-		return c, err
-	}
 	return func(yield func(trace.ModelCall, error) bool) {
-		if _, err := r.defaults(); err != nil {
+		if _, err := r.agentRows(); err != nil {
 			yield(trace.ModelCall{}, err)
 			return
 		}
-		rowsOf(r, scan, `SELECT `+callColumns+` FROM model_calls WHERE sid = ? ORDER BY seq`, r.sid)(yield)
+		rowsOf(r.ctx, r.tx, func(rows *sql.Rows) (trace.ModelCall, error) {
+			c, err := scanCall(rows, r.created)
+			if err == nil {
+				err = r.withDefaults(&c.ModelCall)
+			}
+			return c.ModelCall, err
+		}, `SELECT `+callColumns+` FROM model_calls c INDEXED BY model_calls_step WHERE c.sid = ? ORDER BY c.n`, r.sid)(yield)
 	}
 }
 
-// Files yields the main agent's files, in path order.
+// Files yields the main agent's files, in path order, each whole.
 func (r *reader) Files() iter.Seq2[trace.File, error] {
-	return rowsOf(r, func(rows *sql.Rows) (trace.File, error) {
-		var f trace.File
-		err := rows.Scan(&f.Path, &f.Content)
-		return f, err
-	}, `SELECT path, content FROM files WHERE sid = ? ORDER BY path`, r.sid)
-}
-
-// Events yields the session's log as the trace writes it: the events table
-// merged, by seq, with the events read back from message and model-call
-// rows, which refer to their row by id.
-func (r *reader) Events() iter.Seq2[delegation.Event, error] {
-	return func(yield func(delegation.Event, error) bool) {
-		for sp, err := range r.log(0, false) {
-			if !yield(sp.Event, err) || err != nil {
+	type row struct {
+		path string
+		n    int64
+	}
+	return func(yield func(trace.File, error) bool) {
+		for f, err := range rowsOf(r.ctx, r.tx, func(rows *sql.Rows) (row, error) {
+			var f row
+			err := rows.Scan(&f.path, &f.n)
+			return f, err
+		}, `SELECT path, content FROM files WHERE sid = ? AND agent_id = ? ORDER BY path`, r.sid, trace.MainAgent) {
+			if err != nil {
+				yield(trace.File{}, err)
+				return
+			}
+			text, err := fullContent(r.ctx, r.tx, r.sid, f.n)
+			if !yield(trace.File{Path: f.path, Content: text}, err) || err != nil {
 				return
 			}
 		}
 	}
 }
 
-// Log yields the session's log, each event with what it introduced, as
-// trace.SplitEvent splits it: message.added with its message, model.started
-// with its call (its agent's system prompt and tools included),
-// model.finished with what it added to the call.
-func (r *reader) Log() iter.Seq2[trace.Step, error] { return r.log(0, true) }
-
-// A log source is one of the four cursors the log is merged from.
-type logSource int
-
-const (
-	fromEvents logSource = iota
-	fromMessages
-	fromCallsStarted
-	fromCallsFinished
-)
-
-// cursor is one open query of the log's merge, with its current row.
-type cursor struct {
-	src  logSource
-	rows *sql.Rows
-	cur  trace.Step
-	ok   bool
+// Events yields the session's log as the trace writes it: events that
+// introduced a message or a model call refer to it by id.
+func (r *reader) Events() iter.Seq2[delegation.Event, error] {
+	return func(yield func(delegation.Event, error) bool) {
+		for st, err := range r.log(0, false) {
+			if !yield(st.Event, err) || err != nil {
+				return
+			}
+		}
+	}
 }
 
-// log merges, by seq, the four cursors a session's log is read from: the
-// events table, and message.added, model.started and model.finished read
-// back from their rows. whole reads each row whole (the message, the call);
-// otherwise only what the event refers to it by.
+// Log yields the session's log, each event a step with what it introduced
+// and its data read: message.added with its message, model.started with
+// its call (its agent's system prompt and tools included), model.finished
+// with what it added to the call.
+func (r *reader) Log() iter.Seq2[trace.Step, error] { return r.log(0, true) }
+
+// log yields the log after a seq. whole reads what each event introduced
+// and decodes its data (a step); otherwise only the event, as the trace
+// writes it.
 func (r *reader) log(after int64, whole bool) iter.Seq2[trace.Step, error] {
+	return r.logWhere(after, whole, nil)
+}
+
+// agentIDs are the session's agents by number, as the log names them.
+func (r *reader) agentIDs() ([]string, error) {
+	if r.ids != nil {
+		return r.ids, nil
+	}
+	ids := []string{}
+	for id, err := range rowsOf(r.ctx, r.tx, func(rows *sql.Rows) (string, error) {
+		var id string
+		err := rows.Scan(&id)
+		return id, err
+	}, `SELECT id FROM agents WHERE sid = ? ORDER BY n`, r.sid) {
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	r.ids = ids
+	return ids, nil
+}
+
+// logWhere is log of the events keep takes (nil: all).
+func (r *reader) logWhere(after int64, whole bool, keep func(*entry) bool) iter.Seq2[trace.Step, error] {
 	return func(yield func(trace.Step, error) bool) {
 		if whole {
-			if _, err := r.defaults(); err != nil {
+			if _, err := r.agentRows(); err != nil {
 				yield(trace.Step{}, err)
 				return
 			}
 		}
-		queries := [...]string{
-			fromEvents:       `SELECT seq, type, agent_id, at, data FROM events WHERE sid = ? AND seq > ? ORDER BY seq`,
-			fromMessages:     `SELECT seq, agent_id, at, idx, id FROM messages WHERE sid = ? AND seq > ? ORDER BY seq`,
-			fromCallsStarted: `SELECT seq, agent_id, at, id FROM model_calls WHERE sid = ? AND seq > ? ORDER BY seq`,
-			fromCallsFinished: `SELECT finished_seq, agent_id, finished_at, id, output_message_id, duration_ms, error, usage, cost
-				FROM model_calls WHERE sid = ? AND finished_seq > ? ORDER BY finished_seq`,
-		}
-		if whole {
-			queries[fromMessages] = `SELECT ` + messageColumns + `, seq, at, idx FROM messages WHERE sid = ? AND seq > ? ORDER BY seq`
-			queries[fromCallsStarted] = `SELECT ` + callColumns + `, seq FROM model_calls WHERE sid = ? AND seq > ? ORDER BY seq`
-		}
-		var cursors []*cursor
-		defer func() {
-			for _, c := range cursors {
-				c.rows.Close()
-			}
-		}()
-		for src, q := range queries {
-			rows, err := r.tx.QueryContext(r.ctx, q, r.sid, after)
+		for b, err := range blocks(r.ctx, r.tx, r.sid, after, r.agentIDs) {
 			if err != nil {
 				yield(trace.Step{}, err)
 				return
 			}
-			c := &cursor{src: logSource(src), rows: rows}
-			cursors = append(cursors, c)
-			if err := r.advance(c, whole); err != nil {
-				yield(trace.Step{}, err)
-				return
-			}
-		}
-		for {
-			var next *cursor
-			for _, c := range cursors {
-				if c.ok && (next == nil || c.cur.Event.Seq < next.cur.Event.Seq) {
-					next = c
+			var todo []int
+			for i := range b.entries {
+				if b.first+int64(i) > after && (keep == nil || keep(&b.entries[i])) {
+					todo = append(todo, i)
 				}
 			}
-			if next == nil {
+			rows, err := r.resolve(b, todo, whole)
+			if err != nil {
+				yield(trace.Step{}, fmt.Errorf("read the log: %w", err))
 				return
 			}
-			if !yield(next.cur, nil) {
-				return
-			}
-			if err := r.advance(next, whole); err != nil {
-				yield(trace.Step{}, err)
-				return
+			for _, i := range todo {
+				st, err := r.step(b.first+int64(i), &b.entries[i], rows, whole)
+				if err != nil {
+					yield(st, fmt.Errorf("read the log: %w", err))
+					return
+				}
+				if !yield(st, nil) {
+					return
+				}
 			}
 		}
 	}
 }
 
-// advance reads a cursor's next row into its current split.
-func (r *reader) advance(c *cursor, whole bool) error {
-	if !c.rows.Next() {
-		c.ok = false
-		if err := c.rows.Err(); err != nil {
-			return fmt.Errorf("read the log: %w", err)
+// resolved are the rows a block's events restate.
+type resolved struct {
+	msgs  map[place]*Message
+	calls map[place]*callRow
+}
+
+// resolve reads, a few queries a block, the rows its events restate: the
+// messages message.added introduced and tool events are of, the calls of
+// model.* (whole only).
+func (r *reader) resolve(b block, todo []int, whole bool) (*resolved, error) {
+	msgs, calls := map[string][]any{}, map[string][]any{}
+	for _, i := range todo {
+		e := &b.entries[i]
+		if !e.hasRef {
+			continue
 		}
-		return nil
+		switch e.code {
+		case typeCodes[delegation.EventToolStarted], typeCodes[delegation.EventToolFinished]:
+			msgs[e.agent] = append(msgs[e.agent], e.ref)
+		case typeCodes[delegation.EventMessageAdded]:
+			if whole {
+				msgs[e.agent] = append(msgs[e.agent], e.ref)
+			}
+		case typeCodes[delegation.EventModelStarted], typeCodes[delegation.EventModelFinished]:
+			if whole {
+				calls[e.agent] = append(calls[e.agent], e.ref)
+			}
+		}
 	}
-	var sp trace.Step
-	ev := &sp.Event
-	var agent sql.NullString
-	var at int64
+	out := &resolved{msgs: map[place]*Message{}, calls: map[place]*callRow{}}
+	for agent, idxs := range msgs {
+		rows, err := r.tx.QueryContext(r.ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.sid = ? AND m.agent_id = ? AND m.idx IN (`+
+			placeholders(len(idxs))+`)`, append([]any{r.sid, agent}, idxs...)...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			m, err := scanMessage(rows)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out.msgs[place{agent, m.Index}] = &m
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	for agent, idxs := range calls {
+		rows, err := r.tx.QueryContext(r.ctx, `SELECT `+callColumns+` FROM model_calls c WHERE c.sid = ? AND c.agent_id = ? AND c.idx IN (`+
+			placeholders(len(idxs))+`)`, append([]any{r.sid, agent}, idxs...)...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			c, err := scanCall(rows, r.created)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out.calls[place{agent, c.Index}] = &c
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// step reads one event of the log back.
+func (r *reader) step(seq int64, e *entry, rows *resolved, whole bool) (trace.Step, error) {
+	var st trace.Step
+	ev := &st.Event
+	ev.Seq, ev.AgentID, ev.At = seq, e.agent, fromNanos(r.created+e.at)
+	if e.code == 0 {
+		ev.Type = delegation.EventType(e.name)
+	} else if t, ok := codeTypes[e.code]; ok {
+		ev.Type = t
+	} else {
+		return st, fmt.Errorf("event %d: unknown type code %d", seq, e.code)
+	}
+	if !e.hasRef {
+		// Kept as the trace writes it.
+		ev.Data = json.RawMessage(e.data)
+		if !whole {
+			return st, nil
+		}
+		return trace.StepOf(*ev)
+	}
+	idx := int(e.ref)
 	var err error
-	switch c.src {
-	case fromEvents:
-		var typ, data string
-		if err = c.rows.Scan(&ev.Seq, &typ, &agent, &at, &data); err == nil {
-			ev.Type, ev.Data = delegation.EventType(typ), json.RawMessage(data)
+	switch ev.Type {
+	case delegation.EventMessageAdded:
+		id := messageID(ev.AgentID, idx)
+		if e.hasData {
+			id = string(e.data)
 		}
-	case fromMessages:
-		ev.Type = delegation.EventMessageAdded
-		if whole {
-			var m trace.Message
-			if m, err = scanMessage(c.rows, &ev.Seq, &at, &sp.Index); err == nil {
-				sp.Message = &m
-				agent = sql.NullString{String: m.AgentID, Valid: true}
-				ev.Data = trace.MessageAddedData(sp.Index, m.ID)
-			}
-		} else {
-			var id string
-			if err = c.rows.Scan(&ev.Seq, &agent, &at, &sp.Index, &id); err == nil {
-				ev.Data = trace.MessageAddedData(sp.Index, id)
-			}
+		ev.Data = trace.MessageAddedData(idx, id)
+		if !whole {
+			return st, nil
 		}
-	case fromCallsStarted:
-		ev.Type = delegation.EventModelStarted
-		if whole {
-			var call trace.ModelCall
-			if call, err = scanCall(c.rows, &ev.Seq); err == nil {
-				at = nanos(call.StartedAt)
-				if err = r.withDefaults(&call); err == nil {
-					sp.Call = &call
-					agent = sql.NullString{String: call.AgentID, Valid: true}
-					ev.Data = trace.ModelCallData(call.ID)
-				}
-			}
-		} else {
-			var id string
-			if err = c.rows.Scan(&ev.Seq, &agent, &at, &id); err == nil {
-				ev.Data = trace.ModelCallData(id)
-			}
+		m := rows.msgs[place{ev.AgentID, idx}]
+		if m == nil {
+			return st, fmt.Errorf("event %d: no message %d of %s", seq, idx, ev.AgentID)
 		}
-	case fromCallsFinished:
-		ev.Type = delegation.EventModelFinished
-		f := &delegation.ModelFinished{}
-		var out, usage, cost sql.NullString
-		if err = c.rows.Scan(&ev.Seq, &agent, &at, &f.ModelCallID, &out, &f.DurationMS, &f.Error, &usage, &cost); err == nil {
-			f.OutputMessageID = out.String
-			var call trace.ModelCall
-			err = callJSON(&call, usage, cost)
-			f.Usage, f.Cost = call.Usage, call.Cost
-			sp.Finished = f
-			ev.Data = trace.ModelCallData(f.ModelCallID)
+		msg := m.Message
+		return trace.Introduced(*ev, idx, &msg, nil, nil), nil
+	case delegation.EventModelStarted, delegation.EventModelFinished:
+		id := callID(ev.AgentID, idx)
+		if e.hasData {
+			id = string(e.data)
 		}
+		ev.Data = trace.ModelCallData(id)
+		if !whole {
+			return st, nil
+		}
+		c := rows.calls[place{ev.AgentID, idx}]
+		if c == nil {
+			return st, fmt.Errorf("event %d: no model call %d of %s", seq, idx, ev.AgentID)
+		}
+		call := c.ModelCall
+		if ev.Type == delegation.EventModelFinished {
+			return trace.Introduced(*ev, 0, nil, nil, call.Finished()), nil
+		}
+		if err := r.withDefaults(&call); err != nil {
+			return st, err
+		}
+		return trace.Introduced(*ev, 0, nil, &call, nil), nil
+	case delegation.EventToolStarted, delegation.EventToolFinished:
+		m := rows.msgs[place{ev.AgentID, idx}]
+		if m == nil {
+			return st, fmt.Errorf("event %d: no message %d of %s", seq, idx, ev.AgentID)
+		}
+		ev.Data, err = unpackTool(ev.Type, m.ToolCalls, e.data)
+	case delegation.EventAgentStarted:
+		agents, aerr := r.agentRows()
+		if aerr != nil {
+			return st, aerr
+		}
+		a := agents[ev.AgentID]
+		if a == nil {
+			return st, fmt.Errorf("event %d: no agent %s", seq, ev.AgentID)
+		}
+		ev.Data, err = unpackAgentStarted(a)
+	case delegation.EventSessionStarted:
+		ev.Data, err = unpackSessionStarted(e.data, r.content)
+	case delegation.EventFilesChanged:
+		ev.Data, err = unpackFilesChanged(e.data, r.content)
+	default:
+		err = fmt.Errorf("a %s event restates no row", ev.Type)
 	}
 	if err != nil {
-		return fmt.Errorf("read the log: %w", err)
+		return st, fmt.Errorf("event %d (%s): %w", seq, ev.Type, err)
 	}
-	ev.AgentID, ev.At = agent.String, fromNanos(at)
-	if c.src == fromEvents {
-		if sp, err = trace.StepOf(*ev); err != nil {
-			return fmt.Errorf("read the log: %w", err)
-		}
+	if !whole {
+		return st, nil
 	}
-	c.cur, c.ok = sp, true
-	return nil
+	return trace.StepOf(*ev)
 }
+
+// content reads a file content of the session whole.
+func (r *reader) content(n int64) (string, error) { return fullContent(r.ctx, r.tx, r.sid, n) }

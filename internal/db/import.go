@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -11,79 +10,111 @@ import (
 )
 
 // Import stores a trace checked by trace.Parse as a new session with id,
-// in one transaction: all of it or nothing. A session that was running when
-// it was exported is stored as interrupted: nothing runs it here.
-func (db *DB) Import(ctx context.Context, id string, t *trace.Trace, pos *trace.Positions) error {
+// in one transaction: all of it or nothing. Its log is appended as a live
+// session's is (appendSteps), each event with what it introduced; then what
+// the trace says that its log does not is written: the main agent's files
+// at the end (its files section) and, for a log that never ended, the
+// session's and its agents' statuses. A session that was running when it
+// was exported is stored as interrupted: nothing runs it here.
+func (db *DB) Import(ctx context.Context, id string, t *trace.Trace) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		s := &Session{ID: id, Name: t.Session.Name, Title: t.Session.Title, Prompt: t.Session.Prompt,
+			Status: delegation.StatusRunning, Tokenizer: t.Session.Tokenizer, Scenario: t.Scenario, CreatedAt: t.Session.CreatedAt}
+		if _, err := createSession(ctx, tx, s); err != nil {
+			return err
+		}
+		h, err := readHead(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		a, err := newAppender(ctx, tx, h)
+		if err != nil {
+			return err
+		}
+		defer a.close()
+		for st, err := range trace.SourceOf(t).Log() {
+			if err != nil {
+				return err
+			}
+			if err := a.add(st); err != nil {
+				return err
+			}
+		}
+		if err := a.done(); err != nil {
+			return err
+		}
+		return importEnd(ctx, tx, a, t)
+	})
+	if err != nil {
+		return fmt.Errorf("import session: %w", err)
+	}
+	return nil
+}
+
+// importEnd writes what a trace says beside its log: the main agent's files
+// at the end, and the statuses of a log that did not end.
+func importEnd(ctx context.Context, tx *sql.Tx, a *appender, t *trace.Trace) error {
+	// The files the log left, against the trace's.
+	left := map[string]int64{}
+	rows, err := tx.QueryContext(ctx, `SELECT path, content FROM files WHERE sid = ? AND agent_id = ?`, a.h.sid, trace.MainAgent)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var p string
+		var n int64
+		if err := rows.Scan(&p, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		left[p] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, p := range trace.SortedPaths(t.Files) {
+		want := t.Files[p]
+		if n, ok := left[p]; ok {
+			delete(left, p)
+			if got, err := fullContent(ctx, tx, a.h.sid, n); err != nil {
+				return err
+			} else if got == want {
+				continue
+			}
+		}
+		n, err := a.files.put(trace.MainAgent, p, want, "")
+		if err != nil {
+			return err
+		}
+		if err := a.files.set(trace.MainAgent, p, n); err != nil {
+			return err
+		}
+	}
+	for p := range left {
+		if err := a.files.remove(trace.MainAgent, p); err != nil {
+			return err
+		}
+	}
+	// A log that never ended (a crash before its end was recorded) has
+	// the statuses the trace gives.
 	status := t.Session.Status
 	if status == delegation.StatusRunning {
 		status = delegation.StatusInterrupted
 	}
-	err := db.tx(ctx, func(tx *sql.Tx) error {
-		s := &Session{ID: id, Name: t.Session.Name, Title: t.Session.Title, Prompt: t.Session.Prompt, Status: status,
-			Error: t.Session.Error, Tokenizer: t.Session.Tokenizer, Scenario: t.Scenario,
-			CreatedAt: t.Session.CreatedAt, FinishedAt: t.Session.FinishedAt}
-		key, err := createSession(ctx, tx, s)
-		if err != nil {
-			return err
-		}
-		st, err := prepare(ctx, tx)
-		if err != nil {
-			return err
-		}
-		defer st.close()
-		var tokens int
-		for _, a := range t.Agents {
-			tools, _ := json.Marshal(a.Tools)
-			if _, err := tx.ExecContext(ctx, `INSERT INTO agents (sid, id, seq, name, parent_id, mode, task_call_id,
-				status, error, invocation, system_prompt, system_tokens, tools, steps, model, price) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				key, a.ID, pos.AgentSeq[a.ID], a.Name, nullString(a.ParentID), nullString(a.Mode), nullString(a.TaskCallID),
-				a.Status, a.Error, a.Invocation, a.SystemPrompt, a.SystemTokens, string(tools), a.Steps, a.Model, jsonOrNull(a.Price)); err != nil {
-				return fmt.Errorf("agent %s: %w", a.ID, err)
-			}
-		}
-		for i := range t.Messages {
-			m := &t.Messages[i]
-			at := pos.Message[m.ID]
-			if err := insertMessage(ctx, st.message, key, at.Seq, at.At, pos.MessageIndex[m.ID], m); err != nil {
-				return err
-			}
-		}
-		for i := range t.ModelCalls {
-			c := &t.ModelCalls[i]
-			start := pos.Call[c.ID]
-			if err := insertCall(ctx, st.call, key, start.Seq, start.At, c); err != nil {
-				return err
-			}
-			if fin, ok := pos.CallFinished[c.ID]; ok {
-				out := ""
-				if c.OutputMessageID != nil {
-					out = *c.OutputMessageID
-				}
-				if err := finishCall(ctx, st.finish, key, c.ID, fin.Seq, fin.At, out, c.DurationMS, c.Error, c.Usage, c.Cost); err != nil {
-					return err
-				}
-			}
-			tokens += c.InputTokens
-		}
-		var last int64
-		for _, ev := range t.Events {
-			last = ev.Seq
-			if derived(ev.Type) {
-				continue
-			}
-			if _, err := st.event.ExecContext(ctx, key, ev.Seq, string(ev.Type), nullString(&ev.AgentID), nanos(ev.At), string(ev.Data)); err != nil {
-				return fmt.Errorf("event %d: %w", ev.Seq, err)
-			}
-		}
-		if err := replaceFiles(ctx, tx, key, t.Files); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE sessions SET last_seq = ?, agents = ?, model_calls = ?, input_tokens = ? WHERE sid = ?`,
-			last, len(t.Agents), len(t.ModelCalls), tokens, key)
+	var finished any
+	if t.Session.FinishedAt != nil {
+		finished = nanos(*t.Session.FinishedAt)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET status = ?, error = ?, finished_at = coalesce(finished_at, ?)
+		WHERE sid = ? AND status = 'running'`, status, t.Session.Error, finished, a.h.sid); err != nil {
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("import session: %w", err)
+	}
+	for _, ag := range t.Agents {
+		if _, err := tx.ExecContext(ctx, `UPDATE agents SET status = ?, error = ?, steps = ? WHERE sid = ? AND id = ?
+			AND (status <> ? OR error <> ? OR steps <> ?)`, ag.Status, ag.Error, ag.Steps, a.h.sid, ag.ID, ag.Status, ag.Error, ag.Steps); err != nil {
+			return err
+		}
 	}
 	return nil
 }

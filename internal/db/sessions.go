@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
 )
 
 // Session is a stored session's summary.
@@ -58,14 +59,20 @@ func createSession(ctx context.Context, tx *sql.Tx, s *Session) (int64, error) {
 		lease = nanos(s.LeaseUntil)
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO sessions
-		(id, name, title, prompt, status, error, tokenizer, scenario, created_at, finished_at, owner, lease_until)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.Name, s.Title, s.Prompt, s.Status, s.Error, s.Tokenizer, packJSON(s.Scenario), nanos(s.CreatedAt), finished,
-		s.Owner, lease)
+		(id, name, title, prompt, status, error, tokenizer, created_at, finished_at, owner, lease_until)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.Name, s.Title, s.Prompt, s.Status, s.Error, s.Tokenizer, nanos(s.CreatedAt), finished, s.Owner, lease)
 	if err != nil {
 		return 0, fmt.Errorf("create session %s: %w", s.ID, err)
 	}
-	return res.LastInsertId()
+	key, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO session_scenarios (sid, scenario) VALUES (?, ?)`, key, packJSON(s.Scenario)); err != nil {
+		return 0, fmt.Errorf("create session %s: %w", s.ID, err)
+	}
+	return key, nil
 }
 
 // sid finds a session's integer key.
@@ -80,29 +87,30 @@ func sid(ctx context.Context, q interface {
 	return n, err
 }
 
-const sessionColumns = `id, name, title, prompt, status, error, tokenizer, scenario, created_at, finished_at,
+// sessionColumns are a session's row; its scenario is in a table of its
+// own (readScenario). summaryColumns are what a list shows: not the prompt
+// either, which can be long.
+const (
+	sessionColumns = `id, name, title, prompt, status, error, tokenizer, created_at, finished_at,
 	last_seq, agents, model_calls, input_tokens, owner, lease_until`
+	summaryColumns = `id, name, title, '', status, error, tokenizer, created_at, finished_at,
+	last_seq, agents, model_calls, input_tokens, owner, lease_until`
+)
 
 type scanner interface{ Scan(...any) error }
 
 func scanSession(row scanner) (*Session, error) {
 	var s Session
-	var scen []byte
 	var created int64
 	var finished sql.NullInt64
 	var lease int64
-	if err := row.Scan(&s.ID, &s.Name, &s.Title, &s.Prompt, &s.Status, &s.Error, &s.Tokenizer, &scen,
+	if err := row.Scan(&s.ID, &s.Name, &s.Title, &s.Prompt, &s.Status, &s.Error, &s.Tokenizer,
 		&created, &finished, &s.LastSeq, &s.Agents, &s.ModelCalls, &s.InputTokens, &s.Owner, &lease); err != nil {
 		return nil, err
 	}
 	if lease != 0 {
 		s.LeaseUntil = fromNanos(lease)
 	}
-	doc, err := unpackJSON(scen)
-	if err != nil {
-		return nil, fmt.Errorf("session %s scenario: %w", s.ID, err)
-	}
-	s.Scenario = json.RawMessage(doc)
 	s.CreatedAt = fromNanos(created)
 	if finished.Valid {
 		t := fromNanos(finished.Int64)
@@ -111,11 +119,21 @@ func scanSession(row scanner) (*Session, error) {
 	return &s, nil
 }
 
-// Session returns a stored session; a missing one is an ENOTFOUND error.
+// Session returns a stored session with its scenario; a missing one is an
+// ENOTFOUND error.
 func (db *DB) Session(ctx context.Context, id string) (*Session, error) {
-	s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	var key int64
+	s, err := scanSession(prefixScanner{tx.QueryRowContext(ctx, `SELECT sid, `+sessionColumns+` FROM sessions WHERE id = ?`, id), &key})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)
+	}
+	if err == nil {
+		s.Scenario, err = readScenario(ctx, tx, key, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read session %s: %w", id, err)
@@ -123,12 +141,13 @@ func (db *DB) Session(ctx context.Context, id string) (*Session, error) {
 	return s, nil
 }
 
-// Sessions lists sessions, newest first, at most limit (0: all).
+// Sessions lists sessions, newest first, at most limit (0: all): their
+// summary columns only, not their prompts and scenarios.
 func (db *DB) Sessions(ctx context.Context, limit int) ([]Session, error) {
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions ORDER BY created_at DESC, id LIMIT ?`, limit)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+summaryColumns+` FROM sessions ORDER BY created_at DESC, id LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -232,7 +251,7 @@ func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired
 			return nil
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT a.id, (SELECT COUNT(*) FROM model_calls c
-			WHERE c.sid = a.sid AND c.agent_id = a.id AND c.purpose <> 'summary')
+			WHERE c.sid = a.sid AND c.agent_id = a.id AND c.purpose <> 2)
 			FROM agents a WHERE a.sid = ? AND a.status = 'running' ORDER BY a.seq DESC`, key)
 		if err != nil {
 			return err
@@ -256,13 +275,26 @@ func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired
 		last++
 		events = append(events, delegation.Event{Seq: last, Type: delegation.EventSessionFinished, At: now,
 			Payload: delegation.SessionFinished{Status: status, Error: reason}})
-		for i := range events {
-			if err := events[i].Encode(); err != nil {
+		ended = true
+		h, err := readHead(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		a, err := newAppender(ctx, tx, h)
+		if err != nil {
+			return err
+		}
+		defer a.close()
+		for _, ev := range events {
+			st, err := trace.StepOf(ev)
+			if err != nil {
+				return err
+			}
+			if err := a.add(st); err != nil {
 				return err
 			}
 		}
-		ended = true
-		return appendEvents(ctx, tx, key, events)
+		return a.done()
 	})
 	return ended, err
 }

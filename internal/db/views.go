@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -82,6 +81,7 @@ type pageReader struct {
 	pool    *sql.DB
 	tx      *sql.Tx
 	sid     int64
+	created int64
 	session *Session
 }
 
@@ -120,7 +120,7 @@ func (db *DB) ReadPage(ctx context.Context, id string) (PageReader, error) {
 		tx.Rollback()
 		return nil, fmt.Errorf("read session %s: %w", id, err)
 	}
-	r.sid, r.session = key, s
+	r.sid, r.created, r.session = key, created, s
 	return r, nil
 }
 
@@ -161,44 +161,20 @@ func (db *DB) SaveView(ctx context.Context, id string, seq int64, version int, s
 	return nil
 }
 
-const pageMessageColumns = `id, agent_id, idx, role, content, tool_calls, tool_call_id, is_error, tokens, kind, reasoning`
-
-// Message is a stored message with its place in its agent's list.
-type Message struct {
-	trace.Message
-	Index int
-}
-
-func scanPageMessage(row scanner) (Message, error) {
-	var m Message
-	var calls, callID sql.NullString
-	if err := row.Scan(&m.ID, &m.AgentID, &m.Index, &m.Role, &m.Content, &calls, &callID, &m.IsError, &m.Tokens, &m.Kind, &m.Reasoning); err != nil {
-		return m, err
-	}
-	m.ToolCalls = []trace.ToolCall{}
-	if calls.Valid {
-		if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
-			return m, fmt.Errorf("message %s tool calls: %w", m.ID, err)
-		}
-	}
-	m.ToolCallID = strPtr(callID)
-	return m, nil
-}
-
 // Messages reads messages from … to-1 of an agent's list, by primary key.
 func (r *pageReader) Messages(ctx context.Context, agentID string, from, to int) ([]Message, error) {
 	if to <= from {
 		return nil, nil
 	}
-	rows, err := r.query(ctx, `SELECT `+pageMessageColumns+` FROM messages
-		WHERE sid = ? AND agent_id = ? AND idx >= ? AND idx < ? ORDER BY idx`, r.sid, agentID, from, to)
+	rows, err := r.query(ctx, `SELECT `+messageColumns+` FROM messages m
+		WHERE m.sid = ? AND m.agent_id = ? AND m.idx >= ? AND m.idx < ? ORDER BY m.idx`, r.sid, agentID, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("read messages of %s: %w", agentID, err)
 	}
 	defer rows.Close()
 	out := make([]Message, 0, to-from)
 	for rows.Next() {
-		m, err := scanPageMessage(rows)
+		m, err := scanMessage(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -209,8 +185,8 @@ func (r *pageReader) Messages(ctx context.Context, agentID string, from, to int)
 
 // MessageAt reads message idx of an agent's list; nil when there is none.
 func (r *pageReader) MessageAt(ctx context.Context, agentID string, idx int) (*Message, error) {
-	m, err := scanPageMessage(r.queryRow(ctx, `SELECT `+pageMessageColumns+` FROM messages
-		WHERE sid = ? AND agent_id = ? AND idx = ?`, r.sid, agentID, idx))
+	m, err := scanMessage(r.queryRow(ctx, `SELECT `+messageColumns+` FROM messages m
+		WHERE m.sid = ? AND m.agent_id = ? AND m.idx = ?`, r.sid, agentID, idx))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -220,27 +196,27 @@ func (r *pageReader) MessageAt(ctx context.Context, agentID string, idx int) (*M
 	return &m, nil
 }
 
-// placeOf reads an id of the engine's form, "<agent>.<index>".
-func placeOf(id string) (string, int, bool) {
-	i := strings.LastIndexByte(id, '.')
+// placeOf reads an id of the engine's form, "<agent><sep><index>".
+func placeOf(id, sep string) (string, int, bool) {
+	i := strings.LastIndex(id, sep)
 	if i <= 0 {
 		return "", 0, false
 	}
-	n, err := strconv.Atoi(id[i+1:])
+	n, err := strconv.Atoi(id[i+len(sep):])
 	return id[:i], n, err == nil && n >= 0
 }
 
 // MessageByID reads a message by its id; nil when there is none. An id of
 // the engine's form is found by its place; any other (a trace imported from
-// elsewhere) by a scan of the session's messages.
+// elsewhere) by the index of such ids.
 func (r *pageReader) MessageByID(ctx context.Context, id string) (*Message, error) {
-	if agent, idx, ok := placeOf(id); ok {
+	if agent, idx, ok := placeOf(id, "."); ok {
 		m, err := r.MessageAt(ctx, agent, idx)
 		if err != nil || (m != nil && m.ID == id) {
 			return m, err
 		}
 	}
-	m, err := scanPageMessage(r.tx.QueryRowContext(ctx, `SELECT `+pageMessageColumns+` FROM messages WHERE sid = ? AND id = ?`, r.sid, id))
+	m, err := scanMessage(r.queryRow(ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.sid = ? AND m.id = ?`, r.sid, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -259,10 +235,6 @@ type CallRow struct {
 	Output *Message
 }
 
-const pageCallColumns = `c.id, c.agent_id, c.idx, c.purpose, c.context, c.system_tokens, c.tool_tokens, c.message_tokens,
-	c.inherited_tokens, c.input_tokens, c.output_message_id, c.duration_ms, c.error, c.usage, c.at, c.seq,
-	c.cached_prefix_tokens, c.cost`
-
 func (r *pageReader) scanCalls(ctx context.Context, query string, args ...any) ([]CallRow, error) {
 	rows, err := r.query(ctx, query, args...)
 	if err != nil {
@@ -270,26 +242,12 @@ func (r *pageReader) scanCalls(ctx context.Context, query string, args ...any) (
 	}
 	var out []CallRow
 	for rows.Next() {
-		var c CallRow
-		var ctxJSON string
-		var outID, usage, cost sql.NullString
-		var at int64
-		if err := rows.Scan(&c.ID, &c.AgentID, &c.Index, &c.Purpose, &ctxJSON, &c.SystemTokens, &c.ToolTokens,
-			&c.MessageTokens, &c.InheritedTokens, &c.InputTokens, &outID, &c.DurationMS, &c.Error, &usage, &at, &c.Seq,
-			&c.CachedPrefixTokens, &cost); err != nil {
+		c, err := scanCall(rows, r.created)
+		if err != nil {
 			rows.Close()
 			return nil, err
 		}
-		if c.Context, err = unpackRanges(ctxJSON); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("model call %s context: %w", c.ID, err)
-		}
-		if err := callJSON(&c.ModelCall, usage, cost); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		c.OutputMessageID, c.StartedAt = strPtr(outID), fromNanos(at)
-		out = append(out, c)
+		out = append(out, CallRow{ModelCall: c.ModelCall, Seq: c.Seq, Step: c.Step})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -307,24 +265,14 @@ func (r *pageReader) scanCalls(ctx context.Context, query string, args ...any) (
 
 // CallsHead reads the session's first model calls, at most limit.
 func (r *pageReader) CallsHead(ctx context.Context, limit int) ([]CallRow, error) {
-	out, err := r.scanCalls(ctx, `SELECT `+pageCallColumns+` FROM model_calls c WHERE c.sid = ? ORDER BY c.seq LIMIT ?`, r.sid, limit)
-	for i := range out {
-		out[i].Step = i + 1
-	}
-	return out, err
+	return r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c INDEXED BY model_calls_step
+		WHERE c.sid = ? ORDER BY c.n LIMIT ?`, r.sid, limit)
 }
 
 // CallsTail reads the session's last model calls, at most limit, in order;
-// total is the number of calls, for their steps.
+// total is the number of calls.
 func (r *pageReader) CallsTail(ctx context.Context, limit, total int) ([]CallRow, error) {
-	out, err := r.scanCalls(ctx, `SELECT `+pageCallColumns+` FROM model_calls c WHERE c.sid = ? ORDER BY c.seq DESC LIMIT ?`, r.sid, limit)
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	for i := range out {
-		out[i].Step = total - len(out) + i + 1
-	}
-	return out, err
+	return r.CallsFrom(ctx, max(total-limit, 0)+1, total+1)
 }
 
 // CallsFrom reads the calls of steps from … to-1 (from 1), in order.
@@ -332,54 +280,77 @@ func (r *pageReader) CallsFrom(ctx context.Context, from, to int) ([]CallRow, er
 	if to <= from {
 		return nil, nil
 	}
-	// The step's seq first, from the index alone: an offset over whole
-	// rows would read every row it skips.
-	var seq int64
-	err := r.queryRow(ctx, `SELECT seq FROM model_calls INDEXED BY model_calls_seq WHERE sid = ? ORDER BY seq LIMIT 1 OFFSET ?`,
-		r.sid, from-1).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read model call %d: %w", from, err)
-	}
-	out, err := r.scanCalls(ctx, `SELECT `+pageCallColumns+` FROM model_calls c WHERE c.sid = ? AND c.seq >= ? ORDER BY c.seq LIMIT ?`,
-		r.sid, seq, to-from)
-	for i := range out {
-		out[i].Step = from + i
-	}
-	return out, err
+	return r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c INDEXED BY model_calls_step
+		WHERE c.sid = ? AND c.n >= ? AND c.n < ? ORDER BY c.n`, r.sid, from, to)
 }
 
-// Call reads a model call by id; nil when there is none. Its step is not
-// read (0).
+// Call reads a model call by id; nil when there is none.
 func (r *pageReader) Call(ctx context.Context, id string) (*CallRow, error) {
-	out, err := r.scanCalls(ctx, `SELECT `+pageCallColumns+` FROM model_calls c WHERE c.sid = ? AND c.id = ?`, r.sid, id)
-	if err != nil || len(out) == 0 {
-		return nil, err
+	if agent, idx, ok := placeOf(id, ".c"); ok {
+		out, err := r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c WHERE c.sid = ? AND c.agent_id = ? AND c.idx = ? AND c.id IS NULL`,
+			r.sid, agent, idx)
+		if err != nil || len(out) > 0 {
+			return first(out), err
+		}
 	}
-	return &out[0], nil
+	out, err := r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c WHERE c.sid = ? AND c.id = ?`, r.sid, id)
+	return first(out), err
+}
+
+func first(rows []CallRow) *CallRow {
+	if len(rows) == 0 {
+		return nil
+	}
+	return &rows[0]
 }
 
 // FirstCall reads an agent's first model call; nil when it made none.
 func (r *pageReader) FirstCall(ctx context.Context, agentID string) (*CallRow, error) {
-	out, err := r.scanCalls(ctx, `SELECT `+pageCallColumns+` FROM model_calls c INDEXED BY model_calls_agent
-		WHERE c.sid = ? AND c.agent_id = ? ORDER BY c.seq LIMIT 1`, r.sid, agentID)
-	if err != nil || len(out) == 0 {
-		return nil, err
-	}
-	return &out[0], nil
+	out, err := r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c WHERE c.sid = ? AND c.agent_id = ? ORDER BY c.idx LIMIT 1`,
+		r.sid, agentID)
+	return first(out), err
 }
 
 // LatestCall reads an agent's latest model call at or before a seq; nil
-// when it had made none.
+// when it had made none. An agent's calls are in seq order by their index,
+// so it is found by halving the index range: a few lookups by key, however
+// many calls the agent made.
 func (r *pageReader) LatestCall(ctx context.Context, agentID string, seq int64) (*CallRow, error) {
-	out, err := r.scanCalls(ctx, `SELECT `+pageCallColumns+` FROM model_calls c INDEXED BY model_calls_agent
-		WHERE c.sid = ? AND c.agent_id = ? AND c.seq <= ? ORDER BY c.seq DESC LIMIT 1`, r.sid, agentID, seq)
-	if err != nil || len(out) == 0 {
-		return nil, err
+	var last sql.NullInt64
+	if err := r.queryRow(ctx, `SELECT max(idx) FROM model_calls WHERE sid = ? AND agent_id = ?`, r.sid, agentID).Scan(&last); err != nil {
+		return nil, fmt.Errorf("read the calls of %s: %w", agentID, err)
 	}
-	return &out[0], nil
+	// The answer is the largest index whose seq is at most seq, in lo-1 … hi.
+	lo, hi := 0, int(last.Int64)
+	if !last.Valid {
+		return nil, nil
+	}
+	found := -1
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		var at int64
+		err := r.queryRow(ctx, `SELECT seq FROM model_calls WHERE sid = ? AND agent_id = ? AND idx = ?`, r.sid, agentID, mid).Scan(&at)
+		if errors.Is(err, sql.ErrNoRows) {
+			// A gap in the indexes (a trace from elsewhere): the plain way.
+			out, err := r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c
+				WHERE c.sid = ? AND c.agent_id = ? AND c.seq <= ? ORDER BY c.idx DESC LIMIT 1`, r.sid, agentID, seq)
+			return first(out), err
+		}
+		if err != nil {
+			return nil, err
+		}
+		if at <= seq {
+			found, lo = mid, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	if found < 0 {
+		return nil, nil
+	}
+	out, err := r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c WHERE c.sid = ? AND c.agent_id = ? AND c.idx = ?`,
+		r.sid, agentID, found)
+	return first(out), err
 }
 
 // File is a stored file as a list shows it: its size and the start of it.
@@ -389,43 +360,81 @@ type File struct {
 	Preview string
 }
 
+// fileColumns are a listed file: its path, its version and, when the
+// version is whole, its size and start (else contentHead reads them).
+const fileColumns = `f.path, c.n, c.base, c.size, substr(CAST(c.text AS BLOB), 1, ?)`
+
+func (r *pageReader) scanFile(ctx context.Context, row scanner, previewBytes int) (File, error) {
+	var f File
+	var n int64
+	var base sql.NullInt64
+	var pv []byte
+	if err := row.Scan(&f.Path, &n, &base, &f.Size, &pv); err != nil {
+		return f, err
+	}
+	f.Preview = string(pv)
+	if base.Valid {
+		size, head, err := contentHead(ctx, r.tx, r.sid, n, previewBytes)
+		if err != nil {
+			return f, err
+		}
+		f.Size, f.Preview = int(size), head
+	}
+	return f, nil
+}
+
 // Files reads main's files after a path (in path order), at most limit,
 // each with the first previewBytes of its content.
 func (r *pageReader) Files(ctx context.Context, after string, limit, previewBytes int) ([]File, error) {
-	rows, err := r.query(ctx, `SELECT path, length(CAST(content AS BLOB)), substr(CAST(content AS BLOB), 1, ?)
-		FROM files WHERE sid = ? AND path > ? ORDER BY path LIMIT ?`, previewBytes, r.sid, after, limit)
+	rows, err := r.query(ctx, `SELECT `+fileColumns+` FROM files f JOIN contents c ON c.sid = f.sid AND c.n = f.content
+		WHERE f.sid = ? AND f.agent_id = 'main' AND f.path > ? ORDER BY f.path LIMIT ?`, previewBytes, r.sid, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read files: %w", err)
 	}
-	defer rows.Close()
-	var out []File
+	var raw []File
+	var chained []int
 	for rows.Next() {
 		var f File
+		var n int64
+		var base sql.NullInt64
 		var pv []byte
-		if err := rows.Scan(&f.Path, &f.Size, &pv); err != nil {
+		if err := rows.Scan(&f.Path, &n, &base, &f.Size, &pv); err != nil {
+			rows.Close()
 			return nil, err
 		}
 		f.Preview = string(pv)
-		out = append(out, f)
+		if base.Valid {
+			chained = append(chained, len(raw))
+			f.Size = int(n) // the version, until read below
+		}
+		raw = append(raw, f)
 	}
-	return out, rows.Err()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, i := range chained {
+		size, head, err := contentHead(ctx, r.tx, r.sid, int64(raw[i].Size), previewBytes)
+		if err != nil {
+			return nil, err
+		}
+		raw[i].Size, raw[i].Preview = int(size), head
+	}
+	return raw, nil
 }
 
 // FilesAt reads the named files of main, those that exist, in path order.
 func (r *pageReader) FilesAt(ctx context.Context, paths []string, previewBytes int) (map[string]File, error) {
 	out := map[string]File{}
 	for _, p := range paths {
-		var f File
-		var pv []byte
-		err := r.queryRow(ctx, `SELECT path, length(CAST(content AS BLOB)), substr(CAST(content AS BLOB), 1, ?)
-			FROM files WHERE sid = ? AND path = ?`, previewBytes, r.sid, p).Scan(&f.Path, &f.Size, &pv)
+		f, err := r.scanFile(ctx, r.queryRow(ctx, `SELECT `+fileColumns+` FROM files f JOIN contents c ON c.sid = f.sid AND c.n = f.content
+			WHERE f.sid = ? AND f.agent_id = 'main' AND f.path = ?`, previewBytes, r.sid, p), previewBytes)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read file %s: %w", p, err)
 		}
-		f.Preview = string(pv)
 		out[p] = f
 	}
 	return out, nil
@@ -433,10 +442,15 @@ func (r *pageReader) FilesAt(ctx context.Context, paths []string, previewBytes i
 
 // FileContent reads one of main's files whole; ok is false when it does not exist.
 func (r *pageReader) FileContent(ctx context.Context, path string) (content string, ok bool, err error) {
-	err = r.tx.QueryRowContext(ctx, `SELECT content FROM files WHERE sid = ? AND path = ?`, r.sid, path).Scan(&content)
+	var n int64
+	err = r.tx.QueryRowContext(ctx, `SELECT content FROM files WHERE sid = ? AND agent_id = 'main' AND path = ?`, r.sid, path).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
+	if err != nil {
+		return "", false, err
+	}
+	content, err = fullContent(ctx, r.tx, r.sid, n)
 	return content, err == nil, err
 }
 
@@ -457,35 +471,14 @@ func (db *DB) EventsPage(ctx context.Context, sessionID string, after int64, lim
 		return nil, err
 	}
 	defer pr.Close()
-	r := pr.(*pageReader)
-	events, err := readLog(ctx, r.tx, r.sid, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
-	}
-	out := make([]LoggedEvent, len(events))
-	for i, ev := range events {
-		out[i].Event = ev
-		var ref trace.Ref
-		switch ev.Type {
-		case delegation.EventMessageAdded:
-			_ = json.Unmarshal(ev.Data, &ref)
-			m, err := r.MessageAt(ctx, ev.AgentID, ref.Index)
-			if err != nil {
-				return nil, err
-			}
-			if m != nil {
-				out[i].Message = &m.Message
-			}
-		case delegation.EventModelStarted:
-			_ = json.Unmarshal(ev.Data, &ref)
-			c, err := r.Call(ctx, ref.ModelCallID)
-			if err != nil {
-				return nil, err
-			}
-			if c != nil {
-				mc := c.ModelCall
-				out[i].Call = &mc
-			}
+	var out []LoggedEvent
+	for st, err := range pr.Reader(ctx).(*reader).log(after, true) {
+		if err != nil {
+			return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
+		}
+		out = append(out, LoggedEvent{Event: st.Event, Message: st.Message, Call: st.Call})
+		if limit > 0 && len(out) == limit {
+			break
 		}
 	}
 	return out, nil
@@ -494,28 +487,19 @@ func (db *DB) EventsPage(ctx context.Context, sessionID string, after int64, lim
 // Reader reads the whole session within the read: for a session whose
 // page state has to be folded from its log.
 func (r *pageReader) Reader(ctx context.Context) Reader {
-	return &reader{ctx: ctx, tx: r.tx, sid: r.sid, session: r.session}
+	return &reader{ctx: ctx, tx: r.tx, sid: r.sid, created: r.created, session: r.session}
 }
 
 // EventsOfType reads the session's stored events of one type, in order:
 // for a list of them (a received trace's spans).
 func (r *pageReader) EventsOfType(ctx context.Context, typ delegation.EventType) ([]delegation.Event, error) {
-	rows, err := r.query(ctx, `SELECT seq, agent_id, at, data FROM events WHERE sid = ? AND type = ? ORDER BY seq`, r.sid, string(typ))
-	if err != nil {
-		return nil, fmt.Errorf("read %s events: %w", typ, err)
-	}
-	defer rows.Close()
+	rd := r.Reader(ctx).(*reader)
 	var out []delegation.Event
-	for rows.Next() {
-		ev := delegation.Event{Type: typ}
-		var agent sql.NullString
-		var at int64
-		var data string
-		if err := rows.Scan(&ev.Seq, &agent, &at, &data); err != nil {
-			return nil, err
+	for st, err := range rd.logWhere(0, false, func(e *entry) bool { return e.code == typeCodes[typ] && (e.code != 0 || e.name == string(typ)) }) {
+		if err != nil {
+			return nil, fmt.Errorf("read %s events: %w", typ, err)
 		}
-		ev.AgentID, ev.At, ev.Data = agent.String, fromNanos(at), json.RawMessage(data)
-		out = append(out, ev)
+		out = append(out, st.Event)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -3,6 +3,7 @@ package delegation
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -43,20 +44,16 @@ func (e *Engine) maybeSummarize(ctx context.Context, a *agent) error {
 		return fmt.Errorf("summarize: %w", err)
 	}
 
-	filePath := "/conversation_history/" + a.info.ID + ".md"
+	filePath := HistoryPath(a.info.ID)
 	var doc strings.Builder
 	if old, ok := a.ws.files[filePath]; ok {
 		doc.WriteString(old)
 		doc.WriteString("\n")
 	}
 	a.summaries++
-	fmt.Fprintf(&doc, "# Summarization %d of agent %s\n\n", a.summaries, a.info.ID)
+	WriteHistoryHead(&doc, a.summaries, a.info.ID)
 	for _, r := range refs[:cut] {
-		fmt.Fprintf(&doc, "## %s (%s)\n\n%s\n", r.msg.Role, r.msg.ID, r.msg.Content)
-		for _, c := range r.msg.ToolCalls {
-			fmt.Fprintf(&doc, "\n→ %s %s\n", c.Name, c.Args)
-		}
-		doc.WriteString("\n")
+		WriteHistoryMessage(&doc, r.msg)
 	}
 	a.ws.write(filePath, doc.String())
 	e.emitFileChanges(a, "")
@@ -73,6 +70,28 @@ func (e *Engine) maybeSummarize(ctx context.Context, a *agent) error {
 		FilePath: filePath, FoldedMessages: cut, TokensBefore: before,
 		TokensAfter: a.systemTokens + a.toolTokens + after})
 	return nil
+}
+
+// HistoryPath is the file an agent's summarized history is written to.
+func HistoryPath(agentID string) string { return "/conversation_history/" + agentID + ".md" }
+
+// WriteHistoryHead and WriteHistoryMessage write what a summarization
+// appends to its agent's history file: a heading with its number, then each
+// folded message with its role, id, text and tool calls. When the file
+// existed, a newline separates the entry from what it held. (A store
+// writes the entry again from the messages it keeps, rather than keep it
+// twice.)
+func WriteHistoryHead(w io.Writer, n int, agentID string) {
+	fmt.Fprintf(w, "# Summarization %d of agent %s\n\n", n, agentID)
+}
+
+// WriteHistoryMessage writes one folded message of a history entry.
+func WriteHistoryMessage(w io.Writer, m *Message) {
+	fmt.Fprintf(w, "## %s (%s)\n\n%s\n", m.Role, m.ID, m.Content)
+	for _, c := range m.ToolCalls {
+		fmt.Fprintf(w, "\n→ %s %s\n", c.Name, c.Args)
+	}
+	io.WriteString(w, "\n")
 }
 
 // rawIndex is where a message of the agent's effective history stands in

@@ -753,7 +753,7 @@ func TestCloneLessonFlipToFork(t *testing.T) {
 	res, _ = s.form("/teams/"+id, "/teams/"+id+"/run", url.Values{})
 	sid := sessionID(t, res)
 	s.waitDone(sid)
-	tr, _, err := s.db.ViewTrace(context.Background(), sid)
+	tr, err := s.db.Trace(context.Background(), sid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -373,12 +373,12 @@ func (r *Runner) logger() *slog.Logger {
 // Import checks a trace document whole and stores it as a new session; it
 // returns the new id. Nothing is written when anything is wrong.
 func (r *Runner) Import(ctx context.Context, raw []byte) (string, error) {
-	t, pos, err := trace.ParseContext(ctx, raw)
+	t, _, err := trace.ParseContext(ctx, raw)
 	if err != nil {
 		return "", err
 	}
 	id := NewID()
-	if err := r.DB.Import(ctx, id, t, pos); err != nil {
+	if err := r.DB.Import(ctx, id, t); err != nil {
 		return "", err
 	}
 	// Its page state, folded once now rather than at each page.

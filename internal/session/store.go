@@ -33,7 +33,7 @@ type Store interface {
 	Recover(ctx context.Context) ([]string, error)
 	// Import stores a checked trace as a new session with id, through the
 	// same append as a live session's events, all of it or nothing.
-	Import(ctx context.Context, id string, t *trace.Trace, pos *trace.Positions) error
+	Import(ctx context.Context, id string, t *trace.Trace) error
 	// ReadPage begins a read of the rows a session's page shows.
 	ReadPage(ctx context.Context, id string) (db.PageReader, error)
 	// SaveView stores a session's page state at a seq.

@@ -65,10 +65,12 @@ type Agent struct {
 	SystemTokens int        `json:"system_tokens"`
 	Tools        []ToolCost `json:"tools"`
 	Steps        int        `json:"steps"`
-	// Model is the model its calls went to, when known; Price what its
-	// tokens cost, when known.
-	Model string            `json:"model,omitempty"`
-	Price *delegation.Price `json:"price,omitempty"`
+	// Model is the model its calls asked for, Endpoint where they went, as
+	// its agent.started says (empty for a scripted agent of no model);
+	// Price what its tokens cost, when known.
+	Model    string            `json:"model,omitempty"`
+	Endpoint string            `json:"endpoint,omitempty"`
+	Price    *delegation.Price `json:"price,omitempty"`
 }
 
 // ToolCost is a tool definition's tokens.
@@ -216,7 +218,7 @@ func (b *Builder) AddStep(st Step) error {
 			ParentID: optional(d.Agent.ParentID), Mode: optional(string(d.Agent.Mode)),
 			TaskCallID: optional(d.Agent.TaskCallID), Status: delegation.StatusRunning,
 			Invocation: d.Agent.Invocation, SystemPrompt: d.SystemPrompt,
-			SystemTokens: d.SystemTokens, Tools: d.Tools, Model: d.Model, Price: d.Price})
+			SystemTokens: d.SystemTokens, Tools: d.Tools, Model: d.Model, Endpoint: d.Endpoint, Price: d.Price})
 	case st.AgentFinished != nil:
 		d := st.AgentFinished
 		i, ok := b.agents[ev.AgentID]
@@ -281,6 +283,12 @@ func MessageAddedData(index int, messageID string) json.RawMessage {
 	return mustJSON(messageRef{Index: index, MessageID: messageID})
 }
 
+// ToolStartedData is the data of tool.started in a trace: the call's id
+// and name (its arguments are in its assistant message).
+func ToolStartedData(callID, name string) json.RawMessage {
+	return mustJSON(toolRef{ToolCallID: callID, Name: name})
+}
+
 // ModelCallData is the data of model.started and model.finished in a trace.
 func ModelCallData(callID string) json.RawMessage {
 	return mustJSON(callRef{ModelCallID: callID})
@@ -295,7 +303,8 @@ func messageOf(m *delegation.Message) Message {
 		ToolCallID: optional(m.ToolCallID), IsError: m.IsError, Tokens: m.Tokens, Kind: string(m.Kind)}
 }
 
-func (m Message) domain() *delegation.Message {
+// Domain is the message as the engine holds it.
+func (m Message) Domain() *delegation.Message {
 	out := &delegation.Message{ID: m.ID, AgentID: m.AgentID, Role: delegation.Role(m.Role), Content: m.Content,
 		Reasoning: m.Reasoning, ToolCalls: m.ToolCalls, IsError: m.IsError, Tokens: m.Tokens, Kind: delegation.Kind(m.Kind)}
 	if len(out.ToolCalls) == 0 {
@@ -391,7 +400,7 @@ func Inflate(t *Trace) ([]delegation.Event, error) {
 			if !ok {
 				return nil, fmt.Errorf("event %d: no message %q", ev.Seq, ref.MessageID)
 			}
-			ev.Payload, ev.Data = delegation.MessageAdded{Index: ref.Index, Message: m.domain()}, nil
+			ev.Payload, ev.Data = delegation.MessageAdded{Index: ref.Index, Message: m.Domain()}, nil
 		case delegation.EventModelStarted, delegation.EventModelFinished:
 			if err := json.Unmarshal(ev.Data, &ref); err != nil {
 				return nil, fmt.Errorf("event %d: %w", ev.Seq, err)

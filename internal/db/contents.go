@@ -1,0 +1,359 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+// A file's content is stored once per version (the contents table). A
+// version that extends its file's previous one — a history file that
+// summarization appends to, a log that grows — is stored as the text it
+// adds, on top of that version (base), so a file rewritten whole at every
+// step costs what it gained, not its whole length again. The files table
+// names each agent's current version of each file it changed.
+
+// appendMin is the smallest previous version a new one is stored on top
+// of: below it, a version is stored whole, which costs little and reads in
+// one row.
+const appendMin = 1024
+
+// querier is a transaction, or anything that queries like one.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// contentWriter stores contents and files within one write transaction.
+type contentWriter struct {
+	ctx  context.Context
+	q    querier
+	sid  int64
+	next int64 // the next content's number; 0 until read
+}
+
+// version is a stored content's number and whole size.
+type version struct {
+	n, size int64
+}
+
+// fileOf is an agent's current version of a file, if it has one.
+func (w *contentWriter) fileOf(agent, path string) (version, bool, error) {
+	var v version
+	err := w.q.QueryRowContext(w.ctx, `SELECT c.n, c.size FROM files f JOIN contents c ON c.sid = f.sid AND c.n = f.content
+		WHERE f.sid = ? AND f.agent_id = ? AND f.path = ?`, w.sid, agent, path).Scan(&v.n, &v.size)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, false, nil
+	}
+	return v, err == nil, err
+}
+
+// put stores text as an agent's file's content now and returns its
+// version: the one it has already (the same text written again), the one
+// of the child it came back from (from), one on top of its previous
+// version when it extends it, or a new one.
+func (w *contentWriter) put(agent, path, text, from string) (int64, error) {
+	size := int64(len(text))
+	cur, ok, err := w.fileOf(agent, path)
+	if err != nil {
+		return 0, err
+	}
+	if ok && (cur.size == size || (size > cur.size && cur.size >= appendMin)) {
+		chain, err := chainOf(w.ctx, w.q, w.sid, cur.n)
+		if err != nil {
+			return 0, err
+		}
+		old, err := fullContent(w.ctx, w.q, w.sid, cur.n)
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case old == text:
+			return cur.n, nil
+		case strings.HasPrefix(text, old) && len(chain) <= maxChain:
+			return w.insert(sql.NullInt64{Int64: cur.n, Valid: true}, size, text[len(old):])
+		}
+	}
+	if from != "" {
+		back, ok, err := w.fileOf(from, path)
+		if err != nil {
+			return 0, err
+		}
+		if ok && back.size == size {
+			if same, err := fullContent(w.ctx, w.q, w.sid, back.n); err != nil {
+				return 0, err
+			} else if same == text {
+				return back.n, nil
+			}
+		}
+	}
+	return w.insert(sql.NullInt64{}, size, text)
+}
+
+func (w *contentWriter) insert(base sql.NullInt64, size int64, text string) (int64, error) {
+	return w.insertRow(base, size, text, sql.NullString{})
+}
+
+func (w *contentWriter) insertHistory(base sql.NullInt64, size int64, spec string) (int64, error) {
+	return w.insertRow(base, size, "", sql.NullString{String: spec, Valid: true})
+}
+
+func (w *contentWriter) insertRow(base sql.NullInt64, size int64, text string, hist sql.NullString) (int64, error) {
+	if w.next == 0 {
+		if err := w.q.QueryRowContext(w.ctx, `SELECT coalesce(max(n), 0) + 1 FROM contents WHERE sid = ?`, w.sid).Scan(&w.next); err != nil {
+			return 0, err
+		}
+	}
+	n := w.next
+	if _, err := w.q.ExecContext(w.ctx, `INSERT INTO contents (sid, n, base, size, text, history) VALUES (?, ?, ?, ?, ?, ?)`,
+		w.sid, n, base, size, text, hist); err != nil {
+		return 0, fmt.Errorf("store a file's content: %w", err)
+	}
+	w.next++
+	return n, nil
+}
+
+// set makes a version an agent's file's content.
+func (w *contentWriter) set(agent, path string, n int64) error {
+	_, err := w.q.ExecContext(w.ctx, `INSERT INTO files (sid, agent_id, path, content) VALUES (?, ?, ?, ?)
+		ON CONFLICT (sid, agent_id, path) DO UPDATE SET content = excluded.content`, w.sid, agent, path, n)
+	return err
+}
+
+// remove deletes an agent's file.
+func (w *contentWriter) remove(agent, path string) error {
+	_, err := w.q.ExecContext(w.ctx, `DELETE FROM files WHERE sid = ? AND agent_id = ? AND path = ?`, w.sid, agent, path)
+	return err
+}
+
+// maxChain is the most versions one is stored on top of, through its base
+// and theirs: past it a version is stored whole, so that reading one never
+// walks far.
+const maxChain = 32
+
+// contentRow is a stored version.
+type contentRow struct {
+	n       int64
+	base    sql.NullInt64
+	size    int64
+	text    string
+	history sql.NullString
+}
+
+// chainOf reads a version and those it is on top of, newest first.
+func chainOf(ctx context.Context, q querier, sid, n int64) ([]contentRow, error) {
+	var out []contentRow
+	for {
+		r := contentRow{n: n}
+		if err := q.QueryRowContext(ctx, `SELECT base, size, text, history FROM contents WHERE sid = ? AND n = ?`, sid, n).
+			Scan(&r.base, &r.size, &r.text, &r.history); err != nil {
+			return nil, fmt.Errorf("read file content %d: %w", n, err)
+		}
+		out = append(out, r)
+		if !r.base.Valid {
+			return out, nil
+		}
+		if r.base.Int64 >= n { // a version is only ever on top of an older one
+			return nil, fmt.Errorf("file content %d is on top of %d", n, r.base.Int64)
+		}
+		n = r.base.Int64
+	}
+}
+
+// fullContent reads a version whole.
+func fullContent(ctx context.Context, q querier, sid, n int64) (string, error) {
+	var b strings.Builder
+	if err := writeContent(ctx, q, sid, n, &b, 0); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// errEnough stops writing a content once a preview has what it shows.
+var errEnough = errors.New("enough")
+
+// limited is a writer that takes limit bytes (0: all), then says enough.
+type limited struct {
+	b     *strings.Builder
+	limit int
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	if l.limit > 0 && l.b.Len()+len(p) >= l.limit {
+		l.b.Write(p[:max(l.limit-l.b.Len(), 0)])
+		return len(p), errEnough
+	}
+	return l.b.Write(p)
+}
+
+// writeContent writes a version, its first limit bytes (0: all): the
+// versions it is on top of, oldest first, then its own text or history.
+func writeContent(ctx context.Context, q querier, sid, n int64, b *strings.Builder, limit int) error {
+	chain, err := chainOf(ctx, q, sid, n)
+	if err != nil {
+		return err
+	}
+	w := &limited{b: b, limit: limit}
+	for i := len(chain) - 1; i >= 0; i-- {
+		r := chain[i]
+		if r.history.Valid {
+			if r.base.Valid {
+				if _, err := io.WriteString(w, "\n"); err != nil {
+					return nil
+				}
+			}
+			if err := renderHistory(ctx, q, sid, r.history.String, w); err != nil {
+				if errors.Is(err, errEnough) {
+					return nil
+				}
+				return err
+			}
+			continue
+		}
+		if _, err := io.WriteString(w, r.text); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// contentHead reads a version's size and its first limit bytes: the
+// preview of a list.
+func contentHead(ctx context.Context, q querier, sid, n int64, limit int) (int64, string, error) {
+	var size int64
+	if err := q.QueryRowContext(ctx, `SELECT size FROM contents WHERE sid = ? AND n = ?`, sid, n).Scan(&size); err != nil {
+		return 0, "", fmt.Errorf("read file content %d: %w", n, err)
+	}
+	var b strings.Builder
+	if err := writeContent(ctx, q, sid, n, &b, limit); err != nil {
+		return 0, "", err
+	}
+	return size, b.String(), nil
+}
+
+// history is a version a summarization wrote: its number among its
+// agent's summaries, the agent, and the ranges of messages it folded (its
+// summary call's context).
+type history struct {
+	N      int
+	Agent  string
+	Ranges []delegation.Range
+}
+
+func (h history) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{h.N, h.Agent, json.RawMessage(packRanges(h.Ranges))})
+}
+
+func (h *history) UnmarshalJSON(b []byte) error {
+	var raw [3]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if err := errors.Join(json.Unmarshal(raw[0], &h.N), json.Unmarshal(raw[1], &h.Agent)); err != nil {
+		return err
+	}
+	var err error
+	h.Ranges, err = unpackRanges(string(raw[2]))
+	return err
+}
+
+// renderHistory writes a summarization's entry again from the messages it
+// folded, as the engine wrote it (delegation.WriteHistoryHead and
+// WriteHistoryMessage).
+func renderHistory(ctx context.Context, q querier, sid int64, spec string, w io.Writer) error {
+	var h history
+	if err := json.Unmarshal([]byte(spec), &h); err != nil {
+		return fmt.Errorf("read a history version: %w", err)
+	}
+	var err error
+	write := func(s string) {
+		if err == nil {
+			_, err = io.WriteString(w, s)
+		}
+	}
+	var head strings.Builder
+	delegation.WriteHistoryHead(&head, h.N, h.Agent)
+	write(head.String())
+	for _, r := range h.Ranges {
+		if err != nil {
+			return err
+		}
+		rows, qerr := q.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages m
+			WHERE m.sid = ? AND m.agent_id = ? AND m.idx >= ? AND m.idx < ? ORDER BY m.idx`, sid, r.AgentID, r.From, r.To)
+		if qerr != nil {
+			return qerr
+		}
+		seen := r.From
+		for rows.Next() && err == nil {
+			m, serr := scanMessage(rows)
+			if serr != nil {
+				rows.Close()
+				return serr
+			}
+			if m.Index != seen {
+				rows.Close()
+				return fmt.Errorf("history: message %d of %s is missing", seen, r.AgentID)
+			}
+			seen++
+			var b strings.Builder
+			delegation.WriteHistoryMessage(&b, m.Message.Domain())
+			write(b.String())
+		}
+		rows.Close()
+		if err == nil && seen != r.To {
+			return fmt.Errorf("history: messages %d…%d of %s are missing", seen, r.To, r.AgentID)
+		}
+	}
+	return err
+}
+
+// putHistory stores what a summarization wrote to its agent's history
+// file. When the file's new content is its previous one and a newline (or
+// it had none), then the entry the summary call's folded messages make, it
+// is stored as that entry: its number, its agent, the call's ranges; the
+// text is written again from the messages when read. Anything else is
+// stored as put stores it.
+func (w *contentWriter) putHistory(agent, path, text string, call *trace.ModelCall) (int64, error) {
+	cur, had, err := w.fileOf(agent, path)
+	if err != nil {
+		return 0, err
+	}
+	rest := text
+	var base sql.NullInt64
+	if had {
+		chain, err := chainOf(w.ctx, w.q, w.sid, cur.n)
+		if err != nil {
+			return 0, err
+		}
+		old, err := fullContent(w.ctx, w.q, w.sid, cur.n)
+		if err != nil {
+			return 0, err
+		}
+		if len(chain) > maxChain || !strings.HasPrefix(text, old+"\n") {
+			return w.put(agent, path, text, "")
+		}
+		rest, base = text[len(old)+1:], sql.NullInt64{Int64: cur.n, Valid: true}
+	}
+	var n int
+	if _, err := fmt.Sscanf(rest, "# Summarization %d of agent ", &n); err != nil {
+		return w.put(agent, path, text, "")
+	}
+	h := history{N: n, Agent: agent, Ranges: call.Context}
+	spec, err := json.Marshal(h)
+	if err != nil {
+		return 0, err
+	}
+	var again strings.Builder
+	if err := renderHistory(w.ctx, w.q, w.sid, string(spec), &again); err != nil || again.String() != rest {
+		return w.put(agent, path, text, "")
+	}
+	return w.insertHistory(base, int64(len(text)), string(spec))
+}
