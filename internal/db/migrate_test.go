@@ -1,0 +1,94 @@
+package db_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/delegationstudio/studio/internal/db"
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
+)
+
+// TestMigrateFromV5 opens a file the studio wrote before the log was stored
+// in blocks (schema version 5: lessons of every kind, an imported OTLP
+// trace, a session killed mid-run) and checks that every session exports
+// byte for byte as the studio of then exported it.
+func TestMigrateFromV5(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v5.db")
+	gunzip(t, "testdata/v5.db.gz", path)
+	var want map[string]string
+	raw := new(bytes.Buffer)
+	gunzipTo(t, "testdata/v5-exports.json.gz", raw)
+	if err := json.Unmarshal(raw.Bytes(), &want); err != nil {
+		t.Fatal(err)
+	}
+	d, err := db.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if ok, err := d.IntegrityCheck(context.Background()); err != nil || ok != "ok" {
+		t.Fatalf("integrity = %q, %v", ok, err)
+	}
+	for id, doc := range want {
+		var got bytes.Buffer
+		err := d.Read(context.Background(), id, func(r db.Reader) error { return trace.Write(&got, r, false) })
+		if err != nil {
+			t.Fatalf("session %s: %v", id, err)
+		}
+		if got.String()+"\n" != doc && got.String() != doc {
+			a, b := got.String(), doc
+			i := 0
+			for i < len(a) && i < len(b) && a[i] == b[i] {
+				i++
+			}
+			t.Fatalf("session %s exports differently after the migration, at byte %d:\n got %.200q\nwant %.200q", id, i, a[max(i-80, 0):], b[max(i-80, 0):])
+		}
+	}
+	t.Run("the session killed mid-run is recovered by appending its end", func(t *testing.T) {
+		ids, err := d.Recover(context.Background())
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("recovered %v, %v", ids, err)
+		}
+		tr, err := d.Trace(context.Background(), ids[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := tr.Events[len(tr.Events)-1]
+		if tr.Session.Status != delegation.StatusInterrupted || last.Type != delegation.EventSessionFinished {
+			t.Fatalf("after recovery: %s, last event %s", tr.Session.Status, last.Type)
+		}
+	})
+}
+
+func gunzip(t *testing.T, from, to string) {
+	t.Helper()
+	f, err := os.Create(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gunzipTo(t, from, f)
+}
+
+func gunzipTo(t *testing.T, from string, w io.Writer) {
+	t.Helper()
+	f, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(w, zr); err != nil {
+		t.Fatal(err)
+	}
+}
