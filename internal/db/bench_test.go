@@ -4,8 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,45 +31,120 @@ func turnsScenario(tb testing.TB, n int) *scenario.Scenario {
 	return sc
 }
 
-// BenchmarkStorage2000Turns reports the database's size against the raw
-// size of the messages it holds. Target: ≤ 2.
-func BenchmarkStorage2000Turns(b *testing.B) {
-	sc := turnsScenario(b, 2000)
-	var ratio float64
+// BenchmarkStorage runs sessions of 2,000 and of 100,000 messages
+// (benchdata.Messages: a main agent's write_file turns, summarized as its
+// history grows, then a fork) into new stores, and reports each file's
+// size against the bytes of its messages as the trace exports them.
+// Target: both ≤ 1.4.
+func BenchmarkStorage(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		path := filepath.Join(b.TempDir(), "studio.db")
-		d, err := db.Open(context.Background(), path)
-		if err != nil {
-			b.Fatal(err)
+		for _, n := range []int{2000, 100_000} {
+			ratio, msgs, raw, size := storageOf(b, n)
+			label := fmt.Sprintf("%dk", n/1000)
+			b.ReportMetric(ratio, "db/raw-"+label)
+			b.ReportMetric(float64(msgs), "messages-"+label)
+			b.ReportMetric(float64(raw)/1e6, "raw-MB-"+label)
+			b.ReportMetric(float64(size)/1e6, "db-MB-"+label)
 		}
-		r := &session.Runner{DB: d}
-		id, res, err := r.Run(context.Background(), sc)
-		if err != nil || res.Status != delegation.StatusDone {
-			b.Fatalf("run: %v %+v", err, res)
-		}
-		tr, err := d.Trace(context.Background(), id)
-		if err != nil {
-			b.Fatal(err)
-		}
-		raw := 0
-		for _, m := range tr.Messages {
-			j, _ := json.Marshal(m)
-			raw += len(j)
-		}
-		if err := d.Checkpoint(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		st, err := os.Stat(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		d.Close()
-		ratio = float64(st.Size()) / float64(raw)
-		b.ReportMetric(float64(len(tr.Messages)), "messages")
-		b.ReportMetric(float64(raw), "raw-message-bytes")
-		b.ReportMetric(float64(st.Size()), "db-bytes")
 	}
-	b.ReportMetric(ratio, "db/raw")
+}
+
+// storageOf runs benchdata.Messages(n) into a new store and returns its
+// size against its messages' exported bytes.
+func storageOf(b *testing.B, n int) (ratio float64, messages int, raw, size int64) {
+	b.Helper()
+	sc, err := scenario.Parse(benchdata.Messages(n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "studio.db")
+	d, err := db.Open(context.Background(), path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	r := &session.Runner{DB: d}
+	id, res, err := r.Run(context.Background(), sc)
+	if err != nil || res.Status != delegation.StatusDone {
+		b.Fatalf("run: %v %+v", err, res)
+	}
+	err = d.Read(context.Background(), id, func(rd db.Reader) error {
+		for m, err := range rd.Messages() {
+			if err != nil {
+				return err
+			}
+			j, _ := json.Marshal(m)
+			raw += int64(len(j))
+			messages++
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Checkpoint(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return float64(st.Size()) / float64(raw), messages, raw, st.Size()
+}
+
+// BenchmarkSessionsList lists 40 sessions whose scenarios are 1 MB each and
+// 40 whose scenarios are small, and reports the first's time over the
+// second's: the list reads summary columns only. Target: about 1.
+func BenchmarkSessionsList(b *testing.B) {
+	big, small := listStore(b, 1<<20), listStore(b, 0)
+	var tBig, tSmall time.Duration = 1 << 62, 1 << 62
+	for i := 0; i < b.N; i++ {
+		for _, c := range []struct {
+			d    *db.DB
+			best *time.Duration
+		}{{big, &tBig}, {small, &tSmall}} {
+			start := time.Now()
+			list, err := c.d.Sessions(context.Background(), 0)
+			took := time.Since(start)
+			if err != nil || len(list) != 40 {
+				b.Fatalf("list: %d, %v", len(list), err)
+			}
+			*c.best = min(*c.best, took)
+		}
+	}
+	b.ReportMetric(float64(tBig)/float64(tSmall), "big/small")
+	b.ReportMetric(float64(tBig.Microseconds())/1000, "ms-big")
+	b.ReportMetric(float64(tSmall.Microseconds())/1000, "ms-small")
+}
+
+// listStore is a store of 40 sessions with scenarios of about pad bytes
+// each: a script of varied text, as a long one is.
+func listStore(b *testing.B, pad int) *db.DB {
+	b.Helper()
+	d, err := db.Open(context.Background(), filepath.Join(b.TempDir(), "studio.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := range 40 {
+		var turns []string
+		for size := 0; size < pad; {
+			words := make([]string, 12)
+			for j := range words {
+				words[j] = strconv.FormatUint(rnd.Uint64(), 36)
+			}
+			t := fmt.Sprintf(`{"content": %q}`, strings.Join(words, " "))
+			turns = append(turns, t)
+			size += len(t)
+		}
+		doc := fmt.Sprintf(`{"name": "s%d", "prompt": "go", "script": {"main": [%s]}}`, i, strings.Join(turns, ","))
+		if err := d.CreateSession(context.Background(), &db.Session{ID: fmt.Sprintf("s%d", i), Name: "s", Scenario: []byte(doc),
+			CreatedAt: time.Unix(int64(i), 0)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return d
 }
 
 // BenchmarkIngest compares events per second through the recorder (events,

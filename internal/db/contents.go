@@ -1,7 +1,9 @@
 package db
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -40,20 +42,41 @@ type contentWriter struct {
 	next int64 // the next content's number; 0 until read
 }
 
-// version is a stored content's number and whole size.
+// version is a stored content: its number, whole size, depth and sum.
 type version struct {
-	n, size int64
+	n, size, depth int64
+	sum            []byte // nil for a version stored before sums were
+}
+
+// contentSum is what versions are compared by: the first 8 bytes of the
+// SHA-256 of their whole text.
+func contentSum(text string) []byte {
+	s := sha256.Sum256([]byte(text))
+	return s[:8]
 }
 
 // fileOf is an agent's current version of a file, if it has one.
 func (w *contentWriter) fileOf(agent, path string) (version, bool, error) {
 	var v version
-	err := w.q.QueryRowContext(w.ctx, `SELECT c.n, c.size FROM files f JOIN contents c ON c.sid = f.sid AND c.n = f.content
-		WHERE f.sid = ? AND f.agent_id = ? AND f.path = ?`, w.sid, agent, path).Scan(&v.n, &v.size)
+	err := w.q.QueryRowContext(w.ctx, `SELECT c.n, c.size, c.depth, c.sum FROM files f JOIN contents c ON c.sid = f.sid AND c.n = f.content
+		WHERE f.sid = ? AND f.agent_id = ? AND f.path = ?`, w.sid, agent, path).Scan(&v.n, &v.size, &v.depth, &v.sum)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, false, nil
 	}
 	return v, err == nil, err
+}
+
+// is reports whether text is a version's whole content: by its sum, or, for
+// a version stored without one, by reading it.
+func (w *contentWriter) is(v version, text string) (bool, error) {
+	if int64(len(text)) != v.size {
+		return false, nil
+	}
+	if v.sum != nil {
+		return bytes.Equal(v.sum, contentSum(text)), nil
+	}
+	old, err := fullContent(w.ctx, w.q, w.sid, v.n)
+	return old == text, err
 }
 
 // put stores text as an agent's file's content now and returns its
@@ -66,20 +89,16 @@ func (w *contentWriter) put(agent, path, text, from string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if ok && (cur.size == size || (size > cur.size && cur.size >= appendMin)) {
-		chain, err := chainOf(w.ctx, w.q, w.sid, cur.n)
-		if err != nil {
-			return 0, err
+	if ok {
+		if same, err := w.is(cur, text); err != nil || same {
+			return cur.n, err
 		}
-		old, err := fullContent(w.ctx, w.q, w.sid, cur.n)
-		if err != nil {
-			return 0, err
-		}
-		switch {
-		case old == text:
-			return cur.n, nil
-		case strings.HasPrefix(text, old) && len(chain) <= maxChain:
-			return w.insert(sql.NullInt64{Int64: cur.n, Valid: true}, size, text[len(old):])
+		if size > cur.size && cur.size >= appendMin && cur.depth < maxChain {
+			if on, err := w.is(cur, text[:cur.size]); err != nil {
+				return 0, err
+			} else if on {
+				return w.insertRow(cur, size, text[cur.size:], contentSum(text), sql.NullString{})
+			}
 		}
 	}
 	if from != "" {
@@ -87,34 +106,30 @@ func (w *contentWriter) put(agent, path, text, from string) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if ok && back.size == size {
-			if same, err := fullContent(w.ctx, w.q, w.sid, back.n); err != nil {
-				return 0, err
-			} else if same == text {
-				return back.n, nil
+		if ok {
+			if same, err := w.is(back, text); err != nil || same {
+				return back.n, err
 			}
 		}
 	}
-	return w.insert(sql.NullInt64{}, size, text)
+	return w.insertRow(version{}, size, text, contentSum(text), sql.NullString{})
 }
 
-func (w *contentWriter) insert(base sql.NullInt64, size int64, text string) (int64, error) {
-	return w.insertRow(base, size, text, sql.NullString{})
-}
-
-func (w *contentWriter) insertHistory(base sql.NullInt64, size int64, spec string) (int64, error) {
-	return w.insertRow(base, size, "", sql.NullString{String: spec, Valid: true})
-}
-
-func (w *contentWriter) insertRow(base sql.NullInt64, size int64, text string, hist sql.NullString) (int64, error) {
+// insertRow stores a version, on top of base (n 0: none).
+func (w *contentWriter) insertRow(base version, size int64, text string, sum []byte, hist sql.NullString) (int64, error) {
 	if w.next == 0 {
 		if err := w.q.QueryRowContext(w.ctx, `SELECT coalesce(max(n), 0) + 1 FROM contents WHERE sid = ?`, w.sid).Scan(&w.next); err != nil {
 			return 0, err
 		}
 	}
 	n := w.next
-	if _, err := w.q.ExecContext(w.ctx, `INSERT INTO contents (sid, n, base, size, text, history) VALUES (?, ?, ?, ?, ?, ?)`,
-		w.sid, n, base, size, text, hist); err != nil {
+	var b sql.NullInt64
+	depth := int64(0)
+	if base.n != 0 {
+		b, depth = sql.NullInt64{Int64: base.n, Valid: true}, base.depth+1
+	}
+	if _, err := w.q.ExecContext(w.ctx, `INSERT INTO contents (sid, n, base, depth, size, sum, text, history) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		w.sid, n, b, depth, size, sum, text, hist); err != nil {
 		return 0, fmt.Errorf("store a file's content: %w", err)
 	}
 	w.next++
@@ -201,7 +216,11 @@ func writeContent(ctx context.Context, q querier, sid, n int64, b *strings.Build
 	if err != nil {
 		return err
 	}
-	w := &limited{b: b, limit: limit}
+	return writeChain(ctx, q, sid, chain, &limited{b: b, limit: limit})
+}
+
+// writeChain writes the versions of a chain (newest first), oldest first.
+func writeChain(ctx context.Context, q querier, sid int64, chain []contentRow, w io.Writer) error {
 	for i := len(chain) - 1; i >= 0; i-- {
 		r := chain[i]
 		if r.history.Valid {
@@ -223,6 +242,46 @@ func writeContent(ctx context.Context, q querier, sid, n int64, b *strings.Build
 		}
 	}
 	return nil
+}
+
+// lastContent keeps the last version a reader read whole that was built
+// of others (a history, a file that grew): the next
+// version of a growing file (a history) is on top of it, so reading a
+// file's versions in order costs what each gained, not its whole length
+// again.
+type lastContent struct {
+	n    int64
+	text string
+}
+
+// read reads a version whole, from the last one read when it is on top of
+// it.
+func (l *lastContent) read(ctx context.Context, q querier, sid, n int64) (string, error) {
+	if l.n == n && n != 0 {
+		return l.text, nil
+	}
+	chain, err := chainOf(ctx, q, sid, n)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	rest := chain
+	for i, r := range chain {
+		if i > 0 && r.n == l.n && l.n != 0 {
+			b.Grow(int(chain[0].size))
+			b.WriteString(l.text)
+			rest = chain[:i]
+			break
+		}
+	}
+	if len(chain) == 1 && !chain[0].history.Valid {
+		return chain[0].text, nil // whole: nothing is on top of a copy
+	}
+	if err := writeChain(ctx, q, sid, rest, &limited{b: &b}); err != nil {
+		return "", err
+	}
+	l.n, l.text = n, b.String()
+	return l.text, nil
 }
 
 // contentHead reads a version's size and its first limit bytes: the
@@ -320,34 +379,32 @@ func renderHistory(ctx context.Context, q querier, sid int64, spec string, w io.
 // it had none), then the entry the summary call's folded messages make, it
 // is stored as that entry: its number, its agent, the call's ranges; the
 // text is written again from the messages when read. Anything else is
-// stored as put stores it.
+// stored as put stores it. (A history has as many versions on top of each
+// other as its agent has summaries: each is cheap to read, so they are not
+// capped.)
 func (w *contentWriter) putHistory(agent, path, text string, call *trace.ModelCall) (int64, error) {
 	cur, had, err := w.fileOf(agent, path)
 	if err != nil {
 		return 0, err
 	}
-	rest := text
-	var base sql.NullInt64
+	rest, base := text, version{}
 	if had {
-		chain, err := chainOf(w.ctx, w.q, w.sid, cur.n)
-		if err != nil {
-			return 0, err
-		}
-		old, err := fullContent(w.ctx, w.q, w.sid, cur.n)
-		if err != nil {
-			return 0, err
-		}
-		if len(chain) > maxChain || !strings.HasPrefix(text, old+"\n") {
+		if int64(len(text)) <= cur.size || text[cur.size] != '\n' {
 			return w.put(agent, path, text, "")
 		}
-		rest, base = text[len(old)+1:], sql.NullInt64{Int64: cur.n, Valid: true}
+		if on, err := w.is(cur, text[:cur.size]); err != nil || !on {
+			if err != nil {
+				return 0, err
+			}
+			return w.put(agent, path, text, "")
+		}
+		rest, base = text[cur.size+1:], cur
 	}
 	var n int
 	if _, err := fmt.Sscanf(rest, "# Summarization %d of agent ", &n); err != nil {
 		return w.put(agent, path, text, "")
 	}
-	h := history{N: n, Agent: agent, Ranges: call.Context}
-	spec, err := json.Marshal(h)
+	spec, err := json.Marshal(history{N: n, Agent: agent, Ranges: call.Context})
 	if err != nil {
 		return 0, err
 	}
@@ -355,5 +412,5 @@ func (w *contentWriter) putHistory(agent, path, text string, call *trace.ModelCa
 	if err := renderHistory(w.ctx, w.q, w.sid, string(spec), &again); err != nil || again.String() != rest {
 		return w.put(agent, path, text, "")
 	}
-	return w.insertHistory(base, int64(len(text)), string(spec))
+	return w.insertRow(base, int64(len(text)), "", contentSum(text), sql.NullString{String: string(spec), Valid: true})
 }

@@ -19,7 +19,7 @@ import (
 // that name them come.
 type reader struct {
 	ctx     context.Context
-	tx      *sql.Tx
+	q       querier // the read's transaction, its statements prepared once
 	sid     int64
 	created int64
 	session *Session
@@ -28,6 +28,8 @@ type reader struct {
 	// number, as the log names them. Each is read once, when needed.
 	agents map[string]*agentRow
 	ids    []string
+	// last is the last file content read whole.
+	last lastContent
 }
 
 var _ Reader = (*reader)(nil)
@@ -59,7 +61,7 @@ func openReader(ctx context.Context, tx *sql.Tx, id string) (*reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &reader{ctx: ctx, tx: tx, sid: key, created: nanos(s.CreatedAt), session: s}
+	r := &reader{ctx: ctx, q: newStmtCache(tx), sid: key, created: nanos(s.CreatedAt), session: s}
 	if _, err := r.scenario(); err != nil {
 		return nil, err
 	}
@@ -68,7 +70,7 @@ func openReader(ctx context.Context, tx *sql.Tx, id string) (*reader, error) {
 
 // scenario reads the session's scenario as run.
 func (r *reader) scenario() (json.RawMessage, error) {
-	return readScenario(r.ctx, r.tx, r.sid, r.session.ID)
+	return readScenario(r.ctx, r.q, r.sid, r.session.ID)
 }
 
 func readScenario(ctx context.Context, q querier, sid int64, id string) (json.RawMessage, error) {
@@ -161,7 +163,7 @@ func rowsOf[T any](ctx context.Context, q querier, scan func(*sql.Rows) (T, erro
 
 // Agents yields the session's agents in the order they started.
 func (r *reader) Agents() iter.Seq2[trace.Agent, error] {
-	return rowsOf(r.ctx, r.tx, func(rows *sql.Rows) (trace.Agent, error) {
+	return rowsOf(r.ctx, r.q, func(rows *sql.Rows) (trace.Agent, error) {
 		a, err := scanAgentRow(rows)
 		return a.Agent, err
 	}, `SELECT `+agentColumns+` FROM agents WHERE sid = ? ORDER BY seq`, r.sid)
@@ -195,7 +197,7 @@ func (r *reader) Messages() iter.Seq2[trace.Message, error] {
 // Backward yields messages to-1 down to from of an agent's message list,
 // newest first.
 func (r *reader) Backward(agentID string, from, to int) iter.Seq2[trace.Message, error] {
-	return rowsOf(r.ctx, r.tx, scanMessageRow, `SELECT `+messageColumns+` FROM messages m
+	return rowsOf(r.ctx, r.q, scanMessageRow, `SELECT `+messageColumns+` FROM messages m
 		WHERE m.sid = ? AND m.agent_id = ? AND m.idx >= ? AND m.idx < ? ORDER BY m.idx DESC`, r.sid, agentID, from, to)
 }
 
@@ -205,7 +207,7 @@ func (r *reader) agentRows() (map[string]*agentRow, error) {
 		return r.agents, nil
 	}
 	out := map[string]*agentRow{}
-	for a, err := range rowsOf(r.ctx, r.tx, func(rows *sql.Rows) (agentRow, error) { return scanAgentRow(rows) },
+	for a, err := range rowsOf(r.ctx, r.q, func(rows *sql.Rows) (agentRow, error) { return scanAgentRow(rows) },
 		`SELECT `+agentColumns+` FROM agents WHERE sid = ?`, r.sid) {
 		if err != nil {
 			return nil, err
@@ -236,7 +238,7 @@ func (r *reader) ModelCalls() iter.Seq2[trace.ModelCall, error] {
 			yield(trace.ModelCall{}, err)
 			return
 		}
-		rowsOf(r.ctx, r.tx, func(rows *sql.Rows) (trace.ModelCall, error) {
+		rowsOf(r.ctx, r.q, func(rows *sql.Rows) (trace.ModelCall, error) {
 			c, err := scanCall(rows, r.created)
 			if err == nil {
 				err = r.withDefaults(&c.ModelCall)
@@ -249,20 +251,26 @@ func (r *reader) ModelCalls() iter.Seq2[trace.ModelCall, error] {
 // Files yields the main agent's files, in path order, each whole.
 func (r *reader) Files() iter.Seq2[trace.File, error] {
 	type row struct {
-		path string
-		n    int64
+		path, text string
+		n          int64
+		whole      bool // its text is all of it
 	}
 	return func(yield func(trace.File, error) bool) {
-		for f, err := range rowsOf(r.ctx, r.tx, func(rows *sql.Rows) (row, error) {
+		for f, err := range rowsOf(r.ctx, r.q, func(rows *sql.Rows) (row, error) {
 			var f row
-			err := rows.Scan(&f.path, &f.n)
+			err := rows.Scan(&f.path, &f.n, &f.whole, &f.text)
 			return f, err
-		}, `SELECT path, content FROM files WHERE sid = ? AND agent_id = ? ORDER BY path`, r.sid, trace.MainAgent) {
+		}, `SELECT f.path, f.content, c.base IS NULL AND c.history IS NULL, c.text FROM files f
+			JOIN contents c ON c.sid = f.sid AND c.n = f.content
+			WHERE f.sid = ? AND f.agent_id = ? ORDER BY f.path`, r.sid, trace.MainAgent) {
 			if err != nil {
 				yield(trace.File{}, err)
 				return
 			}
-			text, err := fullContent(r.ctx, r.tx, r.sid, f.n)
+			text := f.text
+			if !f.whole {
+				text, err = r.content(f.n)
+			}
 			if !yield(trace.File{Path: f.path, Content: text}, err) || err != nil {
 				return
 			}
@@ -301,7 +309,7 @@ func (r *reader) agentIDs() ([]string, error) {
 		return r.ids, nil
 	}
 	ids := []string{}
-	for id, err := range rowsOf(r.ctx, r.tx, func(rows *sql.Rows) (string, error) {
+	for id, err := range rowsOf(r.ctx, r.q, func(rows *sql.Rows) (string, error) {
 		var id string
 		err := rows.Scan(&id)
 		return id, err
@@ -324,7 +332,7 @@ func (r *reader) logWhere(after int64, whole bool, keep func(*entry) bool) iter.
 				return
 			}
 		}
-		for b, err := range blocks(r.ctx, r.tx, r.sid, after, r.agentIDs) {
+		for b, err := range blocks(r.ctx, r.q, r.sid, after, r.agentIDs) {
 			if err != nil {
 				yield(trace.Step{}, err)
 				return
@@ -385,7 +393,7 @@ func (r *reader) resolve(b block, todo []int, whole bool) (*resolved, error) {
 	}
 	out := &resolved{msgs: map[place]*Message{}, calls: map[place]*callRow{}}
 	for agent, idxs := range msgs {
-		rows, err := r.tx.QueryContext(r.ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.sid = ? AND m.agent_id = ? AND m.idx IN (`+
+		rows, err := r.q.QueryContext(r.ctx, `SELECT `+messageColumns+` FROM messages m WHERE m.sid = ? AND m.agent_id = ? AND m.idx IN (`+
 			placeholders(len(idxs))+`)`, append([]any{r.sid, agent}, idxs...)...)
 		if err != nil {
 			return nil, err
@@ -404,7 +412,7 @@ func (r *reader) resolve(b block, todo []int, whole bool) (*resolved, error) {
 		}
 	}
 	for agent, idxs := range calls {
-		rows, err := r.tx.QueryContext(r.ctx, `SELECT `+callColumns+` FROM model_calls c WHERE c.sid = ? AND c.agent_id = ? AND c.idx IN (`+
+		rows, err := r.q.QueryContext(r.ctx, `SELECT `+callColumns+` FROM model_calls c WHERE c.sid = ? AND c.agent_id = ? AND c.idx IN (`+
 			placeholders(len(idxs))+`)`, append([]any{r.sid, agent}, idxs...)...)
 		if err != nil {
 			return nil, err
@@ -521,4 +529,4 @@ func (r *reader) step(seq int64, e *entry, rows *resolved, whole bool) (trace.St
 }
 
 // content reads a file content of the session whole.
-func (r *reader) content(n int64) (string, error) { return fullContent(r.ctx, r.tx, r.sid, n) }
+func (r *reader) content(n int64) (string, error) { return r.last.read(r.ctx, r.q, r.sid, n) }

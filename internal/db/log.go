@@ -91,6 +91,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, h logHead, events []delegatio
 type appender struct {
 	ctx   context.Context
 	tx    *sql.Tx
+	q     *stmtCache // tx, its statements prepared once
 	h     logHead
 	log   *logWriter
 	msg   *sql.Stmt
@@ -124,10 +125,11 @@ type place struct {
 }
 
 func newAppender(ctx context.Context, tx *sql.Tx, h logHead) (*appender, error) {
-	a := &appender{ctx: ctx, tx: tx, h: h, start: h.last, agentN: map[string]int{}, asked: map[string]asked{},
-		placed: map[string]place{}, folding: map[string]*trace.ModelCall{}, files: &contentWriter{ctx: ctx, q: tx, sid: h.sid}}
+	q := newStmtCache(tx)
+	a := &appender{ctx: ctx, tx: tx, q: q, h: h, start: h.last, agentN: map[string]int{}, asked: map[string]asked{},
+		placed: map[string]place{}, folding: map[string]*trace.ModelCall{}, files: &contentWriter{ctx: ctx, q: q, sid: h.sid}}
 	var err error
-	if a.log, err = openLogWriter(ctx, tx, h.sid); err != nil {
+	if a.log, err = openLogWriter(ctx, q, h.sid); err != nil {
 		return nil, err
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT id, n FROM agents WHERE sid = ?`, h.sid)
@@ -169,6 +171,7 @@ func (a *appender) close() {
 			st.Close()
 		}
 	}
+	a.q.close()
 }
 
 // add appends one step: its event to the log, and what it introduced or
@@ -211,7 +214,7 @@ func (a *appender) add(st trace.Step) error {
 	case st.Finished != nil:
 		p, ok := a.placed[st.Finished.ModelCallID]
 		if !ok {
-			if p.agent, p.idx, err = callPlace(a.ctx, a.tx, a.h.sid, ev.AgentID, st.Finished.ModelCallID); err != nil {
+			if p.agent, p.idx, err = callPlace(a.ctx, a.q, a.h.sid, ev.AgentID, st.Finished.ModelCallID); err != nil {
 				return err
 			}
 		}
@@ -233,7 +236,7 @@ func (a *appender) add(st trace.Step) error {
 			return fmt.Errorf("agent %s started twice", d.Agent.ID)
 		}
 		tools, _ := json.Marshal(d.Tools)
-		if _, err := a.tx.ExecContext(a.ctx, `INSERT INTO agents (sid, id, n, seq, name, parent_id, mode, task_call_id,
+		if _, err := a.q.ExecContext(a.ctx, `INSERT INTO agents (sid, id, n, seq, name, parent_id, mode, task_call_id,
 			status, invocation, system_prompt, system_tokens, tools, max_steps, model, endpoint, price)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.h.sid, d.Agent.ID, n, ev.Seq, d.Agent.Name, nullString(&d.Agent.ParentID), nullString((*string)(&d.Agent.Mode)),
@@ -249,13 +252,13 @@ func (a *appender) add(st trace.Step) error {
 		}
 	case st.AgentFinished != nil:
 		d := st.AgentFinished
-		if _, err := a.tx.ExecContext(a.ctx, `UPDATE agents SET status = ?, error = ?, steps = ? WHERE sid = ? AND id = ?`,
+		if _, err := a.q.ExecContext(a.ctx, `UPDATE agents SET status = ?, error = ?, steps = ? WHERE sid = ? AND id = ?`,
 			d.Status, d.Error, d.Steps, a.h.sid, ev.AgentID); err != nil {
 			return err
 		}
 	case st.SessionStarted != nil:
 		d := st.SessionStarted
-		if _, err := a.tx.ExecContext(a.ctx, `UPDATE sessions SET prompt = ?, tokenizer = ? WHERE sid = ?`, d.Prompt, d.Tokenizer, a.h.sid); err != nil {
+		if _, err := a.q.ExecContext(a.ctx, `UPDATE sessions SET prompt = ?, tokenizer = ? WHERE sid = ?`, d.Prompt, d.Tokenizer, a.h.sid); err != nil {
 			return err
 		}
 		if packed, ok, err := a.packSessionStarted(st, stored.Data); err != nil {
@@ -265,7 +268,7 @@ func (a *appender) add(st trace.Step) error {
 		}
 	case st.SessionFinished != nil:
 		d := st.SessionFinished
-		if _, err := a.tx.ExecContext(a.ctx, `UPDATE sessions SET status = ?, error = ?, finished_at = ? WHERE sid = ?`,
+		if _, err := a.q.ExecContext(a.ctx, `UPDATE sessions SET status = ?, error = ?, finished_at = ? WHERE sid = ?`,
 			d.Status, d.Error, nanos(ev.At), a.h.sid); err != nil {
 			return err
 		}
@@ -305,7 +308,7 @@ func (a *appender) done() error {
 	if a.h.last == a.start {
 		return nil
 	}
-	_, err := a.tx.ExecContext(a.ctx, `UPDATE sessions SET last_seq = ?, agents = agents + ?, model_calls = model_calls + ?,
+	_, err := a.q.ExecContext(a.ctx, `UPDATE sessions SET last_seq = ?, agents = agents + ?, model_calls = model_calls + ?,
 		input_tokens = input_tokens + ? WHERE sid = ?`, a.h.last, a.agents, a.calls, a.tokens, a.h.sid)
 	return err
 }
@@ -334,7 +337,7 @@ func (a *appender) packTool(st trace.Step, data []byte) (int64, []byte, bool, er
 	m, ok := a.asked[ev.AgentID]
 	if !ok || position(m.calls, callID) < 0 {
 		var err error
-		if m, ok, err = lastAsked(a.ctx, a.tx, a.h.sid, ev.AgentID); err != nil || !ok {
+		if m, ok, err = lastAsked(a.ctx, a.q, a.h.sid, ev.AgentID); err != nil || !ok {
 			return 0, nil, false, err
 		}
 		a.asked[ev.AgentID] = m

@@ -487,7 +487,7 @@ func (db *DB) EventsPage(ctx context.Context, sessionID string, after int64, lim
 // Reader reads the whole session within the read: for a session whose
 // page state has to be folded from its log.
 func (r *pageReader) Reader(ctx context.Context) Reader {
-	return &reader{ctx: ctx, tx: r.tx, sid: r.sid, created: r.created, session: r.session}
+	return &reader{ctx: ctx, q: newStmtCache(r.tx), sid: r.sid, created: r.created, session: r.session}
 }
 
 // EventsOfType reads the session's stored events of one type, in order:

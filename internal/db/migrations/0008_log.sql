@@ -135,15 +135,18 @@ CREATE INDEX model_calls_step ON model_calls (sid, n);
 CREATE INDEX model_calls_id ON model_calls (sid, id) WHERE id IS NOT NULL;
 
 -- A file's content, one row per version (n, from 1 per session): base is
--- the version it extends (its text is what follows base's), size its whole
--- length in bytes. A version a summarization wrote is history, [its
--- number, its agent, the ranges it folded], and no text: it is written
--- again from the messages.
+-- the version it extends (its text is what follows base's) and depth how
+-- many it is on top of; size is its whole length in bytes and sum the first
+-- 8 bytes of its SHA-256 (what a new version is compared with). A version a
+-- summarization wrote is history, [its number, its agent, the ranges it
+-- folded], and no text: it is written again from the messages.
 CREATE TABLE contents (
     sid     INTEGER NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
     n       INTEGER NOT NULL,
     base    INTEGER,
+    depth   INTEGER NOT NULL DEFAULT 0,
     size    INTEGER NOT NULL,
+    sum     BLOB,
     text    TEXT NOT NULL,
     history TEXT,
     PRIMARY KEY (sid, n)
