@@ -80,9 +80,11 @@ var ctx = context.Background()
 // lessonTraces are logs of every kind the engine and the receiver make: a
 // delegation each way, fan-out, a fork that inherits a summary (history
 // files), todos, refusals, files that come back and are lost, structured
-// answers, a received deepagents run.
+// answers, a received deepagents run, priced agents whose calls have
+// cached prefixes and costs.
 var lessonTraces = []string{"order-number", "summarized-fork", "fan-out", "files-and-todos", "nested-delegation",
-	"lost-update--delta", "lost-update--snapshot", "review-loop", "failure-isolation--ours", "received-deepagents"}
+	"lost-update--delta", "lost-update--snapshot", "review-loop", "failure-isolation--ours", "received-deepagents",
+	"cache-and-cost--fork-own-tools"}
 
 var (
 	tracesMu sync.Mutex
@@ -221,6 +223,9 @@ func testAppends(t *testing.T, s Store) {
 				t.Fatal(err)
 			}
 			same(t, "the stored trace", got, tr)
+			if strings.HasPrefix(name, "cache-and-cost") && !priced(got) {
+				t.Fatal("the priced lesson's stored trace has no agent price, call cost or cached prefix")
+			}
 			row, err := s.Session(ctx, id)
 			if err != nil {
 				t.Fatal(err)
@@ -237,6 +242,19 @@ func testAppends(t *testing.T, s Store) {
 			}
 		})
 	}
+}
+
+// priced reports whether a trace has what a priced session stores beyond
+// tokens: an agent's price, a call's cost and a cached prefix.
+func priced(tr *trace.Trace) bool {
+	var price, cost, cached bool
+	for _, a := range tr.Agents {
+		price = price || a.Price != nil
+	}
+	for _, c := range tr.ModelCalls {
+		cost, cached = cost || c.Cost != nil, cached || c.CachedPrefixTokens > 0
+	}
+	return price && cost && cached
 }
 
 // begin stores a session that has started: session.started, the main
