@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -21,6 +22,10 @@ import (
 // adds, on top of that version (base), so a file rewritten whole at every
 // step costs what it gained, not its whole length again. The files table
 // names each agent's current version of each file it changed.
+//
+// A version that is a string argument of the tool call that wrote it
+// (write_file's content) is not stored again either: it names that
+// argument (arg) and is read from the message that holds it.
 
 // appendMin is the smallest previous version a new one is stored on top
 // of: below it, a version is stored whole, which costs little and reads in
@@ -45,7 +50,7 @@ type contentWriter struct {
 // version is a stored content: its number, whole size, depth and sum.
 type version struct {
 	n, size, depth int64
-	sum            []byte // nil for a version stored before sums were
+	sum            []byte // nil for a small version read in one row
 }
 
 // contentSum is what versions are compared by: the first 8 bytes of the
@@ -53,6 +58,90 @@ type version struct {
 func contentSum(text string) []byte {
 	s := sha256.Sum256([]byte(text))
 	return s[:8]
+}
+
+// sumMin is the smallest whole version stored with a sum: a smaller one
+// costs less to read back than its sum to keep.
+const sumMin = 256
+
+// argRef is a version that is a string argument of a tool call: the value
+// of Key in the arguments of call Pos of message Idx of Agent's list.
+type argRef struct {
+	Agent    string
+	Idx, Pos int
+	Key      string
+}
+
+func (r argRef) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{r.Agent, r.Idx, r.Pos, r.Key})
+}
+
+func (r *argRef) UnmarshalJSON(b []byte) error {
+	var raw [4]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	return errors.Join(json.Unmarshal(raw[0], &r.Agent), json.Unmarshal(raw[1], &r.Idx), json.Unmarshal(raw[2], &r.Pos),
+		json.Unmarshal(raw[3], &r.Key))
+}
+
+// argOf finds text among the string arguments of calls (message idx of
+// agent's list): the argument it is, if any. A short text is not looked
+// for: naming it would cost about what it does.
+func argOf(agent string, idx int, calls []trace.ToolCall, text string) (*argRef, bool) {
+	if len(text) < 32 {
+		return nil, false
+	}
+	for pos, c := range calls {
+		if len(c.Args) < len(text) {
+			continue
+		}
+		var args map[string]json.RawMessage
+		if json.Unmarshal(c.Args, &args) != nil {
+			continue
+		}
+		keys := make([]string, 0, len(args))
+		for k, v := range args {
+			if len(v) >= len(text)+2 && v[0] == '"' {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			var s string
+			if json.Unmarshal(args[k], &s) == nil && s == text {
+				return &argRef{Agent: agent, Idx: idx, Pos: pos, Key: k}, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// renderArg writes the argument a version names.
+func renderArg(ctx context.Context, q querier, sid int64, spec string, w io.Writer) error {
+	var r argRef
+	if err := json.Unmarshal([]byte(spec), &r); err != nil {
+		return fmt.Errorf("read an argument version: %w", err)
+	}
+	var raw sql.NullString
+	if err := q.QueryRowContext(ctx, `SELECT tool_calls FROM messages WHERE sid = ? AND agent_id = ? AND idx = ?`,
+		sid, r.Agent, r.Idx).Scan(&raw); err != nil {
+		return fmt.Errorf("read the message of file content %s: %w", spec, err)
+	}
+	var calls []trace.ToolCall
+	if err := json.Unmarshal([]byte(raw.String), &calls); err != nil || r.Pos < 0 || r.Pos >= len(calls) {
+		return fmt.Errorf("file content %s: message %d of %s has no such call", spec, r.Idx, r.Agent)
+	}
+	var args map[string]json.RawMessage
+	var s string
+	if err := json.Unmarshal(calls[r.Pos].Args, &args); err != nil {
+		return fmt.Errorf("file content %s: %w", spec, err)
+	}
+	if err := json.Unmarshal(args[r.Key], &s); err != nil {
+		return fmt.Errorf("file content %s: %w", spec, err)
+	}
+	_, err := io.WriteString(w, s)
+	return err
 }
 
 // fileOf is an agent's current version of a file, if it has one.
@@ -81,9 +170,10 @@ func (w *contentWriter) is(v version, text string) (bool, error) {
 
 // put stores text as an agent's file's content now and returns its
 // version: the one it has already (the same text written again), the one
-// of the child it came back from (from), one on top of its previous
-// version when it extends it, or a new one.
-func (w *contentWriter) put(agent, path, text, from string) (int64, error) {
+// of the child it came back from (from), the argument of the tool call
+// that wrote it (arg, when it is one), one on top of its previous version
+// when it extends it, or a new one.
+func (w *contentWriter) put(agent, path, text, from string, arg *argRef) (int64, error) {
 	size := int64(len(text))
 	cur, ok, err := w.fileOf(agent, path)
 	if err != nil {
@@ -93,12 +183,19 @@ func (w *contentWriter) put(agent, path, text, from string) (int64, error) {
 		if same, err := w.is(cur, text); err != nil || same {
 			return cur.n, err
 		}
-		if size > cur.size && cur.size >= appendMin && cur.depth < maxChain {
-			if on, err := w.is(cur, text[:cur.size]); err != nil {
-				return 0, err
-			} else if on {
-				return w.insertRow(cur, size, text[cur.size:], contentSum(text), sql.NullString{})
-			}
+	}
+	if arg != nil {
+		spec, err := json.Marshal(arg)
+		if err != nil {
+			return 0, err
+		}
+		return w.insertRow(version{}, text, "", sql.NullString{}, sql.NullString{String: string(spec), Valid: true})
+	}
+	if ok && size > cur.size && cur.size >= appendMin && cur.depth < maxChain {
+		if on, err := w.is(cur, text[:cur.size]); err != nil {
+			return 0, err
+		} else if on {
+			return w.insertRow(cur, text, text[cur.size:], sql.NullString{}, sql.NullString{})
 		}
 	}
 	if from != "" {
@@ -112,11 +209,12 @@ func (w *contentWriter) put(agent, path, text, from string) (int64, error) {
 			}
 		}
 	}
-	return w.insertRow(version{}, size, text, contentSum(text), sql.NullString{})
+	return w.insertRow(version{}, text, text, sql.NullString{}, sql.NullString{})
 }
 
-// insertRow stores a version, on top of base (n 0: none).
-func (w *contentWriter) insertRow(base version, size int64, text string, sum []byte, hist sql.NullString) (int64, error) {
+// insertRow stores a version whose content is whole: as text, on top of
+// base (n 0: none), or as a history or an argument (hist, arg).
+func (w *contentWriter) insertRow(base version, whole, text string, hist, arg sql.NullString) (int64, error) {
 	if w.next == 0 {
 		if err := w.q.QueryRowContext(w.ctx, `SELECT coalesce(max(n), 0) + 1 FROM contents WHERE sid = ?`, w.sid).Scan(&w.next); err != nil {
 			return 0, err
@@ -128,8 +226,12 @@ func (w *contentWriter) insertRow(base version, size int64, text string, sum []b
 	if base.n != 0 {
 		b, depth = sql.NullInt64{Int64: base.n, Valid: true}, base.depth+1
 	}
-	if _, err := w.q.ExecContext(w.ctx, `INSERT INTO contents (sid, n, base, depth, size, sum, text, history) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		w.sid, n, b, depth, size, sum, text, hist); err != nil {
+	var sum []byte
+	if len(whole) >= sumMin || b.Valid || hist.Valid {
+		sum = contentSum(whole)
+	}
+	if _, err := w.q.ExecContext(w.ctx, `INSERT INTO contents (sid, n, base, depth, size, sum, text, history, arg) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		w.sid, n, b, depth, len(whole), sum, text, hist, arg); err != nil {
 		return 0, fmt.Errorf("store a file's content: %w", err)
 	}
 	w.next++
@@ -161,6 +263,7 @@ type contentRow struct {
 	size    int64
 	text    string
 	history sql.NullString
+	arg     sql.NullString
 }
 
 // chainOf reads a version and those it is on top of, newest first.
@@ -168,8 +271,8 @@ func chainOf(ctx context.Context, q querier, sid, n int64) ([]contentRow, error)
 	var out []contentRow
 	for {
 		r := contentRow{n: n}
-		if err := q.QueryRowContext(ctx, `SELECT base, size, text, history FROM contents WHERE sid = ? AND n = ?`, sid, n).
-			Scan(&r.base, &r.size, &r.text, &r.history); err != nil {
+		if err := q.QueryRowContext(ctx, `SELECT base, size, text, history, arg FROM contents WHERE sid = ? AND n = ?`, sid, n).
+			Scan(&r.base, &r.size, &r.text, &r.history, &r.arg); err != nil {
 			return nil, fmt.Errorf("read file content %d: %w", n, err)
 		}
 		out = append(out, r)
@@ -237,6 +340,15 @@ func writeChain(ctx context.Context, q querier, sid int64, chain []contentRow, w
 			}
 			continue
 		}
+		if r.arg.Valid {
+			if err := renderArg(ctx, q, sid, r.arg.String, w); err != nil {
+				if errors.Is(err, errEnough) {
+					return nil
+				}
+				return err
+			}
+			continue
+		}
 		if _, err := io.WriteString(w, r.text); err != nil {
 			return nil
 		}
@@ -274,7 +386,7 @@ func (l *lastContent) read(ctx context.Context, q querier, sid, n int64) (string
 			break
 		}
 	}
-	if len(chain) == 1 && !chain[0].history.Valid {
+	if len(chain) == 1 && !chain[0].history.Valid && !chain[0].arg.Valid {
 		return chain[0].text, nil // whole: nothing is on top of a copy
 	}
 	if err := writeChain(ctx, q, sid, rest, &limited{b: &b}); err != nil {
@@ -390,19 +502,19 @@ func (w *contentWriter) putHistory(agent, path, text string, call *trace.ModelCa
 	rest, base := text, version{}
 	if had {
 		if int64(len(text)) <= cur.size || text[cur.size] != '\n' {
-			return w.put(agent, path, text, "")
+			return w.put(agent, path, text, "", nil)
 		}
 		if on, err := w.is(cur, text[:cur.size]); err != nil || !on {
 			if err != nil {
 				return 0, err
 			}
-			return w.put(agent, path, text, "")
+			return w.put(agent, path, text, "", nil)
 		}
 		rest, base = text[cur.size+1:], cur
 	}
 	var n int
 	if _, err := fmt.Sscanf(rest, "# Summarization %d of agent ", &n); err != nil {
-		return w.put(agent, path, text, "")
+		return w.put(agent, path, text, "", nil)
 	}
 	spec, err := json.Marshal(history{N: n, Agent: agent, Ranges: call.Context})
 	if err != nil {
@@ -410,7 +522,7 @@ func (w *contentWriter) putHistory(agent, path, text string, call *trace.ModelCa
 	}
 	var again strings.Builder
 	if err := renderHistory(w.ctx, w.q, w.sid, string(spec), &again); err != nil || again.String() != rest {
-		return w.put(agent, path, text, "")
+		return w.put(agent, path, text, "", nil)
 	}
-	return w.insertRow(base, int64(len(text)), "", contentSum(text), sql.NullString{String: string(spec), Valid: true})
+	return w.insertRow(base, text, "", sql.NullString{String: string(spec), Valid: true}, sql.NullString{})
 }

@@ -260,7 +260,7 @@ func (r *reader) Files() iter.Seq2[trace.File, error] {
 			var f row
 			err := rows.Scan(&f.path, &f.n, &f.whole, &f.text)
 			return f, err
-		}, `SELECT f.path, f.content, c.base IS NULL AND c.history IS NULL, c.text FROM files f
+		}, `SELECT f.path, f.content, c.base IS NULL AND c.history IS NULL AND c.arg IS NULL, c.text FROM files f
 			JOIN contents c ON c.sid = f.sid AND c.n = f.content
 			WHERE f.sid = ? AND f.agent_id = ? ORDER BY f.path`, r.sid, trace.MainAgent) {
 			if err != nil {

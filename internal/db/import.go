@@ -83,7 +83,7 @@ func importEnd(ctx context.Context, tx *sql.Tx, a *appender, t *trace.Trace) err
 				continue
 			}
 		}
-		n, err := a.files.put(trace.MainAgent, p, want, "")
+		n, err := a.files.put(trace.MainAgent, p, want, "", nil)
 		if err != nil {
 			return err
 		}

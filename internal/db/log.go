@@ -405,10 +405,22 @@ func (a *appender) putFiles(agent, from string, changes []delegation.FileChange)
 		}
 		var n int64
 		var err error
-		if call := a.folding[agent]; call != nil && from == "" && c.Path == delegation.HistoryPath(agent) {
+		var call *trace.ModelCall
+		if from == "" && c.Path == delegation.HistoryPath(agent) {
+			if call, err = a.summaryCall(agent); err != nil {
+				return "", nil, err
+			}
+		}
+		if call != nil {
 			n, err = a.files.putHistory(agent, c.Path, c.Content, call)
 		} else {
-			n, err = a.files.put(agent, c.Path, c.Content, from)
+			var arg *argRef
+			if from == "" {
+				if arg, err = a.argOf(agent, c.Content); err != nil {
+					return "", nil, err
+				}
+			}
+			n, err = a.files.put(agent, c.Path, c.Content, from, arg)
 		}
 		if err != nil {
 			return "", nil, err
@@ -421,6 +433,43 @@ func (a *appender) putFiles(agent, from string, changes []delegation.FileChange)
 	}
 	b, err := json.Marshal(packed)
 	return string(b), texts, err
+}
+
+// summaryCall is the agent's summary call under way, whose history its
+// files.changed writes: started in this transaction, or its latest call
+// when that is a summary call (a batch may end between the two).
+func (a *appender) summaryCall(agent string) (*trace.ModelCall, error) {
+	if c := a.folding[agent]; c != nil {
+		return c, nil
+	}
+	c, err := scanCall(a.q.QueryRowContext(a.ctx, `SELECT `+callColumns+` FROM model_calls c WHERE c.sid = ? AND c.agent_id = ?
+		ORDER BY c.idx DESC LIMIT 1`, a.h.sid, agent), a.h.created)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && c.Purpose != string(delegation.PurposeSummary)) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.folding[agent] = &c.ModelCall
+	return &c.ModelCall, nil
+}
+
+// argOf is the argument of the agent's latest tool calls that a content
+// it wrote is, if it is one: write_file's content.
+func (a *appender) argOf(agent, text string) (*argRef, error) {
+	if len(text) < 32 {
+		return nil, nil
+	}
+	m, ok := a.asked[agent]
+	if !ok {
+		var err error
+		if m, ok, err = lastAsked(a.ctx, a.q, a.h.sid, agent); err != nil || !ok {
+			return nil, err
+		}
+		a.asked[agent] = m
+	}
+	ref, _ := argOf(agent, m.idx, m.calls, text)
+	return ref, nil
 }
 
 // inMemory reads contents from a map, as putFiles returns it.

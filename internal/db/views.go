@@ -360,20 +360,22 @@ type File struct {
 	Preview string
 }
 
-// fileColumns are a listed file: its path, its version and, when the
-// version is whole, its size and start (else contentHead reads them).
-const fileColumns = `f.path, c.n, c.base, c.size, substr(CAST(c.text AS BLOB), 1, ?)`
+// fileColumns are a listed file: its path, its version, whether its text
+// is not all of it (it is on top of another, a history or an argument:
+// contentHead reads its start), its size and the start of its text.
+const fileColumns = `f.path, c.n, c.base IS NOT NULL OR c.history IS NOT NULL OR c.arg IS NOT NULL, c.size,
+	substr(CAST(c.text AS BLOB), 1, ?)`
 
 func (r *pageReader) scanFile(ctx context.Context, row scanner, previewBytes int) (File, error) {
 	var f File
 	var n int64
-	var base sql.NullInt64
+	var derived bool
 	var pv []byte
-	if err := row.Scan(&f.Path, &n, &base, &f.Size, &pv); err != nil {
+	if err := row.Scan(&f.Path, &n, &derived, &f.Size, &pv); err != nil {
 		return f, err
 	}
 	f.Preview = string(pv)
-	if base.Valid {
+	if derived {
 		size, head, err := contentHead(ctx, r.tx, r.sid, n, previewBytes)
 		if err != nil {
 			return f, err
@@ -396,14 +398,14 @@ func (r *pageReader) Files(ctx context.Context, after string, limit, previewByte
 	for rows.Next() {
 		var f File
 		var n int64
-		var base sql.NullInt64
+		var derived bool
 		var pv []byte
-		if err := rows.Scan(&f.Path, &n, &base, &f.Size, &pv); err != nil {
+		if err := rows.Scan(&f.Path, &n, &derived, &f.Size, &pv); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		f.Preview = string(pv)
-		if base.Valid {
+		if derived {
 			chained = append(chained, len(raw))
 			f.Size = int(n) // the version, until read below
 		}

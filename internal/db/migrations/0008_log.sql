@@ -137,9 +137,12 @@ CREATE INDEX model_calls_id ON model_calls (sid, id) WHERE id IS NOT NULL;
 -- A file's content, one row per version (n, from 1 per session): base is
 -- the version it extends (its text is what follows base's) and depth how
 -- many it is on top of; size is its whole length in bytes and sum the first
--- 8 bytes of its SHA-256 (what a new version is compared with). A version a
--- summarization wrote is history, [its number, its agent, the ranges it
--- folded], and no text: it is written again from the messages.
+-- 8 bytes of its SHA-256 (what a new version is compared with; NULL for a
+-- small whole one, read back instead). A version a summarization wrote is
+-- history, [its number, its agent, the ranges it folded], and no text: it is
+-- written again from the messages. A version that is a string argument of
+-- the tool call that wrote it (write_file's content) is arg, [agent, message
+-- index, call position, key], and no text: it is read from that message.
 CREATE TABLE contents (
     sid     INTEGER NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
     n       INTEGER NOT NULL,
@@ -149,10 +152,11 @@ CREATE TABLE contents (
     sum     BLOB,
     text    TEXT NOT NULL,
     history TEXT,
+    arg     TEXT,
     PRIMARY KEY (sid, n)
 ) WITHOUT ROWID;
-INSERT INTO contents (sid, n, base, size, text)
-SELECT sid, row_number() OVER (PARTITION BY sid ORDER BY path), NULL, length(CAST(content AS BLOB)), content FROM files;
+INSERT INTO contents (sid, n, base, size, sum, text)
+SELECT sid, row_number() OVER (PARTITION BY sid ORDER BY path), NULL, length(CAST(content AS BLOB)), NULL, content FROM files;
 
 -- Each agent's files as its changes left them (a child's: those it
 -- changed), each at a version (contents.n); the main agent's are the
