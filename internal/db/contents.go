@@ -356,46 +356,6 @@ func writeChain(ctx context.Context, q querier, sid int64, chain []contentRow, w
 	return nil
 }
 
-// lastContent keeps the last version a reader read whole that was built
-// of others (a history, a file that grew): the next
-// version of a growing file (a history) is on top of it, so reading a
-// file's versions in order costs what each gained, not its whole length
-// again.
-type lastContent struct {
-	n    int64
-	text string
-}
-
-// read reads a version whole, from the last one read when it is on top of
-// it.
-func (l *lastContent) read(ctx context.Context, q querier, sid, n int64) (string, error) {
-	if l.n == n && n != 0 {
-		return l.text, nil
-	}
-	chain, err := chainOf(ctx, q, sid, n)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	rest := chain
-	for i, r := range chain {
-		if i > 0 && r.n == l.n && l.n != 0 {
-			b.Grow(int(chain[0].size))
-			b.WriteString(l.text)
-			rest = chain[:i]
-			break
-		}
-	}
-	if len(chain) == 1 && !chain[0].history.Valid && !chain[0].arg.Valid {
-		return chain[0].text, nil // whole: nothing is on top of a copy
-	}
-	if err := writeChain(ctx, q, sid, rest, &limited{b: &b}); err != nil {
-		return "", err
-	}
-	l.n, l.text = n, b.String()
-	return l.text, nil
-}
-
 // contentHead reads a version's size and its first limit bytes: the
 // preview of a list.
 func contentHead(ctx context.Context, q querier, sid, n int64, limit int) (int64, string, error) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"strings"
 
@@ -28,8 +29,6 @@ type reader struct {
 	// number, as the log names them. Each is read once, when needed.
 	agents map[string]*agentRow
 	ids    []string
-	// last is the last file content read whole.
-	last lastContent
 }
 
 var _ Reader = (*reader)(nil)
@@ -269,7 +268,7 @@ func (r *reader) Files() iter.Seq2[trace.File, error] {
 			}
 			text := f.text
 			if !f.whole {
-				text, err = r.content(f.n)
+				text, err = textOf(r.content, f.n)
 			}
 			if !yield(trace.File{Path: f.path, Content: text}, err) || err != nil {
 				return
@@ -528,5 +527,12 @@ func (r *reader) step(seq int64, e *entry, rows *resolved, whole bool) (trace.St
 	return trace.StepOf(*ev)
 }
 
-// content reads a file content of the session whole.
-func (r *reader) content(n int64) (string, error) { return r.last.read(r.ctx, r.q, r.sid, n) }
+// content reads a file content of the session: its size, and a function
+// that writes it.
+func (r *reader) content(n int64) (int64, func(io.Writer) error, error) {
+	chain, err := chainOf(r.ctx, r.q, r.sid, n)
+	if err != nil {
+		return 0, nil, err
+	}
+	return chain[0].size, func(w io.Writer) error { return writeChain(r.ctx, r.q, r.sid, chain, w) }, nil
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -473,13 +474,16 @@ func (a *appender) argOf(agent, text string) (*argRef, error) {
 }
 
 // inMemory reads contents from a map, as putFiles returns it.
-func inMemory(texts map[int64]string) func(int64) (string, error) {
-	return func(n int64) (string, error) {
+func inMemory(texts map[int64]string) contentOf {
+	return func(n int64) (int64, func(io.Writer) error, error) {
 		t, ok := texts[n]
 		if !ok {
-			return "", fmt.Errorf("no content %d", n)
+			return 0, nil, fmt.Errorf("no content %d", n)
 		}
-		return t, nil
+		return int64(len(t)), func(w io.Writer) error {
+			_, err := io.WriteString(w, t)
+			return err
+		}, nil
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/trace"
@@ -38,32 +40,109 @@ func unpackTool(typ delegation.EventType, calls []trace.ToolCall, packed []byte)
 	return json.Marshal(delegation.ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: isErr != 0, DurationMS: ms})
 }
 
+// contentOf reads a file content by its number, for reading an event
+// back: its size, and a function that writes it out (a history is
+// megabytes: it is written where it goes, not built first).
+type contentOf func(n int64) (size int64, write func(io.Writer) error, err error)
+
+// textOf reads a content whole.
+func textOf(content contentOf, n int64) (string, error) {
+	size, write, err := content(n)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.Grow(int(size))
+	err = write(&b)
+	return b.String(), err
+}
+
+// packedFile is a file of a packed change: its path and content number,
+// or that it was deleted.
+type packedFile struct {
+	path    string
+	n       int64
+	deleted bool
+}
+
 // unpackFilesChanged reads a files.changed back from its packed files, or
-// [from, packed files].
-func unpackFilesChanged(packed []byte, content func(int64) (string, error)) ([]byte, error) {
-	var d delegation.FilesChanged
-	files := json.RawMessage(packed)
+// [from, packed files]: its data as json.Marshal encodes it, written into
+// one buffer of its size, each content escaped into it as it is read.
+func unpackFilesChanged(packed []byte, content contentOf) ([]byte, error) {
+	var from string
+	raw := json.RawMessage(packed)
 	if bytes.HasPrefix(packed, []byte(`["`)) {
 		var p [2]json.RawMessage
 		if err := json.Unmarshal(packed, &p); err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal(p[0], &d.From); err != nil {
+		if err := json.Unmarshal(p[0], &from); err != nil {
 			return nil, err
 		}
-		files = p[1]
+		raw = p[1]
 	}
-	changes, err := unpackFiles(files, content)
+	files, err := unpackFiles(raw)
 	if err != nil {
 		return nil, err
 	}
-	d.Changes = changes
-	return json.Marshal(d)
+	type read struct {
+		size  int64
+		write func(io.Writer) error
+	}
+	reads := make([]read, len(files))
+	n := 32 + len(from)
+	for i, f := range files {
+		if !f.deleted {
+			if reads[i].size, reads[i].write, err = content(f.n); err != nil {
+				return nil, err
+			}
+		}
+		// Room for its escapes too (a history's newlines and quotes are a
+		// tenth of it): growing a buffer of megabytes copies it.
+		n += 48 + len(f.path) + int(reads[i].size) + int(reads[i].size)/4
+	}
+	var b bytes.Buffer // a bytes.Buffer does not fail
+	b.Grow(n)
+	b.WriteString("{")
+	if from != "" {
+		b.WriteString(`"from":`)
+		_ = trace.WriteJSONString(&b, from)
+		b.WriteString(",")
+	}
+	b.WriteString(`"changes":`)
+	if files == nil {
+		b.WriteString("null")
+	} else {
+		b.WriteString("[")
+		for i, f := range files {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(`{"path":`)
+			_ = trace.WriteJSONString(&b, f.path)
+			if reads[i].size > 0 {
+				b.WriteString(`,"content":"`)
+				w := &trace.JSONStringWriter{W: &b}
+				if err := reads[i].write(w); err != nil {
+					return nil, err
+				}
+				_ = w.Close()
+				b.WriteString(`"`)
+			}
+			if f.deleted {
+				b.WriteString(`,"deleted":true`)
+			}
+			b.WriteString("}")
+		}
+		b.WriteString("]")
+	}
+	b.WriteString("}")
+	return b.Bytes(), nil
 }
 
 // unpackSessionStarted reads a session.started back from [its data but
 // files, packed files].
-func unpackSessionStarted(packed []byte, content func(int64) (string, error)) ([]byte, error) {
+func unpackSessionStarted(packed []byte, content contentOf) ([]byte, error) {
 	var p [2]json.RawMessage
 	if err := json.Unmarshal(packed, &p); err != nil {
 		return nil, err
@@ -72,22 +151,27 @@ func unpackSessionStarted(packed []byte, content func(int64) (string, error)) ([
 	if err := json.Unmarshal(p[0], &d); err != nil {
 		return nil, err
 	}
-	changes, err := unpackFiles(p[1], content)
+	files, err := unpackFiles(p[1])
 	if err != nil {
 		return nil, err
 	}
-	if changes != nil {
-		d.Files = make(map[string]string, len(changes))
-		for _, c := range changes {
-			d.Files[c.Path] = c.Content
+	if files != nil {
+		d.Files = make(map[string]string, len(files))
+		for _, f := range files {
+			if f.deleted {
+				continue
+			}
+			if d.Files[f.path], err = textOf(content, f.n); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return json.Marshal(d)
 }
 
 // unpackFiles reads packed files ([[path, content number], …], null for a
-// deleted file) as changes; null is no changes at all (nil).
-func unpackFiles(raw json.RawMessage, content func(int64) (string, error)) ([]delegation.FileChange, error) {
+// deleted file); null is no changes at all (nil).
+func unpackFiles(raw json.RawMessage) ([]packedFile, error) {
 	if string(raw) == "null" {
 		return nil, nil
 	}
@@ -95,20 +179,17 @@ func unpackFiles(raw json.RawMessage, content func(int64) (string, error)) ([]de
 	if err := json.Unmarshal(raw, &packed); err != nil {
 		return nil, err
 	}
-	out := make([]delegation.FileChange, len(packed))
+	out := make([]packedFile, len(packed))
 	for i, p := range packed {
-		if err := json.Unmarshal(p[0], &out[i].Path); err != nil {
+		if err := json.Unmarshal(p[0], &out[i].path); err != nil {
 			return nil, err
 		}
 		if string(p[1]) == "null" {
-			out[i].Deleted = true
+			out[i].deleted = true
 			continue
 		}
-		n, err := strconv.ParseInt(string(p[1]), 10, 64)
-		if err != nil {
-			return nil, err
-		}
-		if out[i].Content, err = content(n); err != nil {
+		var err error
+		if out[i].n, err = strconv.ParseInt(string(p[1]), 10, 64); err != nil {
 			return nil, err
 		}
 	}

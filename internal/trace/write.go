@@ -156,10 +156,67 @@ func (j *jsonWriter) rawJSON(doc []byte) bool {
 // str writes a string as json.Marshal does (escaping HTML too), in runs,
 // without copying it.
 func (j *jsonWriter) str(s string) {
+	if j.err == nil {
+		j.err = WriteJSONString(j.w, s)
+	}
+}
+
+// WriteJSONString writes s as json.Marshal encodes a string (HTML escaped,
+// invalid UTF-8 as U+FFFD), in runs, without copying it: a file's content
+// can be megabytes.
+func WriteJSONString(w io.StringWriter, s string) error {
+	if _, err := w.WriteString(`"`); err != nil {
+		return err
+	}
+	if err := writeEscaped(w, s); err != nil {
+		return err
+	}
+	_, err := w.WriteString(`"`)
+	return err
+}
+
+// JSONStringWriter writes what is written to it as the inside of a JSON
+// string, escaped as json.Marshal escapes the whole of it: a rune split
+// between two writes is held until it is whole. Close writes what is held
+// (an incomplete rune at the very end, as Marshal writes one).
+type JSONStringWriter struct {
+	W    io.StringWriter
+	held string
+}
+
+func (j *JSONStringWriter) Write(p []byte) (int, error) { return j.WriteString(string(p)) }
+
+func (j *JSONStringWriter) WriteString(s string) (int, error) {
+	n := len(s)
+	if j.held != "" {
+		s = j.held + s
+		j.held = ""
+	}
+	// Hold back a rune begun in the last three bytes that is not whole.
+	for i := len(s) - 1; i >= 0 && i >= len(s)-3; i-- {
+		if utf8.RuneStart(s[i]) {
+			if !utf8.FullRuneInString(s[i:]) {
+				s, j.held = s[:i], s[i:]
+			}
+			break
+		}
+	}
+	return n, writeEscaped(j.W, s)
+}
+
+// Close writes what is held.
+func (j *JSONStringWriter) Close() error {
+	h := j.held
+	j.held = ""
+	return writeEscaped(j.W, h)
+}
+
+// writeEscaped writes s as the inside of a JSON string, as json.Marshal
+// escapes it.
+func writeEscaped(w io.StringWriter, s string) error {
 	const hex = "0123456789abcdef"
-	j.raw(`"`)
 	start := 0
-	for i := 0; i < len(s) && j.err == nil; {
+	for i := 0; i < len(s); {
 		c := s[i]
 		var esc string
 		size := 1
@@ -194,16 +251,17 @@ func (j *jsonWriter) str(s string) {
 				continue
 			}
 		}
-		if _, j.err = j.w.WriteString(s[start:i]); j.err == nil {
-			_, j.err = j.w.WriteString(esc)
+		if _, err := w.WriteString(s[start:i]); err != nil {
+			return err
+		}
+		if _, err := w.WriteString(esc); err != nil {
+			return err
 		}
 		i += size
 		start = i
 	}
-	if j.err == nil {
-		_, j.err = j.w.WriteString(s[start:])
-	}
-	j.raw(`"`)
+	_, err := w.WriteString(s[start:])
+	return err
 }
 
 // IsCompact reports whether a JSON document has no space outside its

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"iter"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -154,6 +155,31 @@ func (f failing) Messages() iter.Seq2[trace.Message, error] {
 			}
 			yield(trace.Message{}, f.err)
 			return
+		}
+	}
+}
+
+// A JSON string written in pieces, however they are cut, is what
+// json.Marshal writes of the whole.
+func TestJSONStringWriterInPieces(t *testing.T) {
+	for _, s := range []string{"", "plain <a> & \"q\" \\ \n\r\t\x01", "é日本\u2028\u2029😀", string([]byte{0xff, 'a', 0xe6, 0x97}), "end in part \xe6\x97"} {
+		want, _ := json.Marshal(s)
+		for cut := 1; cut <= 5; cut++ {
+			var b strings.Builder
+			b.WriteString(`"`)
+			w := &trace.JSONStringWriter{W: &b}
+			for i := 0; i < len(s); i += cut {
+				if _, err := w.WriteString(s[i:min(i+cut, len(s))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b.WriteString(`"`)
+			if b.String() != string(want) {
+				t.Errorf("%q in pieces of %d: %s, want %s", s, cut, b.String(), want)
+			}
 		}
 	}
 }
