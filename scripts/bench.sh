@@ -29,7 +29,10 @@ row "engine time per model call (200 + 50 steps, scripted, tokens counted)" "≤
 row "the same, every event stored and broadcast to a viewer" "—" ./internal/server/ BenchmarkEnginePersistedBroadcast ns/model-call 5x
 row "ingest through the recorder vs a plain batched INSERT" "≥ 0.5" ./internal/db/ BenchmarkIngest ours/plain 10x
 row "ingest rate through the recorder" "—" ./internal/db/ BenchmarkIngest events/s 10x
-row "database bytes per raw message byte (2,000 turns, then a fork)" "≤ 2" ./internal/db/ BenchmarkStorage2000Turns db/raw 2x
+row "store bytes ÷ the messages' bytes as the trace exports them, 2,000 messages" "≤ 1.4" ./internal/db/ BenchmarkStorage db/raw-2k 1x
+row "store bytes ÷ the messages' bytes as the trace exports them, 100,000 messages" "≤ 1.4" ./internal/db/ BenchmarkStorage db/raw-100k 1x
+row "sessions list: 40 sessions of 1 MB scenarios ÷ 40 of small ones, time" "≈ 1" ./internal/db/ BenchmarkSessionsList big/small 20x
+row "sessions list: the same, bytes allocated" "≈ 1" ./internal/db/ BenchmarkSessionsList alloc-big/small 20x
 row "event to viewer p99, 100 websocket viewers on loopback" "≤ 10 ms" ./internal/live/ BenchmarkEventToViewer100 p99-ms 3x
 row "server render of a 10,000-message session page" "≤ 300 ms" ./internal/server/ BenchmarkSessionPage10k ms/page 5x
 row "live page: server CPU per model call, one viewer, 4,000-step ÷ 500-step session" "≤ 1.3" ./internal/server/ BenchmarkLiveCPU x4000/500 1x
