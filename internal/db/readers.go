@@ -24,8 +24,8 @@ type Reader interface {
 	// Session is the session's row as the read began, without its scenario
 	// (Head has it).
 	Session() *Session
-	// Log yields the session's log, each event with what it introduced, as
-	// trace.SplitEvent splits it.
+	// Log yields the session's log, each event as its step (trace.StepOf):
+	// with what it introduced.
 	Log() iter.Seq2[trace.Step, error]
 	// Backward yields messages to-1 down to from of an agent's message
 	// list, newest first.
