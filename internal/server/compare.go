@@ -60,7 +60,7 @@ func (s *Server) conformance(c echo.Context, ids [2]string, sides [2]templates.C
 	}
 	var traces [2]*trace.Trace
 	for i, id := range ids {
-		t, _, err := s.cfg.DB.ViewTrace(c.Request().Context(), id)
+		t, err := s.cfg.DB.Trace(c.Request().Context(), id)
 		if err != nil {
 			return session.Conformance{}, err
 		}
