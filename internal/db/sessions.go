@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/delegationstudio/studio/internal/delegation"
-	"github.com/delegationstudio/studio/internal/trace"
 )
 
 // Session is a stored session's summary.
@@ -280,21 +279,7 @@ func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired
 		if err != nil {
 			return err
 		}
-		a, err := newAppender(ctx, tx, h)
-		if err != nil {
-			return err
-		}
-		defer a.close()
-		for _, ev := range events {
-			st, err := trace.StepOf(ev)
-			if err != nil {
-				return err
-			}
-			if err := a.add(st); err != nil {
-				return err
-			}
-		}
-		return a.done()
+		return appendEvents(ctx, tx, h, events) // the live append
 	})
 	return ended, err
 }
