@@ -15,6 +15,7 @@ var failureIsolation = lessonDef{
 		"step limit. Look at the receipts: the failed child's comes back marked is_error and says why, its sibling " +
 		"finishes normally, and the parent carries on — it re-sends the search, narrower, and the run ends done. " +
 		"Then the same run as deepagents runs it (compat 'deepagents'): the failure cancels the sibling and fails the session.",
+	notes: map[string][]string{"ours": {"budget"}, "deepagents": {"budget"}},
 	variants: []variantDef{
 		{name: "ours", label: "Ours: failure stays in the child"},
 		{name: "deepagents", label: "deepagents (compat: deepagents): failure fails the run", expect: delegation.StatusFailed},

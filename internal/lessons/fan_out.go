@@ -19,7 +19,8 @@ var fanOut = lessonDef{
 		"message. Look at the timings: the three run at once and finish out of order, yet their receipts come " +
 		"back in call order; each context holds only its own task, each child pays its own prompt prefix, and " +
 		"the parent alone merges the three conclusions.",
-	table: fanOutTable,
+	bothModes: true,
+	table:     fanOutTable,
 	claims: []claim{
 		{"three", "3", "call order"},
 	},

@@ -15,7 +15,8 @@ var filesAndTodos = lessonDef{
 	description: "Article 1 (the task tool), §4: which parts of a child's state come back to the parent. Look at " +
 		"delegation.finished: it returns the receipt and the files, and holds back the child's messages, its " +
 		"todo list and its structured response; the file the child wrote is in the parent's files.",
-	table: filesAndTodosTable,
+	bothModes: true,
+	table:     filesAndTodosTable,
 }
 
 func filesAndTodosTable(r runs) (Table, error) {

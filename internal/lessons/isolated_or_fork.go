@@ -15,6 +15,7 @@ var isolatedOrFork = lessonDef{
 		"to an isolated child and to a fork after the parent found a date. Look at the rows: what each opened with, whether " +
 		"it inherited the parent's prompt, whether it could see the date, whether it could delegate further, and what the " +
 		"parent gained from each.",
+	notes: map[string][]string{"isolated-or-fork": {"unused_receipt"}},
 	table: isolatedOrForkTable,
 }
 

@@ -40,6 +40,17 @@ type Lesson struct {
 	Article     string // e.g. "Article 2 (isolated or fork), §4"
 	Scenario    []byte // the first variant's scenario (kept for existing callers)
 	Variants    []Variant
+	// Cites are the articles and sections it reproduces, by title.
+	Cites []Cite
+	// BothModes says that running its scenario with every subagent
+	// isolated, then every one a fork, teaches something; for the rest
+	// (validation, merges, a recorded trace, lessons that already set both
+	// modes side by side) the modes are beside the point.
+	BothModes bool
+	// Notes are the notes ("Worth a look", internal/view) each variant's
+	// session is expected to show, by kind, in the order found: often
+	// none. A test fails on any other.
+	Notes map[string][]string
 
 	table  func(runs) (Table, error)
 	claims []claim
@@ -140,6 +151,9 @@ type lessonDef struct {
 	variants                          []variantDef
 	table                             func(runs) (Table, error)
 	claims                            []claim
+	// bothModes: see Lesson.BothModes; notes: Lesson.Notes.
+	bothModes bool
+	notes     map[string][]string
 	// recorded maps a variant to a recorded OTLP trace in recorded/, which
 	// it maps instead of running a scenario.
 	recorded map[string]string
@@ -191,7 +205,8 @@ func All() []Lesson {
 func load() []Lesson {
 	out := make([]Lesson, 0, len(registry))
 	for _, d := range registry {
-		l := Lesson{Name: d.name, Title: d.title, Description: d.description, Article: d.article, table: d.table, claims: d.claims}
+		l := Lesson{Name: d.name, Title: d.title, Description: d.description, Article: d.article, table: d.table, claims: d.claims,
+			Cites: Cites(d.article), BothModes: d.bothModes, Notes: d.notes}
 		vs := d.variants
 		if len(vs) == 0 {
 			vs = []variantDef{{name: d.name, label: d.title}}

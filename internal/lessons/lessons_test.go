@@ -18,6 +18,7 @@ import (
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
+	pageview "github.com/delegationstudio/studio/internal/view"
 )
 
 // specific holds each lesson's own assertions, beyond "every check is OK".
@@ -90,6 +91,7 @@ func TestEveryLesson(t *testing.T) {
 					t.Fatalf("variant %s ended %s, want %s: %s", v.Name, tr.Session.Status, v.Expect, tr.Session.Error)
 				}
 				took += playTime(t, tr)
+				checkNotes(t, l, v, tr)
 			}
 			// About 4 s for every variant one after another: what a person
 			// waits for, the model calls (their delays) on the longest path.
@@ -114,6 +116,28 @@ func TestEveryLesson(t *testing.T) {
 			}
 			f(t, tab, runs)
 		})
+	}
+}
+
+// checkNotes holds a variant's session to the notes its lesson expects
+// ("Worth a look"): exactly those kinds, in that order, and no other.
+func checkNotes(t *testing.T, l Lesson, v Variant, tr *trace.Trace) {
+	t.Helper()
+	st, err := pageview.FromTrace(tr, pageview.BudgetOf(tr.Scenario))
+	if err != nil {
+		t.Fatalf("variant %s: fold its log: %v", v.Name, err)
+	}
+	var got []string
+	for _, n := range st.Notes {
+		got = append(got, n.Kind)
+	}
+	if want := l.Notes[v.Name]; !slices.Equal(got, want) {
+		var texts []string
+		for _, n := range st.Notes {
+			texts = append(texts, n.Kind+": "+n.Text)
+		}
+		t.Errorf("variant %s shows the notes %q, want %q (declare a note the lesson means in its notes; mend a rule that cries wolf):\n%s",
+			v.Name, got, want, strings.Join(texts, "\n"))
 	}
 }
 

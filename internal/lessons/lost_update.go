@@ -9,7 +9,7 @@ import (
 var lostUpdate = lessonDef{
 	name:    "lost-update",
 	title:   "Parallel siblings and their files: the lost update",
-	article: "Ours: delegation.md §6 (Better), on deepagents' file merge",
+	article: "Ours: the studio's delegation rules, §6 “What crosses back”, where the studio does better than deepagents' file merge",
 	description: "Ours, delegation.md §6 (Better): two siblings run at once, one edits /config.md and deletes /old.md, " +
 		"the other only writes /report.md. Compare the final files: merging each child's whole file map (deepagents' " +
 		"'snapshot', what compat 'deepagents' does) lets the untouched sibling's stale copy overwrite the edit and revive the deleted file; merging " +

@@ -16,7 +16,8 @@ var oneDelegation = lessonDef{
 		"and what each of the four model calls received. Look at call 2: the child starts from two messages, " +
 		"its system prompt and the task description verbatim, with seven tools and no task; the parent's " +
 		"question is nowhere in it.",
-	table: oneDelegationTable,
+	bothModes: true,
+	table:     oneDelegationTable,
 	claims: []claim{
 		{"four model calls", "4", "call"},
 		{"call 2", "2", "call"},

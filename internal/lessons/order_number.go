@@ -18,6 +18,7 @@ var orderNumber = lessonDef{
 		"sent in one message to an isolated reporter and to a fork reporter. Look at the children's first calls: " +
 		"two messages and no A-7731 against nine messages with it, while the task calls cost the parent " +
 		"exactly the same.",
+	notes: map[string][]string{"order-number": {"context_missing", "unused_receipt"}},
 	table: orderNumberTable,
 	claims: []claim{
 		{"two messages", "opening messages (system prompt + context)", "isolated"},

@@ -13,7 +13,8 @@ var parentAfter = lessonDef{
 	description: "Article 1 (the task tool), §3 and §7: the parent's message list after one delegation. Look at " +
 		"how little it gained: its own task call and one receipt, the child's last message with text. The " +
 		"child's intermediate message and tool result never arrive; the file it wrote does.",
-	table: parentAfterTable,
+	bothModes: true,
+	table:     parentAfterTable,
 }
 
 func parentAfterTable(r runs) (Table, error) {

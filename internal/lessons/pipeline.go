@@ -14,7 +14,8 @@ var pipeline = lessonDef{
 	description: "Article 3 (subagent patterns), §2, the pipeline: a writer, a reviewer and a fixer in a row, each an " +
 		"isolated subagent. Look at the task descriptions: each stage's holds the previous stages' full output, " +
 		"because an isolated child sees nothing else — the hand-over is the artifact, not the chat history.",
-	table: pipelineTable,
+	bothModes: true,
+	table:     pipelineTable,
 }
 
 func pipelineTable(r runs) (Table, error) {

@@ -16,7 +16,8 @@ var readOnlyExplorer = lessonDef{
 	description: "Article 3 (subagent patterns), §1 and §3: an explorer subagent with read-only tools (ls, read_file, " +
 		"grep, glob) reviews a login module. Look at its tools — no write_file, edit_file or delete — and at the " +
 		"sizes: the child's context grows with every file it reads, the parent receives one 'auth.py line 42 …' summary.",
-	table: readOnlyExplorerTable,
+	bothModes: true,
+	table:     readOnlyExplorerTable,
 }
 
 var writeTools = []string{"write_file", "edit_file", "delete"}

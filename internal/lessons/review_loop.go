@@ -16,7 +16,8 @@ var reviewLoop = lessonDef{
 		"parent for at most three rounds. Look at the verdicts: the reviewer answers through response_format " +
 		"Verdict, JSON the parent can act on; it rejects twice with specific issues, each passed in full to the " +
 		"next writer, and approves the third draft.",
-	table: reviewLoopTable,
+	bothModes: true,
+	table:     reviewLoopTable,
 }
 
 // verdict is the reviewer's structured response.

@@ -15,7 +15,8 @@ var summarizedFork = lessonDef{
 		"Look at the fork's first call: it opens with the summary message and the kept tail, not the folded " +
 		"messages, so a fact only they held (the door code) is gone for it too; the summarization event says " +
 		"where the cut was and where the folded text was written.",
-	table: summarizedForkTable,
+	bothModes: true,
+	table:     summarizedForkTable,
 }
 
 // summarizationData is the summarization event as a trace keeps it: the

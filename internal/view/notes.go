@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/trace"
@@ -27,6 +29,7 @@ type Note struct {
 type noteState struct {
 	receipts   map[string][]*pendingReceipt
 	fanouts    map[string][]pendingFanout
+	paths      map[string][]string // by child: paths its task names that were no file when it started
 	budgetSeen bool
 }
 
@@ -54,23 +57,54 @@ func (s *State) addNote(n Note, ch *Changes) {
 }
 
 // noteDelegationStarted: an isolated child whose task refers to something
-// only the parent could see ("above", "that file"), or names a file that
-// is not there for it to read.
+// only the parent could see ("above", "that file") and carries nothing it
+// could refer to; a path its task names that is no file now waits for the
+// child's end (noteDelegationFinished), since the child may be asked to
+// write it.
 func (s *State) noteDelegationStarted(dl *Delegation, ch *Changes) {
 	if dl.Mode != string(delegation.ModeIsolated) {
 		return
 	}
-	if w := deictic.FindString(dl.Task); w != "" {
+	if loc := deictic.FindStringIndex(dl.Task); loc != nil && !carriesMaterial(dl.Task[loc[1]:]) {
+		w := dl.Task[loc[0]:loc[1]]
 		s.addNote(Note{Kind: "context_missing", AgentID: dl.ChildID, Text: fmt.Sprintf(
 			"%s (%s) is isolated, but its task says %q: it refers to a conversation the child never sees. Put the facts in the task, or make the subagent a fork.", dl.SubagentType, dl.ChildID, w)}, ch)
 		return
 	}
 	for _, m := range pathRE.FindAllStringSubmatch(dl.Task, -1) {
-		if _, found := slices.BinarySearch(s.Files.paths, m[1]); !found {
-			s.addNote(Note{Kind: "context_missing", AgentID: dl.ChildID, Text: fmt.Sprintf(
-				"%s (%s) is isolated and its task names %s, which is not a file it can read: only the parent's conversation could hold it.", dl.SubagentType, dl.ChildID, m[1])}, ch)
-			return
+		if _, found := slices.BinarySearch(s.Files.paths, m[1]); !found && !slices.Contains(s.notes.paths[dl.ChildID], m[1]) {
+			if s.notes.paths == nil {
+				s.notes.paths = map[string][]string{}
+			}
+			s.notes.paths[dl.ChildID] = append(s.notes.paths[dl.ChildID], m[1])
 		}
+	}
+}
+
+// carriesMaterial reports whether the rest of a task, after a word that
+// points back ("previous", "above"), holds what it points at: a colon or a
+// line break followed by some text, as in "your previous draft:\n\n…".
+func carriesMaterial(rest string) bool {
+	i := strings.IndexAny(rest, ":\n")
+	if i < 0 {
+		return false
+	}
+	return utf8.RuneCountInString(strings.Join(strings.Fields(rest[i+1:]), "")) >= 20
+}
+
+// noteDelegationFinished: a path the task named that is still no file —
+// the child did not write it, nor did anyone else — was one the child
+// could not read: only the parent's conversation could hold it.
+func (s *State) noteDelegationFinished(dl *Delegation, ch *Changes) {
+	paths := s.notes.paths[dl.ChildID]
+	delete(s.notes.paths, dl.ChildID)
+	for _, p := range paths {
+		if _, found := slices.BinarySearch(s.Files.paths, p); found || slices.Contains(dl.FilesBack, p) {
+			continue
+		}
+		s.addNote(Note{Kind: "context_missing", AgentID: dl.ChildID, Text: fmt.Sprintf(
+			"%s (%s) is isolated and its task names %s, which was not a file it could read and which it did not write: only the parent's conversation could hold it.", dl.SubagentType, dl.ChildID, p)}, ch)
+		return
 	}
 }
 
@@ -99,13 +133,15 @@ func (s *State) noteReceipt(dl *Delegation, m *trace.Message, ch *Changes) {
 // together; one of several task calls is a fan-out to bring together.
 func (s *State) noteAssistant(a *Agent, m *trace.Message, ch *Changes) {
 	if pending := s.notes.receipts[a.ID]; len(pending) > 0 {
-		text := strings.ToLower(m.Content)
-		for _, c := range m.ToolCalls {
-			text += " " + strings.ToLower(string(c.Args))
-		}
 		seen := map[string]bool{}
-		for _, w := range strings.FieldsFunc(text, notWord) {
-			seen[w] = true
+		add := func(text string) {
+			for _, w := range Words(text) {
+				seen[w] = true
+			}
+		}
+		add(m.Content)
+		for _, c := range m.ToolCalls {
+			add(string(c.Args))
 		}
 		pending = slices.DeleteFunc(pending, func(p *pendingReceipt) bool {
 			for w := range p.words {
@@ -150,16 +186,27 @@ func (s *State) noteAgentStarted(a *Agent, ch *Changes) {
 // noteAgentFinished: a child out of steps; and what the agent never did
 // about its receipts and fan-outs, now that it will not.
 func (s *State) noteAgentFinished(a *Agent, ch *Changes) {
-	if strings.Contains(a.Error, "step limit") {
+	// Its own step limit, not a child's that failed it (compat deepagents).
+	if strings.HasPrefix(a.Error, stepLimit) {
 		s.addNote(Note{Kind: "budget", AgentID: a.ID, Text: fmt.Sprintf("%s (%s) %s: give it a narrower task or more max_steps.", a.Name, a.ID, a.Error)}, ch)
 	}
 	s.flushNotes(a.ID, ch)
 }
 
-// flushNotes gives the notes an agent (every agent, for "") still owed.
+// stepLimit is how the engine's error for an agent out of model calls
+// begins (delegation's errStepLimit).
+const stepLimit = "it reached its step limit"
+
+// flushNotes gives the notes an agent (every agent, for "") still owed. An
+// agent that did not finish done owes none: it never had the chance.
 func (s *State) flushNotes(agentID string, ch *Changes) {
 	for _, a := range s.Agents {
 		if agentID != "" && a.ID != agentID {
+			continue
+		}
+		if a.Status != delegation.StatusDone {
+			delete(s.notes.receipts, a.ID)
+			delete(s.notes.fanouts, a.ID)
 			continue
 		}
 		for _, p := range s.notes.receipts[a.ID] {
@@ -186,17 +233,75 @@ func (s *State) noteBudgetCall(c *trace.ModelCall, ch *Changes) {
 }
 
 // receiptWords are the words a later message would share with a receipt it
-// draws on: five letters or more, or a number.
+// draws on: a word of five letters or more, a number, a file name, or two
+// CJK characters in a row (Words).
 func receiptWords(receipt string) map[string]bool {
 	words := map[string]bool{}
-	for _, w := range strings.FieldsFunc(strings.ToLower(receipt), notWord) {
-		if len(w) >= 5 || (len(w) >= 2 && strings.ContainsAny(w, "0123456789")) {
+	for _, w := range Words(receipt) {
+		r := []rune(w)
+		switch {
+		case isCJK(r[0]):
+			words[w] = true
+		case len(r) >= 5, len(r) >= 2 && strings.ContainsAny(w, "0123456789"), strings.Contains(strings.Trim(w, "."), "."):
 			words[w] = true
 		}
 	}
 	return words
 }
 
-func notWord(r rune) bool {
-	return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r > 127)
+// Words splits a text into lower-case words the way "is this receipt used"
+// compares them: runs of letters and digits (with - _ . / inside them, so
+// that a.toml and /notes/plan.md are words, and each part of a path is one
+// too), punctuation of any script splitting them ("42。" is 42), and CJK
+// text, which has no spaces, as its pairs of neighbouring characters.
+func Words(text string) []string {
+	var out []string
+	var cur []rune
+	flush := func() {
+		w := strings.Trim(string(cur), "-_./")
+		cur = cur[:0]
+		if w == "" {
+			return
+		}
+		out = append(out, w)
+		if strings.ContainsRune(w, '/') {
+			for _, part := range strings.Split(w, "/") {
+				if part != "" {
+					out = append(out, part)
+				}
+			}
+		}
+	}
+	rs := []rune(strings.ToLower(text))
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
+		switch {
+		case isCJK(r):
+			flush()
+			j := i
+			for j < len(rs) && isCJK(rs[j]) {
+				j++
+			}
+			for k := i; k+1 < j; k++ {
+				out = append(out, string(rs[k:k+2]))
+			}
+			i = j - 1
+		case unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r):
+			cur = append(cur, r)
+		case (r == '-' || r == '_' || r == '.' || r == '/') && len(cur) > 0:
+			cur = append(cur, r)
+		case r == '/':
+			cur = append(cur, r) // a path's leading slash
+		default:
+			flush()
+		}
+	}
+	flush()
+	return out
+}
+
+// isCJK reports whether r is written without spaces between words: Han,
+// kana, Hangul.
+func isCJK(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }

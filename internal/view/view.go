@@ -433,6 +433,7 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 		}
 		dl.Finished, dl.Returned, dl.HeldBack = true, d.Returned, d.HeldBack
 		ch.crossing(dl.ChildID)
+		s.noteDelegationFinished(dl, ch)
 
 	case st.DelegationRefused != nil:
 		d := st.DelegationRefused

@@ -3,6 +3,7 @@ package view_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -225,6 +226,41 @@ func TestNotes(t *testing.T) {
 		}
 		if got["context_missing"] != 2 {
 			t.Errorf("context_missing = %d, want 2 (\"above\" and a path that is no file)", got["context_missing"])
+		}
+	})
+	t.Run("a receipt quoted in CJK text is used", func(t *testing.T) {
+		got := kinds(`{"name": "cjk", "prompt": "go", "script": {
+			"main": [{"tool_calls": [{"name": "task", "args": {"description": "Compute six times seven.", "subagent_type": "general-purpose"}}]}, {"content": "结论：六乘七是 42。"}],
+			"general-purpose": [[{"content": "子 Agent 的最终报告：结论是 42。"}]]}}`)
+		if len(got) != 0 {
+			t.Fatalf("notes = %v; want none: main quotes the receipt", got)
+		}
+	})
+	t.Run("a task that carries what it points back at is no mistake", func(t *testing.T) {
+		got := kinds(`{"name": "carried", "prompt": "go", "script": {
+			"main": [{"tool_calls": [{"name": "task", "args": {"description": "Improve your previous draft:\n\nDelegation Studio runs agents and shows them.", "subagent_type": "general-purpose"}}]}, {"content": "The improved draft shows agents."}],
+			"general-purpose": [[{"content": "Delegation Studio shows agents delegating."}]]}}`)
+		if len(got) != 0 {
+			t.Fatalf("notes = %v; want none", got)
+		}
+	})
+	t.Run("a file the task asks the child to write is no missing context", func(t *testing.T) {
+		got := kinds(`{"name": "writes", "prompt": "go", "script": {
+			"main": [{"tool_calls": [{"name": "task", "args": {"description": "Write the plan to /plan.md.", "subagent_type": "general-purpose"}}]}, {"content": "The plan is in /plan.md."}],
+			"general-purpose": [[{"tool_calls": [{"name": "write_file", "args": {"file_path": "/plan.md", "content": "1. ship"}}]}, {"content": "Wrote /plan.md."}]]}}`)
+		if len(got) != 0 {
+			t.Fatalf("notes = %v; want none", got)
+		}
+	})
+	t.Run("words split CJK into pairs and keep file names", func(t *testing.T) {
+		got := view.Words("结论是 42。See /config/a.toml, OK?")
+		for _, w := range []string{"结论", "论是", "42", "config/a.toml", "config", "a.toml", "see", "ok"} {
+			if !slices.Contains(got, w) {
+				t.Errorf("Words = %q; want %q in it", got, w)
+			}
+		}
+		if slices.Contains(got, "42。see") || slices.Contains(got, "是") {
+			t.Errorf("Words = %q; punctuation must split, single CJK characters are no words", got)
 		}
 	})
 }

@@ -1,0 +1,93 @@
+package lessons
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Article is one of the three articles the lessons come from, named as a
+// reader would look for it: its title, in English and as published, and
+// its numbered sections.
+type Article struct {
+	Number          int
+	Title, Original string
+	Sections        []string // section n is Sections[n-1]
+}
+
+// Articles are the three articles, in the order the lessons number them.
+var Articles = []Article{
+	{Number: 1, Title: "How the task tool hands work to a subagent", Original: "task 工具怎么把活派给子 Agent",
+		Sections: []string{"The tool's face", "What the child has once the work is sent", "What the parent gets on the way back",
+			"Where the middle part goes", "A subagent cannot delegate further", "What build and call time stop", "So when to delegate"}},
+	{Number: 2, Title: "Isolated or fork?", Original: "委派用 isolated 还是 fork",
+		Sections: []string{"One more line on the list", "The first look: an order of magnitude apart", "Prompts are joined, not replaced",
+			"The entry fee: the more the parent did, the more a fork reads", "How detailed a task should be",
+			"What is kept out, put in, summarized away", "How to choose"}},
+	{Number: 3, Title: "Subagents: context isolation and three patterns", Original: "子 Agent：上下文隔离与三种编排模式",
+		Sections: []string{"Why subagents: context isolation", "Three patterns: pipeline, fan-out, review loop",
+			"Writing it: spawning a subagent on the harness", "When not to use several agents"}},
+}
+
+// Cite is a lesson's source as a person reads it: an article by its title
+// and the sections it draws on, or the studio's own rules.
+type Cite struct {
+	Article  *Article // nil for the studio's own
+	Own      string   // what of the studio's own, when Article is nil
+	Sections []Section
+}
+
+// Section is a numbered section with its title.
+type Section struct {
+	Number int
+	Title  string
+}
+
+var (
+	articleRef = regexp.MustCompile(`Article (\d)(?: \([^)]*\))?((?:,? ?(?:and )?§\d+(?:[–-]§\d+)?)*)`)
+	sectionRef = regexp.MustCompile(`§(\d+)(?:[–-]§(\d+))?`)
+)
+
+// Cites reads a lesson's Article line ("Article 2 (isolated or fork), §2
+// and §5; Article 3 …", "Ours: …") as the articles and sections it names.
+func Cites(line string) []Cite {
+	var out []Cite
+	for _, m := range articleRef.FindAllStringSubmatch(line, -1) {
+		n, _ := strconv.Atoi(m[1])
+		if n < 1 || n > len(Articles) {
+			continue
+		}
+		a := &Articles[n-1]
+		c := Cite{Article: a}
+		for _, s := range sectionRef.FindAllStringSubmatch(m[2], -1) {
+			from, _ := strconv.Atoi(s[1])
+			to := from
+			if s[2] != "" {
+				to, _ = strconv.Atoi(s[2])
+			}
+			for k := from; k <= to && k >= 1 && k <= len(a.Sections); k++ {
+				c.Sections = append(c.Sections, Section{Number: k, Title: a.Sections[k-1]})
+			}
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		if own, ok := strings.CutPrefix(line, "Ours: "); ok {
+			out = append(out, Cite{Own: own})
+		}
+	}
+	return out
+}
+
+// Summary is a lesson's description without the citation it opens with
+// ("Article 2 (isolated or fork), §4: …"), which Cites names better.
+func (l Lesson) Summary() string {
+	d := l.Description
+	if i := strings.Index(d, ": "); i > 0 && (strings.HasPrefix(d, "Article ") || strings.HasPrefix(d, "Ours")) && i < 120 {
+		rest := d[i+2:]
+		if rest != "" {
+			return strings.ToUpper(rest[:1]) + rest[1:]
+		}
+	}
+	return d
+}
