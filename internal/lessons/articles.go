@@ -91,3 +91,37 @@ func (l Lesson) Summary() string {
 	}
 	return d
 }
+
+// course is the order a newcomer takes the lessons in: one delegation
+// first, then what crosses, then the two modes, then the patterns.
+var course = []string{
+	"one-delegation", "parent-after", "order-number", "receipt", "files-and-todos", "nested-delegation",
+	"tool-stack", "task-description", "system-prompt", "entry-cost", "what-a-child-inherits", "summarized-fork",
+	"isolated-or-fork", "cache-and-cost", "structured-fork", "config-errors", "read-only-explorer", "fan-out", "pipeline",
+	"review-loop", "failure-isolation", "when-to-delegate", "lost-update", "received-deepagents",
+}
+
+// Course returns every lesson in the order a newcomer takes them; the
+// first is where to start. Lessons the order does not name come last, by
+// name.
+func Course() []Lesson {
+	all := All()
+	rank := map[string]int{}
+	for i, n := range course {
+		rank[n] = i + 1
+	}
+	out := make([]Lesson, 0, len(all))
+	for _, n := range course {
+		for _, l := range all {
+			if l.Name == n {
+				out = append(out, l)
+			}
+		}
+	}
+	for _, l := range all {
+		if rank[l.Name] == 0 {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -808,3 +808,27 @@ func testCacheAndCost(t *testing.T, tab Table, runs map[string]*trace.Trace) {
 		}
 	}
 }
+
+func TestCourseHoldsEveryLessonOnce(t *testing.T) {
+	c := Course()
+	if len(c) != len(All()) || len(course) != len(All()) {
+		t.Fatalf("the course has %d lessons (%d named), there are %d: name each lesson in course once", len(c), len(course), len(All()))
+	}
+	seen := map[string]bool{}
+	for _, l := range c {
+		if seen[l.Name] {
+			t.Fatalf("%s twice in the course", l.Name)
+		}
+		seen[l.Name] = true
+	}
+	for _, l := range All() {
+		if len(l.Cites) == 0 {
+			t.Errorf("lesson %s: its article line %q names no article the studio knows", l.Name, l.Article)
+		}
+		for _, c := range l.Cites {
+			if c.Article != nil && len(c.Sections) == 0 {
+				t.Errorf("lesson %s: %q names no section of %q", l.Name, l.Article, c.Article.Title)
+			}
+		}
+	}
+}

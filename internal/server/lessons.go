@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
@@ -19,10 +21,73 @@ import (
 
 func (s *Server) lessonsPage(c echo.Context) error {
 	v := templates.LessonsPage{Page: s.page(c, "Lessons")}
-	for _, l := range lessons.All() {
-		v.Lessons = append(v.Lessons, templates.LessonOption{Name: l.Name, Title: l.Title, Description: l.Description})
+	latest, err := s.latestLessonRuns(c)
+	if err != nil {
+		return err
 	}
-	return render(c, http.StatusOK, templates.LessonsPageView(v))
+	for _, l := range lessons.Course() {
+		o := lessonOption(l)
+		if r, ok := latest[l.Name]; ok {
+			o.LastRun, o.LastStatus = r.CreatedAt, runStatus(r)
+		}
+		v.Lessons = append(v.Lessons, o)
+	}
+	return render(c, http.StatusOK, templates.LessonsPageView(v, s.now()))
+}
+
+// latestLessonRuns is each lesson's latest run.
+func (s *Server) latestLessonRuns(c echo.Context) (map[string]db.Run, error) {
+	runs, err := s.cfg.DB.Runs(c.Request().Context(), db.RunFilter{Kind: db.RunLesson, Limit: 500})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]db.Run{}
+	for _, r := range runs {
+		if _, ok := out[r.Lesson]; !ok {
+			out[r.Lesson] = r
+		}
+	}
+	return out, nil
+}
+
+// runStatus is a run's status in a word: running while any session runs,
+// done when every one ended as its variant expects, else failed.
+func runStatus(r db.Run) string {
+	if r.Running() {
+		return delegation.StatusRunning
+	}
+	for _, s := range r.Sessions {
+		if s.Status != delegation.StatusDone {
+			return delegation.StatusFailed
+		}
+	}
+	return delegation.StatusDone
+}
+
+func lessonOption(l lessons.Lesson) templates.LessonOption {
+	return templates.LessonOption{Name: l.Name, Title: l.Title, Description: l.Summary(), Source: citeText(l.Cites), BothModes: l.BothModes}
+}
+
+// citeText names a lesson's sources for a line: the articles by title, with
+// their sections.
+func citeText(cs []lessons.Cite) string {
+	var parts []string
+	for _, c := range cs {
+		if c.Article == nil {
+			parts = append(parts, "the studio's own: "+c.Own)
+			continue
+		}
+		p := "“" + c.Article.Title + "” (" + c.Article.Original + ")"
+		var secs []string
+		for _, sec := range c.Sections {
+			secs = append(secs, "§"+strconv.Itoa(sec.Number)+" "+sec.Title)
+		}
+		if len(secs) > 0 {
+			p += ", " + strings.Join(secs, "; ")
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, " · ")
 }
 
 // Lesson modes: as written (ours), or every variant with compat
@@ -32,9 +97,9 @@ const (
 	modeDeepagents = "deepagents"
 )
 
-// runLesson starts every variant of a lesson and shows the lesson with
-// their sessions (?runs=variant:id,…); with mode=deepagents every variant
-// runs with compat "deepagents".
+// runLesson starts every variant of a lesson, keeps them as one run of the
+// lesson, and shows the lesson, which shows its latest run; with
+// mode=deepagents every variant runs with compat "deepagents".
 func (s *Server) runLesson(c echo.Context) error {
 	l, err := lessons.Get(c.Param("name"))
 	if err != nil {
@@ -48,91 +113,147 @@ func (s *Server) runLesson(c echo.Context) error {
 	default:
 		return delegation.Errorf(delegation.EINVALID, "unknown mode %q: run a lesson as written (ours) or as deepagents does (deepagents)", mode)
 	}
-	var runs []string
+	run, err := s.startLesson(c.Request().Context(), l, mode)
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/lessons/"+url.PathEscape(l.Name)+"?run="+url.QueryEscape(run.ID))
+}
+
+// startLesson starts every variant of a lesson and stores them as a run.
+func (s *Server) startLesson(ctx context.Context, l lessons.Lesson, mode string) (*db.Run, error) {
+	run := &db.Run{Kind: db.RunLesson, Lesson: l.Name, Mode: mode}
 	for _, v := range l.Variants {
 		if v.OTLP != nil { // a recorded trace of another framework: mapped, as received
-			ids, err := s.runner.ImportFile(c.Request().Context(), v.OTLP)
+			ids, err := s.runner.ImportFile(ctx, v.OTLP)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			runs = append(runs, v.Name+":"+ids[0])
+			run.Sessions = append(run.Sessions, db.RunSession{Variant: v.Name, SessionID: ids[0]})
 			continue
 		}
 		sc, err := scenario.Parse(v.Scenario)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if mode == modeDeepagents {
 			if sc, err = scenario.WithCompat(sc, delegation.CompatDeepagents); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		id, err := s.runner.Start(c.Request().Context(), sc)
+		id, err := s.runner.Start(ctx, sc)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		runs = append(runs, v.Name+":"+id)
+		run.Sessions = append(run.Sessions, db.RunSession{Variant: v.Name, SessionID: id})
 	}
-	target := "/lessons/" + url.PathEscape(l.Name) + "?runs=" + url.QueryEscape(strings.Join(runs, ","))
-	if mode == modeDeepagents {
-		target += "&mode=" + modeDeepagents
+	if err := s.cfg.DB.CreateRun(ctx, run); err != nil {
+		return nil, err
 	}
-	return c.Redirect(http.StatusSeeOther, target)
+	return run, nil
 }
 
-// lessonPage is a lesson: its explanation, its runs, and, once they are
-// done, the table computed from them beside the article's figures.
+// lessonPage is a lesson: its explanation, its latest run (or the one of
+// ?run=ID) with the table computed from it beside the article's figures
+// once every session is done, and its earlier runs. ?fragment=1 is the run
+// alone, for the page to redraw it while it runs.
 func (s *Server) lessonPage(c echo.Context) error {
 	l, err := lessons.Get(c.Param("name"))
 	if err != nil {
 		return delegation.Errorf(delegation.ENOTFOUND, "%v", err)
 	}
-	v := templates.LessonPage{Page: s.page(c, l.Title), Name: l.Name, Title: l.Title, Description: l.Description, Article: l.Article,
-		Deepagents: c.QueryParam("mode") == modeDeepagents}
-	ids := map[string]string{}
-	for _, pair := range strings.Split(c.QueryParam("runs"), ",") {
-		if name, id, ok := strings.Cut(pair, ":"); ok {
-			ids[name] = id
+	ctx := c.Request().Context()
+	v := templates.LessonPage{Page: s.page(c, l.Title), Lesson: lessonOption(l), Article: l.Article}
+	runs, err := s.cfg.DB.Runs(ctx, db.RunFilter{Kind: db.RunLesson, Lesson: l.Name, Limit: 20})
+	if err != nil {
+		return err
+	}
+	var shown *db.Run
+	if id := c.QueryParam("run"); id != "" {
+		r, err := s.cfg.DB.Run(ctx, id)
+		if err != nil {
+			return err
+		}
+		if r.Kind != db.RunLesson || r.Lesson != l.Name {
+			return delegation.Errorf(delegation.ENOTFOUND, "run %s is not a run of the lesson %s", id, l.Name)
+		}
+		shown = r
+	} else if len(runs) > 0 {
+		shown = &runs[0]
+	}
+	for _, r := range runs {
+		if shown == nil || r.ID != shown.ID {
+			v.Runs = append(v.Runs, templates.RunRow{ID: r.ID, Mode: r.Mode, CreatedAt: r.CreatedAt, Status: runStatus(r),
+				URL: "/lessons/" + url.PathEscape(l.Name) + "?run=" + url.QueryEscape(r.ID)})
 		}
 	}
-	if len(ids) == 0 {
+	if v.Run, err = s.lessonRun(ctx, l, shown); err != nil {
+		return err
+	}
+	if c.QueryParam("fragment") != "" {
+		return render(c, http.StatusOK, templates.LessonRunSection(v.Run, s.now()))
+	}
+	return render(c, http.StatusOK, templates.LessonPageView(v, s.now()))
+}
+
+// lessonRun is a run of a lesson as its page shows it: each variant's
+// session, and once every one is done, the table and its checks.
+func (s *Server) lessonRun(ctx context.Context, l lessons.Lesson, run *db.Run) (templates.LessonRunView, error) {
+	v := templates.LessonRunView{Lesson: l.Name}
+	if run == nil {
 		for _, variant := range l.Variants {
 			v.Variants = append(v.Variants, templates.LessonRun{Variant: variant.Name, Label: variant.Label})
 		}
-		return render(c, http.StatusOK, templates.LessonPageView(v))
+		return v, nil
 	}
+	v.ID, v.CreatedAt, v.Deepagents = run.ID, run.CreatedAt, run.Mode == modeDeepagents
+	v.FragmentURL = "/lessons/" + url.PathEscape(l.Name) + "?run=" + url.QueryEscape(run.ID) + "&fragment=1"
 	traces := map[string]*trace.Trace{}
 	for _, variant := range l.Variants {
-		run := templates.LessonRun{Variant: variant.Name, Label: variant.Label, SessionID: ids[variant.Name], Expect: variant.Expect}
-		if run.SessionID != "" {
-			t, err := s.cfg.DB.Trace(c.Request().Context(), run.SessionID)
-			if err != nil {
-				return err
+		lr := templates.LessonRun{Variant: variant.Name, Label: variant.Label, Expect: variant.Expect}
+		if rs, ok := run.Session(variant.Name); ok {
+			lr.SessionID, lr.Status, lr.Agents, lr.Calls, lr.Tokens = rs.SessionID, rs.Status, rs.Agents, rs.ModelCalls, rs.InputTokens
+			if rs.Status == delegation.StatusRunning {
+				v.Running = true
+				sess, err := s.cfg.DB.Session(ctx, rs.SessionID)
+				if err != nil {
+					return v, err
+				}
+				lr.Seq = sess.LastSeq
 			}
-			run.Status = t.Session.Status
-			v.Running = v.Running || t.Session.Status == delegation.StatusRunning
-			traces[variant.Name] = t
 		}
-		v.Variants = append(v.Variants, run)
+		v.Variants = append(v.Variants, lr)
 	}
-	if !v.Running && len(traces) == 2 && len(l.Variants) == 2 {
-		v.CompareURL = "/compare?a=" + url.QueryEscape(ids[l.Variants[0].Name]) + "&b=" + url.QueryEscape(ids[l.Variants[1].Name])
+	if len(run.Sessions) == 2 && len(l.Variants) == 2 {
+		v.CompareURL = "/compare?a=" + url.QueryEscape(run.Sessions[0].SessionID) + "&b=" + url.QueryEscape(run.Sessions[1].SessionID)
 	}
-	if !v.Running && len(traces) == len(l.Variants) {
-		tbl, err := l.Table(traces)
-		switch {
-		case err != nil && v.Deepagents:
-			v.Error = "Run as deepagents does, these sessions end differently from ours, and the table, which reads our behaviour, " +
-				"cannot be computed from them (" + err.Error() + "): open the sessions to see what deepagents does."
-		case err != nil:
-			v.Error = "The table cannot be computed from these runs: " + err.Error()
-		default:
-			v.Table = tableView(tbl)
-			v.Chart = entryChart(tbl)
-			v.Bars = barChart(tbl.Chart)
+	if v.Running {
+		return v, nil
+	}
+	for _, rs := range run.Sessions {
+		t, err := s.cfg.DB.Trace(ctx, rs.SessionID)
+		if err != nil {
+			return v, err
 		}
+		traces[rs.Variant] = t
 	}
-	return render(c, http.StatusOK, templates.LessonPageView(v))
+	if len(traces) != len(l.Variants) {
+		v.Error = "Some of this run's sessions were deleted, so its table cannot be computed: run the lesson again."
+		return v, nil
+	}
+	tbl, err := l.Table(traces)
+	switch {
+	case err != nil && v.Deepagents:
+		v.Error = "Run as deepagents does, these sessions end differently from ours, and the table, which reads our behaviour, " +
+			"cannot be computed from them (" + err.Error() + "): open the sessions to see what deepagents does."
+	case err != nil:
+		v.Error = "The table cannot be computed from these runs: " + err.Error()
+	default:
+		v.Table = tableView(tbl)
+		v.Chart = entryChart(tbl)
+		v.Bars = barChart(tbl.Chart)
+	}
+	return v, nil
 }
 
 func tableView(t lessons.Table) *templates.TableView {

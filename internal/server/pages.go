@@ -23,7 +23,32 @@ func csrfToken(c echo.Context) string {
 }
 
 func (s *Server) page(c echo.Context, title string) templates.Page {
-	return templates.Page{Title: title, CSRF: csrfToken(c)}
+	return templates.Page{Title: title, CSRF: csrfToken(c), Nav: navOf(c.Path())}
+}
+
+// navOf is the section of the nav a route belongs to.
+func navOf(route string) string {
+	switch {
+	case route == "/" || strings.HasPrefix(route, "/sessions") || route == "/traces":
+		return "sessions"
+	case strings.HasPrefix(route, "/lessons"):
+		return "lessons"
+	case strings.HasPrefix(route, "/compare"):
+		return "compare"
+	case strings.HasPrefix(route, "/teams") || route == "/clone-team":
+		return "teams"
+	}
+	return ""
+}
+
+// summary heads a page whose form came back: each problem linking to href
+// (the field it is about, which the form has as one text).
+func summary(form, href string, errs []templates.FieldError) *templates.ErrorSummary {
+	sm := &templates.ErrorSummary{Form: form}
+	for _, e := range errs {
+		sm.Items = append(sm.Items, templates.SummaryItem{Field: e.Field, Message: e.Message, Href: href})
+	}
+	return sm
 }
 
 // sessionsPageView builds the sessions page; the form fields carry what the
@@ -41,8 +66,8 @@ func (s *Server) sessionsPageView(c echo.Context) (templates.SessionsPage, error
 		v.Sessions = append(v.Sessions, templates.SessionRow{ID: x.ID, Name: x.Name, Title: x.Title, Status: x.Status,
 			Agents: x.Agents, ModelCalls: x.ModelCalls, InputTokens: x.InputTokens, CreatedAt: x.CreatedAt})
 	}
-	for _, l := range lessons.All() {
-		v.Lessons = append(v.Lessons, templates.LessonOption{Name: l.Name, Title: l.Title, Description: l.Description})
+	for _, l := range lessons.Course() {
+		v.Lessons = append(v.Lessons, lessonOption(l))
 	}
 	return v, nil
 }
@@ -132,6 +157,20 @@ func (s *Server) startSession(c echo.Context) error {
 			return err
 		}
 	}
+	if kind := documentKind([]byte(doc)); kind == docTrace || kind == docOTLPJSON || kind == docOTLPProto {
+		// Not a scenario at all: say what it is rather than list its
+		// schema errors, and copy it where it goes.
+		v, err := s.sessionsPageView(c)
+		if err != nil {
+			return err
+		}
+		v.Scenario = typed(doc)
+		if kind != docOTLPProto {
+			v.TraceText = typed(doc)
+		}
+		v.Summary = &templates.ErrorSummary{Form: "scenario", Foreign: kind}
+		return render(c, http.StatusBadRequest, templates.SessionsPageView(v, s.now()))
+	}
 	id, err := s.start(c, []byte(doc), c.FormValue("endpoint"))
 	if err != nil {
 		if !badInput(err) {
@@ -142,6 +181,7 @@ func (s *Server) startSession(c echo.Context) error {
 			return verr
 		}
 		v.Scenario, v.ScenarioErrs = typed(doc), fieldErrors(err)
+		v.Summary = summary("scenario", "#scenario-text", v.ScenarioErrs)
 		return render(c, http.StatusBadRequest, templates.SessionsPageView(v, s.now()))
 	}
 	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
@@ -183,6 +223,18 @@ func (s *Server) importTrace(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if kind := documentKind([]byte(doc)); kind == docScenario || kind == docText {
+		v, err := s.sessionsPageView(c)
+		if err != nil {
+			return err
+		}
+		v.TraceText = typed(doc)
+		if kind == docScenario {
+			v.Scenario = typed(doc)
+		}
+		v.Summary = &templates.ErrorSummary{Form: "trace", Foreign: kind}
+		return render(c, http.StatusBadRequest, templates.SessionsPageView(v, s.now()))
+	}
 	ids, err := s.runner.ImportFile(c.Request().Context(), []byte(doc))
 	if err != nil {
 		if !badInput(err) {
@@ -194,6 +246,7 @@ func (s *Server) importTrace(c echo.Context) error {
 		}
 		v.TraceText = typed(doc)
 		v.TraceErrs = fieldErrors(err)
+		v.Summary = summary("trace", "#trace-text", v.TraceErrs)
 		return render(c, http.StatusBadRequest, templates.SessionsPageView(v, s.now()))
 	}
 	if len(ids) > 1 {

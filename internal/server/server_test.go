@@ -517,34 +517,65 @@ func TestBothModes(t *testing.T) {
 	s.waitDone(a)
 	s.waitDone(b)
 	_, doc := s.get(loc.String())
-	child := func(side string) (mode string, entry, inherited int) {
-		row := doc.Find(`[data-testid="side-` + side + `"] tr[data-agent="a1"]`)
-		cells := row.Find("td")
-		n := func(i int) int {
-			v, _ := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(cells.Eq(i).Text()), ",", ""))
-			return v
-		}
-		return strings.TrimSpace(cells.Eq(1).Text()), n(2), n(3)
+	row := doc.Find(`[data-testid="costs"] tr[data-agent="general-purpose"]`)
+	cells := row.Find("td")
+	n := func(i int) int {
+		v, _ := strconv.Atoi(strings.ReplaceAll(firstNumber.FindString(cells.Eq(i).Text()), ",", ""))
+		return v
 	}
-	isoMode, isoEntry, isoInherited := child("a")
-	forkMode, forkEntry, forkInherited := child("b")
+	isoMode, forkMode := strings.TrimSpace(cells.Eq(1).Text()), strings.TrimSpace(cells.Eq(2).Text())
 	if isoMode != "isolated" || forkMode != "fork" {
 		t.Fatalf("modes %q and %q", isoMode, forkMode)
 	}
-	if isoInherited != 0 || forkInherited == 0 || forkEntry <= isoEntry {
-		t.Fatalf("entry: isolated %d (%d inherited), fork %d (%d inherited)", isoEntry, isoInherited, forkEntry, forkInherited)
+	isoEntry, forkEntry, isoShare, forkShare := n(3), n(4), n(6), n(7)
+	if isoShare != 0 || forkShare == 0 || forkEntry <= isoEntry {
+		t.Fatalf("entry: isolated %d (%d inherited), fork %d (%d inherited)", isoEntry, isoShare, forkEntry, forkShare)
 	}
 	cached := func(side string) int {
-		v, _ := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(doc.Find(`[data-testid="side-`+side+`"] tr[data-agent="a1"] [data-testid="entry-cached"]`).Text()), ",", ""))
+		v, _ := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(row.Find(`[data-testid="entry-cached-`+side+`"]`).Text()), ",", ""))
 		return v
 	}
 	if cached("a") != 0 || cached("b") == 0 {
 		t.Fatalf("cached at entry: isolated %d, fork %d: the fork's first call shares its parent's prefix", cached("a"), cached("b"))
 	}
-	deltas := doc.Find(`[data-testid="deltas"] tbody tr`)
-	if deltas.Length() < 5 || !strings.Contains(deltas.Text(), "cached at entry") || !strings.Contains(deltas.Eq(1).Find(`[data-testid="delta"]`).Text(), "+") {
-		t.Fatalf("deltas: %s", deltas.Text())
+	for _, f := range []string{"cached", "uncached", "entry-cached"} {
+		if doc.Find(`[data-figure="`+f+`"]`).Length() != 1 {
+			t.Fatalf("no %s figure among %s", f, doc.Find(`[data-testid="figures"] tbody`).Text())
+		}
 	}
+	if d := doc.Find(`[data-figure="entry-cached"] [data-testid="delta"]`).Text(); !strings.HasPrefix(d, "+") {
+		t.Fatalf("cached at entry, B − A: %q", d)
+	}
+	if d := strings.TrimSpace(row.Find("td").Eq(5).Text()); d != "+"+strconv.Itoa(forkEntry-isoEntry) && !strings.HasPrefix(d, "+") {
+		t.Fatalf("entry delta %q", d)
+	}
+	if doc.Find(`[data-figure="tokens"] [data-testid="pct"]`).Text() == "0 %" {
+		t.Fatal("the input tokens of both modes are the same: no delta shown")
+	}
+	runs, err := s.db.Runs(context.Background(), db.RunFilter{Kind: db.RunModes})
+	if err != nil || len(runs) != 1 || runs[0].Lesson != "one-delegation" || len(runs[0].Sessions) != 2 {
+		t.Fatalf("the both-modes run is not kept: %+v, %v", runs, err)
+	}
+}
+
+// lessonRunIDs waits for every session of the run a lesson's run button
+// led to, and returns them.
+func (s *studio) lessonRunIDs(res *http.Response) (*url.URL, []string) {
+	s.t.Helper()
+	if res.StatusCode != http.StatusSeeOther {
+		s.t.Fatalf("run: %d", res.StatusCode)
+	}
+	loc, _ := url.Parse(res.Header.Get("Location"))
+	run, err := s.db.Run(context.Background(), loc.Query().Get("run"))
+	if err != nil {
+		s.t.Fatalf("the redirect %s names no run: %v", loc, err)
+	}
+	var ids []string
+	for _, rs := range run.Sessions {
+		s.waitDone(rs.SessionID)
+		ids = append(ids, rs.SessionID)
+	}
+	return loc, ids
 }
 
 func TestLessonPage(t *testing.T) {
@@ -553,20 +584,16 @@ func TestLessonPage(t *testing.T) {
 	if res.StatusCode != 200 || doc.Find(`[data-testid="lesson-list"] li`).Length() < 15 {
 		t.Fatalf("lessons page: %d, %d lessons", res.StatusCode, doc.Find(`[data-testid="lesson-list"] li`).Length())
 	}
+	if _, doc := s.get("/lessons/entry-cost"); doc.Find(`[data-testid="not-run"]`).Length() != 1 {
+		t.Fatal("a lesson never run does not say so")
+	}
 	res, _ = s.form("/lessons/entry-cost", "/lessons/entry-cost/run", url.Values{})
-	if res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("run: %d", res.StatusCode)
+	_, ids := s.lessonRunIDs(res)
+	if len(ids) != 3 {
+		t.Fatalf("runs = %v, want the three variants", ids)
 	}
-	loc, _ := url.Parse(res.Header.Get("Location"))
-	runs := strings.Split(loc.Query().Get("runs"), ",")
-	if len(runs) != 3 {
-		t.Fatalf("runs = %v, want the three variants", runs)
-	}
-	for _, r := range runs {
-		_, id, _ := strings.Cut(r, ":")
-		s.waitDone(id)
-	}
-	_, doc = s.get(loc.String())
+	// The lesson keeps its run: its page, opened again, shows it.
+	_, doc = s.get("/lessons/entry-cost")
 	table := doc.Find(`[data-testid="table-computed"] tbody tr`)
 	if table.Length() != 3 {
 		t.Fatalf("computed rows: %d", table.Length())
@@ -586,6 +613,24 @@ func TestLessonPage(t *testing.T) {
 	if doc.Find(`[data-testid="run-lesson-deepagents"]`).Length() != 1 {
 		t.Fatal("no way to run the lesson as deepagents does")
 	}
+	// A second run is the one shown; the first is listed among the earlier.
+	res, _ = s.form("/lessons/entry-cost", "/lessons/entry-cost/run", url.Values{})
+	loc, _ := s.lessonRunIDs(res)
+	_, doc = s.get("/lessons/entry-cost")
+	if got, _ := doc.Find(`[data-testid="lesson-run"]`).Attr("data-run"); got != loc.Query().Get("run") {
+		t.Fatalf("the page shows run %q, want the latest %q", got, loc.Query().Get("run"))
+	}
+	if doc.Find(`[data-testid="earlier-runs"] li`).Length() != 1 || doc.Find(`[data-testid="table-computed"]`).Length() != 1 {
+		t.Fatalf("earlier runs: %d", doc.Find(`[data-testid="earlier-runs"] li`).Length())
+	}
+	// The home page's Run runs the whole lesson, and it shows here too.
+	res, _ = s.form("/", "/lessons/entry-cost/run", url.Values{})
+	if _, ids := s.lessonRunIDs(res); len(ids) != 3 {
+		t.Fatalf("the home Run started %d sessions, want every variant", len(ids))
+	}
+	if _, doc = s.get("/lessons/entry-cost"); doc.Find(`[data-testid="earlier-runs"] li`).Length() != 2 {
+		t.Fatal("the home run is not the lesson's latest")
+	}
 }
 
 // TestCacheAndCostLesson runs the three-way fan-out lesson in the studio:
@@ -593,14 +638,7 @@ func TestLessonPage(t *testing.T) {
 func TestCacheAndCostLesson(t *testing.T) {
 	s := newStudio(t, "")
 	res, _ := s.form("/lessons/cache-and-cost", "/lessons/cache-and-cost/run", url.Values{})
-	if res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("run: %d", res.StatusCode)
-	}
-	loc, _ := url.Parse(res.Header.Get("Location"))
-	for _, r := range strings.Split(loc.Query().Get("runs"), ",") {
-		_, id, _ := strings.Cut(r, ":")
-		s.waitDone(id)
-	}
+	loc, _ := s.lessonRunIDs(res)
 	_, doc := s.get(loc.String())
 	if n := doc.Find(`[data-testid="table-computed"] tbody tr`).Length(); n != 3 {
 		t.Fatalf("computed rows: %d", n)
@@ -635,16 +673,8 @@ func TestCacheAndCostLesson(t *testing.T) {
 func TestLessonAsDeepagents(t *testing.T) {
 	s := newStudio(t, "")
 	res, _ := s.form("/lessons/failure-isolation", "/lessons/failure-isolation/run", url.Values{"mode": {"deepagents"}})
-	if res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("run: %d", res.StatusCode)
-	}
-	loc, _ := url.Parse(res.Header.Get("Location"))
-	if loc.Query().Get("mode") != "deepagents" {
-		t.Fatalf("redirect %s has no mode", loc)
-	}
-	for _, r := range strings.Split(loc.Query().Get("runs"), ",") {
-		_, id, _ := strings.Cut(r, ":")
-		s.waitDone(id)
+	loc, ids := s.lessonRunIDs(res)
+	for _, id := range ids {
 		res, _ := s.c.Get(s.ts.URL + "/api/sessions/" + id + "/trace")
 		var tr struct {
 			Session  struct{ Status string } `json:"session"`

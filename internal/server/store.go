@@ -35,6 +35,15 @@ type Store interface {
 	UpdateTeam(ctx context.Context, t *db.Team) error
 	DeleteTeam(ctx context.Context, id string) error
 
+	// Runs are sessions started together (a lesson's variants, both
+	// modes, a team's run); a cloned team remembers its source.
+	CreateRun(ctx context.Context, r *db.Run) error
+	Runs(ctx context.Context, f db.RunFilter) ([]db.Run, error)
+	Run(ctx context.Context, id string) (*db.Run, error)
+	CreateTeamFrom(ctx context.Context, t *db.Team, source string) error
+	TeamSource(ctx context.Context, id string) (string, error)
+	TeamNames(ctx context.Context) (map[string]bool, error)
+
 	// PushedSeq and SetPushedSeq remember what of a session went to which
 	// OTLP endpoint.
 	PushedSeq(ctx context.Context, sessionID, endpoint string) (int64, error)

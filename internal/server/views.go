@@ -539,10 +539,19 @@ func fileView(f db.File) templates.FileView {
 	return templates.FileView{Path: f.Path, Preview: pv, Size: f.Size}
 }
 
-func (p *pageData) notes() []string {
-	var out []string
+// notes are the session's notes, those of a kind together, kinds in the
+// order their first note was found.
+func (p *pageData) notes() []templates.NoteGroup {
+	var out []templates.NoteGroup
+	at := map[string]int{}
 	for _, n := range p.st.Notes {
-		out = append(out, n.Text)
+		i, ok := at[n.Kind]
+		if !ok {
+			i = len(out)
+			at[n.Kind] = i
+			out = append(out, templates.NoteGroup{Kind: n.Kind})
+		}
+		out[i].Texts = append(out[i].Texts, n.Text)
 	}
 	return out
 }

@@ -191,7 +191,75 @@
       });
   });
 
+  // follow keeps a part of a page that shows running sessions up to date
+  // (a lesson's run, a comparison): it listens to each session's websocket
+  // from the seq the page shows (data-live-sessions="id:seq …") and, when
+  // any moves on, fetches the part again (data-live-fragment), drawn by
+  // the server as a reload would draw it, at most every 250 ms. A part that
+  // shows no running session any more stops.
+  function follow(box) {
+    var url = box.getAttribute("data-live-fragment"), sockets = [], timer = null, busy = false, again = false, closed = false;
+    var proto = location.protocol === "https:" ? "wss:" : "ws:";
+    function stop() {
+      closed = true;
+      sockets.forEach(function (ws) { ws.onclose = null; ws.close(); });
+    }
+    function refresh() {
+      timer = null;
+      if (busy) { again = true; return; }
+      busy = true;
+      fetch(url, { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+        .then(function (html) {
+          var tpl = document.createElement("template");
+          tpl.innerHTML = html;
+          var fresh = tpl.content.firstElementChild;
+          if (!fresh || !box.parentNode) return;
+          box.replaceWith(fresh);
+          box = fresh;
+          if (!fresh.hasAttribute("data-live-fragment")) {
+            stop();
+            fresh.setAttribute("data-live-done", "");
+          }
+        })
+        .catch(function () {})
+        .then(function () {
+          busy = false;
+          if (again && !closed) { again = false; schedule(); }
+        });
+    }
+    function schedule() {
+      if (!timer && !closed) timer = setTimeout(refresh, 250);
+    }
+    (box.getAttribute("data-live-sessions") || "").split(" ").forEach(function (pair) {
+      var i = pair.lastIndexOf(":");
+      if (i <= 0) return;
+      var id = pair.slice(0, i), after = pair.slice(i + 1), delay = 500;
+      function connect() {
+        var ws = new WebSocket(proto + "//" + location.host + "/api/sessions/" + encodeURIComponent(id) + "/live?after=" + after);
+        ws.onmessage = function (m) {
+          String(m.data).split("\n").forEach(function (line) {
+            try { var ev = JSON.parse(line); if (ev.seq > 0) after = String(ev.seq); } catch (e) { /* not an event */ }
+          });
+          schedule();
+        };
+        ws.onclose = function () {
+          if (closed) return;
+          schedule(); // it may have ended while the socket was away
+          setTimeout(connect, delay);
+          delay = Math.min(delay * 2, 8000);
+        };
+        sockets.push(ws);
+      }
+      connect();
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    // A form that came back: its problems head the page; the focus goes there.
+    var summary = document.getElementById("error-summary");
+    if (summary) summary.focus();
+    document.querySelectorAll("[data-live-fragment]").forEach(follow);
     // A step not made yet shows the newest, and follows: so says the address.
     var box = document.getElementById("scrubber"), q = new URLSearchParams(location.search);
     if (box && box.hasAttribute("data-follow") && q.has("step")) {

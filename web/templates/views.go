@@ -16,6 +16,26 @@ type Page struct {
 	Title string
 	CSRF  string // the form token; "" on pages with no form
 	Flash string
+	// Nav is the section of the nav the page belongs to ("sessions",
+	// "lessons", "compare", "teams"), marked aria-current.
+	Nav string
+	// Summary, after a form came back with problems, heads the page: what
+	// went wrong, each with a link to its field.
+	Summary *ErrorSummary
+}
+
+// ErrorSummary is the list of a form's problems at the top of its page.
+// Foreign, when set, is the kind of document given to a form that takes
+// another (a trace where a scenario goes), said in one sentence instead.
+type ErrorSummary struct {
+	Form    string // "scenario", "trace", "team", "team-import"
+	Foreign string
+	Items   []SummaryItem
+}
+
+// SummaryItem is one problem and the field it links to.
+type SummaryItem struct {
+	Field, Message, Href string
 }
 
 // SessionRow is a line of the sessions page.
@@ -26,9 +46,16 @@ type SessionRow struct {
 	CreatedAt               time.Time
 }
 
-// LessonOption is a lesson to start from.
+// LessonOption is a lesson to start from: its title, what it shows, and
+// the articles it comes from, by title.
 type LessonOption struct {
 	Name, Title, Description string
+	Source                   string
+	// BothModes: running it every subagent isolated, then fork, teaches something.
+	BothModes bool
+	// LastRun is when it last ran (zero: never), LastStatus how that run ended.
+	LastRun    time.Time
+	LastStatus string
 }
 
 // FieldError is a problem shown at a form field.
@@ -263,7 +290,7 @@ type SessionPage struct {
 	Scrub                                             ScrubView
 	Files                                             FilesView
 	Answer                                            string
-	Notes                                             []string
+	Notes                                             []NoteGroup
 	// Origin is where the session came from, for a person; Received is
 	// true when someone else's program ran it (nothing to re-run here).
 	Origin   string
@@ -272,6 +299,12 @@ type SessionPage struct {
 	// map to nothing of ours) are listed; a recorded session has none.
 	Traced bool
 	Spans  []SpanRow
+}
+
+// NoteGroup is the notes of one kind, in the order found.
+type NoteGroup struct {
+	Kind  string
+	Texts []string
 }
 
 // SpanRow is a received span kept as it came (span.received).
@@ -291,6 +324,8 @@ type FilesPage struct {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func boolText(b bool) string { return strconv.FormatBool(b) }
 
 // plural writes "1 message", "3 messages" or "1,234 messages".
 // signedInt is n with its sign: +12, -3, 0.
@@ -354,4 +389,123 @@ func chartPoints(ps []ChartPoint) string {
 		b = strconv.AppendInt(b, int64(p.Y), 10)
 	}
 	return string(b)
+}
+
+// Delta writes b − a with its sign: "+1,389", "−12", "0".
+func Delta(a, b int) string {
+	switch d := b - a; {
+	case d > 0:
+		return "+" + Thousands(d)
+	case d < 0:
+		return "−" + Thousands(-d)
+	}
+	return "0"
+}
+
+// Percent writes b − a as a share of a: "+25 %", "−3.2 %"; "new" when a is
+// 0 and b is not.
+func Percent(a, b int) string { return PercentOf(float64(a), float64(b)) }
+
+// PercentOf is Percent of any two figures.
+func PercentOf(a, b float64) string {
+	if a == b {
+		return "0 %"
+	}
+	if a == 0 {
+		return "new"
+	}
+	p := (b - a) * 100 / a
+	s := strconv.FormatFloat(p, 'f', 1, 64)
+	if p >= 10 || p <= -10 {
+		s = strconv.FormatFloat(p, 'f', 0, 64)
+	}
+	if p > 0 {
+		s = "+" + s
+	} else {
+		s = "−" + s[1:]
+	}
+	return s + " %"
+}
+
+// figureText writes one side of a figure.
+func figureText(f Figure, x float64) string {
+	if f.Dollars {
+		return view.Dollars(x)
+	}
+	return Thousands(int(x))
+}
+
+// figureDelta writes B − A of a figure with its sign.
+func figureDelta(f Figure) string {
+	if !f.Dollars {
+		return Delta(int(f.A), int(f.B))
+	}
+	switch {
+	case f.B > f.A:
+		return "+" + view.Dollars(f.B-f.A)
+	case f.B < f.A:
+		return "−" + view.Dollars(f.A-f.B)
+	}
+	return "0"
+}
+
+// subtreeCost is what an agent's subtree cost, "—" when not priced.
+func subtreeCost(a *AgentCost) string {
+	if a == nil || !a.Priced {
+		return "—"
+	}
+	return a.SubtreeCost
+}
+
+func costOf(a *AgentCost, what string) int {
+	switch what {
+	case "cached":
+		return a.EntryCached
+	case "entry":
+		return a.Entry
+	case "own":
+		return a.Own
+	case "subtree":
+		return a.Subtree
+	}
+	return 0
+}
+
+func costText(a *AgentCost, what string) string {
+	if a == nil {
+		return "—"
+	}
+	return Thousands(costOf(a, what))
+}
+
+func pairDelta(p AgentPair, what string) string {
+	if p.A == nil || p.B == nil {
+		return "—"
+	}
+	return Delta(costOf(p.A, what), costOf(p.B, what))
+}
+
+// shareText is the tokens of an agent's entry cost it inherited, and
+// their share of it: "39 (3.6 %)".
+func shareText(a *AgentCost) string {
+	if a == nil || a.Mode == "" {
+		return "—"
+	}
+	if a.Entry == 0 || a.Inherited == 0 {
+		return "0"
+	}
+	p := float64(a.Inherited) * 100 / float64(a.Entry)
+	prec := 1
+	if p >= 10 {
+		prec = 0
+	}
+	return Thousands(a.Inherited) + " (" + strconv.FormatFloat(p, 'f', prec, 64) + " %)"
+}
+
+func agentDiffers(p AgentPair) bool {
+	if p.A == nil || p.B == nil {
+		return true
+	}
+	return p.A.Mode != p.B.Mode || p.A.Entry != p.B.Entry || p.A.Inherited != p.B.Inherited || p.A.Own != p.B.Own || p.A.Subtree != p.B.Subtree ||
+		p.A.EntryCached != p.B.EntryCached || p.A.SubtreeCost != p.B.SubtreeCost
 }

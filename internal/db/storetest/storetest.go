@@ -39,6 +39,12 @@ type Store interface {
 	CreateTeam(ctx context.Context, t *db.Team) error
 	UpdateTeam(ctx context.Context, t *db.Team) error
 	DeleteTeam(ctx context.Context, id string) error
+	CreateRun(ctx context.Context, r *db.Run) error
+	Runs(ctx context.Context, f db.RunFilter) ([]db.Run, error)
+	Run(ctx context.Context, id string) (*db.Run, error)
+	CreateTeamFrom(ctx context.Context, t *db.Team, source string) error
+	TeamSource(ctx context.Context, id string) (string, error)
+	TeamNames(ctx context.Context) (map[string]bool, error)
 	PushedSeq(ctx context.Context, sessionID, endpoint string) (int64, error)
 	SetPushedSeq(ctx context.Context, sessionID, endpoint string, seq int64) error
 	SessionCounts(ctx context.Context) (map[string]int, error)
@@ -67,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"the sessions list reads summaries, newest first", testSessions},
 		{"page states", testViews},
 		{"teams", testTeams},
+		{"runs: sessions started together, and what a team was cloned from", testRuns},
 		{"what was pushed where", testPushes},
 		{"counts", testCounts},
 	}
@@ -950,6 +957,51 @@ func testTeams(t *testing.T, s Store) {
 	}
 	if err := s.UpdateTeam(ctx, team); code(err) != delegation.ENOTFOUND {
 		t.Fatalf("updating a deleted team: %v", err)
+	}
+}
+
+func testRuns(t *testing.T, s Store) {
+	for _, id := range []string{"s1", "s2"} {
+		begin(t, s, id, time.Now().Add(time.Hour))
+	}
+	old := &db.Run{Kind: db.RunLesson, Lesson: "receipt", Mode: "ours",
+		Sessions: []db.RunSession{{Variant: "text", SessionID: "s1"}, {Variant: "structured", SessionID: "s2"}}}
+	if err := s.CreateRun(ctx, old); err != nil || old.ID == "" {
+		t.Fatalf("create: %v (id %q)", err, old.ID)
+	}
+	latest := &db.Run{Kind: db.RunLesson, Lesson: "receipt", Mode: "ours",
+		Sessions: []db.RunSession{{Variant: "text", SessionID: "s2"}, {Variant: "structured", SessionID: "s1"}}}
+	team := &db.Run{Kind: db.RunTeam, TeamID: "t1", Sessions: []db.RunSession{{Variant: "run", SessionID: "s2"}}}
+	for _, r := range []*db.Run{latest, team} {
+		if err := s.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := s.Runs(ctx, db.RunFilter{Kind: db.RunLesson, Lesson: "receipt"})
+	if err != nil || len(runs) != 2 || runs[0].ID != latest.ID || runs[1].ID != old.ID {
+		t.Fatalf("a lesson's runs %+v, %v: want the latest first", runs, err)
+	}
+	if rs := runs[0].Sessions; len(rs) != 2 || rs[0].Variant != "text" || rs[0].SessionID != "s2" || rs[0].Status != delegation.StatusRunning {
+		t.Fatalf("the latest run's sessions %+v: want them in order, with their status", rs)
+	}
+	if runs, err := s.Runs(ctx, db.RunFilter{Kind: db.RunTeam, TeamID: "t1"}); err != nil || len(runs) != 1 || runs[0].ID != team.ID {
+		t.Fatalf("the team's runs %+v, %v", runs, err)
+	}
+	if r, err := s.Run(ctx, old.ID); err != nil || r.Lesson != "receipt" || len(r.Sessions) != 2 {
+		t.Fatalf("run %+v, %v", r, err)
+	}
+	if _, err := s.Run(ctx, "nope"); code(err) != delegation.ENOTFOUND {
+		t.Fatalf("a missing run: %v", err)
+	}
+	tm := &db.Team{Name: "receipt-team", Scenario: json.RawMessage(`{"name":"receipt-team"}`)}
+	if err := s.CreateTeamFrom(ctx, tm, "lesson:receipt"); err != nil {
+		t.Fatal(err)
+	}
+	if src, err := s.TeamSource(ctx, tm.ID); err != nil || src != "lesson:receipt" {
+		t.Fatalf("source %q, %v", src, err)
+	}
+	if names, err := s.TeamNames(ctx); err != nil || !names["receipt-team"] {
+		t.Fatalf("names %v, %v", names, err)
 	}
 }
 
