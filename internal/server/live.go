@@ -165,6 +165,7 @@ func (p *pageData) patches(ch view.Changes) ([]patch, error) {
 
 	if ch.Status {
 		add(patch{Sel: "#status", Op: "replace", HTML: html(templates.StatusBadge(st.Session.Status, st.Session.Error))},
+			patch{Sel: "#session-error", Op: "replace", HTML: html(templates.SessionError(st.Session.Status, st.Session.Error))},
 			patch{Sel: "#answer", Op: "inner", HTML: html(templates.Answer(st.Session.Answer, st.Session.Status))})
 		if st.Session.Status != delegation.StatusRunning {
 			add(patch{Sel: "#stop", Op: "remove"}, patch{Sel: ".session", Op: "attrs", Attrs: map[string]*string{"data-running": nil}})
@@ -657,6 +658,7 @@ func (p *pageData) syncPatches(c choice, running bool) ([]patch, error) {
 	}
 	ps := []patch{
 		{Sel: "#status", Op: "replace", HTML: html(templates.StatusBadge(v.Status, v.Error))},
+		{Sel: "#session-error", Op: "replace", HTML: html(templates.SessionError(v.Status, v.Error))},
 		{Sel: "#totals", Op: "inner", HTML: html(templates.Totals(v.Totals))},
 		{Sel: "#tree", Op: "inner", HTML: html(templates.TreeSVG(v.ID, v.Tree))},
 		{Sel: "#notes", Op: "replace", HTML: html(templates.NotesSection(v.Notes))},

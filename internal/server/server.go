@@ -201,6 +201,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/sign-in", s.signIn)                        // checks it, sets the cookie
 	e.GET("/schema/:name", s.schemaFile)                // the published JSON Schemas
 	e.StaticFS("/static", echo.MustSubFS(fs.FS(static.Files), "."))
+	e.GET("/favicon.ico", favicon) // the studio's icon, as SVG
 	s.teamRoutes(e) // the team editor: /teams…, /clone-team
 	s.opsRoutes(e)  // /healthz, /metrics
 
@@ -222,6 +223,15 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/v1/models/:id", s.apiModels)      // one of them
 	e.Any("/v1/*", s.apiNotServed)            // the Responses API, embeddings…: said so, in OpenAI's shape
 	return e
+}
+
+func favicon(c echo.Context) error {
+	b, err := fs.ReadFile(static.Files, "favicon.svg")
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "max-age=86400")
+	return c.Blob(http.StatusOK, "image/svg+xml", b)
 }
 
 // isAPI reports whether a path is for programs rather than people: the

@@ -56,8 +56,7 @@ func (s *Server) teamsPageView(c echo.Context) (templates.TeamsPage, error) {
 		var f scenario.File
 		if json.Unmarshal(t.Scenario, &f) == nil {
 			row.Subagents = len(f.Subagents)
-			row.Runnable = strings.TrimSpace(f.Prompt) != "" &&
-				(hasScript(f) || (f.Model != nil && f.Model.Provider == scenario.ProviderOpenAI))
+			row.Runnable = teamRunnable(f)
 		}
 		v.Teams = append(v.Teams, row)
 	}
@@ -94,7 +93,56 @@ func (s *Server) teamPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.renderTeam(c, http.StatusOK, t.ID, fileForm(f), nil, "")
+	form := fileForm(f)
+	if c.QueryParam("saved") != "" {
+		form.Saved = true
+	}
+	return s.renderTeam(c, http.StatusOK, t.ID, form, nil, "")
+}
+
+// teamRuns are a team's runs, newest first, each offered to compare with
+// the one before it and with what the team was cloned from.
+func (s *Server) teamRuns(ctx context.Context, id string) ([]templates.TeamRunRow, templates.TeamSource, error) {
+	var src templates.TeamSource
+	source, err := s.cfg.DB.TeamSource(ctx, id)
+	if err != nil {
+		return nil, src, err
+	}
+	switch kind, name, _ := strings.Cut(source, ":"); kind {
+	case "lesson":
+		src.Label, src.URL = "the lesson "+lessonTitle(name), "/lessons/"+url.PathEscape(name)
+		if runs, err := s.cfg.DB.Runs(ctx, db.RunFilter{Kind: db.RunLesson, Lesson: name, Limit: 1}); err == nil && len(runs) > 0 && len(runs[0].Sessions) > 0 {
+			src.SessionID = runs[0].Sessions[0].SessionID
+		} else if err != nil {
+			return nil, src, err
+		}
+	case "session":
+		src.Label, src.URL, src.SessionID = "the session it was cloned from", "/sessions/"+url.PathEscape(name), name
+		if _, err := s.cfg.DB.Session(ctx, name); err != nil {
+			src.SessionID = "" // deleted since
+		}
+	}
+	runs, err := s.cfg.DB.Runs(ctx, db.RunFilter{Kind: db.RunTeam, TeamID: id, Limit: 20})
+	if err != nil {
+		return nil, src, err
+	}
+	var out []templates.TeamRunRow
+	for i, r := range runs {
+		if len(r.Sessions) == 0 {
+			continue
+		}
+		rs := r.Sessions[0]
+		row := templates.TeamRunRow{SessionID: rs.SessionID, Name: rs.Name, Status: rs.Status, CreatedAt: r.CreatedAt,
+			Agents: rs.Agents, Calls: rs.ModelCalls, Tokens: rs.InputTokens}
+		if i+1 < len(runs) && len(runs[i+1].Sessions) > 0 {
+			row.ComparePrevious = "/compare?a=" + url.QueryEscape(runs[i+1].Sessions[0].SessionID) + "&b=" + url.QueryEscape(rs.SessionID)
+		}
+		if src.SessionID != "" {
+			row.CompareSource = "/compare?a=" + url.QueryEscape(src.SessionID) + "&b=" + url.QueryEscape(rs.SessionID)
+		}
+		out = append(out, row)
+	}
+	return out, src, nil
 }
 
 func decodeTeam(t *db.Team) (scenario.File, error) {
@@ -128,7 +176,31 @@ func (s *Server) renderTeam(c echo.Context, status int, id string, form template
 		form.Subagents[i].Size = size(counter, form.Subagents[i].SystemPrompt)
 	}
 	form.SetErrors(errs)
+	if id != "" {
+		var err error
+		if form.Runs, form.Source, err = s.teamRuns(c.Request().Context(), id); err != nil {
+			return err
+		}
+		form.Runnable = teamRunnable(f)
+	}
+	form.Page.Summary = teamSummary(&form)
 	return render(c, status, templates.TeamPage(form))
+}
+
+// teamSummary heads the team page with the form's problems, each linking to
+// its field; nil when there are none.
+func teamSummary(form *templates.TeamForm) *templates.ErrorSummary {
+	items := form.SummaryItems()
+	if len(items) == 0 {
+		return nil
+	}
+	return &templates.ErrorSummary{Form: "team", Items: items}
+}
+
+// teamRunnable says whether a team can run as it is: a prompt, and a
+// script or a real model.
+func teamRunnable(f scenario.File) bool {
+	return strings.TrimSpace(f.Prompt) != "" && (hasScript(f) || (f.Model != nil && f.Model.Provider == scenario.ProviderOpenAI))
 }
 
 func (s *Server) createTeam(c echo.Context) error { return s.submitTeam(c, "") }
@@ -178,7 +250,7 @@ func (s *Server) submitTeam(c echo.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/teams/"+t.ID)
+	return c.Redirect(http.StatusSeeOther, "/teams/"+t.ID+"?saved=1")
 }
 
 // teamPreviewFragment answers the live preview: the preview of the posted
@@ -188,8 +260,35 @@ func (s *Server) teamPreviewFragment(c echo.Context) error {
 	if err != nil {
 		return delegation.Errorf(delegation.EINVALID, "cannot read the form: %v", err)
 	}
-	f, _ := formFile(readTeamForm(values))
-	return render(c, http.StatusOK, templates.TeamPreviewBody(teamPreview(f)))
+	form := readTeamForm(values)
+	if c.QueryParam("check") == "" {
+		f, _ := formFile(form)
+		return render(c, http.StatusOK, templates.TeamPreviewBody(teamPreview(f)))
+	}
+	// The live check: the preview, and every problem saving would meet,
+	// placed at its field as the page places them.
+	f, errs := checkTeamForm(form)
+	form.SetErrors(viewErrors(errs))
+	pv := teamPreview(f)
+	out := teamCheck{Built: pv.Built, Preview: html(templates.TeamPreviewBody(pv)), Fields: map[string][]string{}, Count: form.ErrorCount()}
+	for _, k := range form.ErrorKeys() {
+		out.Fields[k] = form.Errs(k)
+	}
+	out.Notice = html(templates.TeamNotice(form.ErrorCount(), ""))
+	out.Top = html(templates.TeamTopErrors(form.TopErrors))
+	return c.JSON(http.StatusOK, out)
+}
+
+// teamCheck is the live check of the team form: the preview (kept by the
+// page from the last team that built, when this one does not), each field's
+// problems, and the banner.
+type teamCheck struct {
+	Built   bool                `json:"built"`
+	Preview string              `json:"preview"`
+	Fields  map[string][]string `json:"fields"`
+	Count   int                 `json:"count"`
+	Notice  string              `json:"notice"`
+	Top     string              `json:"top"`
 }
 
 func teamRecord(id string, f scenario.File) (*db.Team, error) {
@@ -229,23 +328,24 @@ func (s *Server) importTeam(c echo.Context) error {
 func (s *Server) cloneTeam(c echo.Context) error {
 	ctx := c.Request().Context()
 	var doc []byte
+	var source string
 	switch id, name := c.FormValue("session"), c.FormValue("lesson"); {
 	case id != "":
 		sess, err := s.cfg.DB.Session(ctx, id)
 		if err != nil {
 			return err
 		}
-		doc = sess.Scenario
+		doc, source = sess.Scenario, "session:"+id
 	case name != "":
 		l, err := lessons.Get(name)
 		if err != nil {
 			return delegation.Errorf(delegation.ENOTFOUND, "%v", err)
 		}
-		doc = l.Scenario
+		doc, source = l.Scenario, "lesson:"+name
 	default:
 		return delegation.Errorf(delegation.EINVALID, "say what to clone: a session (field session) or a lesson (field lesson)")
 	}
-	id, err := s.storeTeamDoc(c, doc)
+	id, err := s.storeTeamDocFrom(c, doc, source, "-team")
 	if err != nil {
 		var fe delegation.FieldErrors
 		if errors.As(err, &fe) {
@@ -258,18 +358,45 @@ func (s *Server) cloneTeam(c echo.Context) error {
 
 // storeTeamDoc checks a scenario document as a team and stores it.
 func (s *Server) storeTeamDoc(c echo.Context, doc []byte) (string, error) {
-	f, err := parseTeamDoc(c.Request().Context(), doc)
+	return s.storeTeamDocFrom(c, doc, "", "")
+}
+
+// storeTeamDocFrom stores a team cloned from source ("lesson:NAME",
+// "session:ID"), named after it with suffix and a number when that name
+// is taken, so its sessions can be told from the original's.
+func (s *Server) storeTeamDocFrom(c echo.Context, doc []byte, source, suffix string) (string, error) {
+	ctx := c.Request().Context()
+	f, err := parseTeamDoc(ctx, doc)
 	if err != nil {
 		return "", err
+	}
+	if suffix != "" {
+		base := regexp.MustCompile(regexp.QuoteMeta(suffix)+`(-\d+)?$`).ReplaceAllString(f.Name, "")
+		if f.Name, err = s.freeTeamName(ctx, base+suffix); err != nil {
+			return "", err
+		}
 	}
 	t, err := teamRecord("", f)
 	if err != nil {
 		return "", err
 	}
-	if err := s.cfg.DB.CreateTeam(c.Request().Context(), t); err != nil {
+	if err := s.cfg.DB.CreateTeamFrom(ctx, t, source); err != nil {
 		return "", err
 	}
 	return t.ID, nil
+}
+
+// freeTeamName is name, or name-2, name-3 … the first no team has.
+func (s *Server) freeTeamName(ctx context.Context, name string) (string, error) {
+	taken, err := s.cfg.DB.TeamNames(ctx)
+	if err != nil {
+		return "", err
+	}
+	out := name
+	for n := 2; taken[out]; n++ {
+		out = name + "-" + strconv.Itoa(n)
+	}
+	return out, nil
 }
 
 // parseTeamDoc checks a scenario document as a team: everything
@@ -317,7 +444,9 @@ func (s *Server) duplicateTeam(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f.Name += "-copy"
+	if f.Name, err = s.freeTeamName(ctx, f.Name+"-copy"); err != nil {
+		return err
+	}
 	dup, err := teamRecord("", f)
 	if err != nil {
 		return err
@@ -370,12 +499,38 @@ func (s *Server) runTeam(c echo.Context) error {
 	if err != nil && !errors.As(err, &errs) {
 		return err
 	}
+	endpoint := c.FormValue("endpoint")
+	if endpoint != "" && sc == nil && !hasScript(f) {
+		// No script, but a real model to play it: build it as it would run there.
+		errs = withoutMissingScript(errs, f)
+		if len(errs) == 0 {
+			m := scenario.Model{Provider: scenario.ProviderOpenAI, Endpoint: endpoint}
+			g := f
+			g.Model = &m
+			raw, err := json.Marshal(g)
+			if err != nil {
+				return err
+			}
+			if sc, err = scenario.Build(g, raw); err != nil && !errors.As(err, &errs) {
+				return err
+			}
+		}
+	} else if endpoint != "" && sc != nil {
+		if _, ok := s.runner.Endpoints.Lookup(endpoint); !ok {
+			return delegation.Errorf(delegation.EINVALID, "no such model endpoint %q: pick one from the list", endpoint)
+		}
+		if sc, err = scenario.WithEndpoint(sc, scenario.Model{Endpoint: endpoint}); err != nil {
+			return err
+		}
+	}
 	if strings.TrimSpace(f.Prompt) == "" {
 		errs = append(delegation.FieldErrors{{Field: "prompt",
 			Message: "the team needs a prompt to run: it is the user's opening message to the main agent"}}, errs...)
 	}
 	if len(errs) > 0 {
-		return s.renderTeam(c, http.StatusBadRequest, t.ID, fileForm(f), viewErrors(errs),
+		form := fileForm(f)
+		form.NeedsScript = !hasScript(f) && (f.Model == nil || f.Model.Provider != scenario.ProviderOpenAI)
+		return s.renderTeam(c, http.StatusBadRequest, t.ID, form, viewErrors(errs),
 			"This team cannot run yet: fix the problems marked below, save it, and run it again.")
 	}
 	id, err := s.runner.Start(ctx, sc)
@@ -388,7 +543,65 @@ func (s *Server) runTeam(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.cfg.DB.CreateRun(ctx, &db.Run{Kind: db.RunTeam, TeamID: t.ID, Sessions: []db.RunSession{{Variant: "run", SessionID: id}}}); err != nil {
+		return err
+	}
 	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
+}
+
+// skeleton is a script to fill in for a team that has none: the main
+// agent hands one task to each subagent (general-purpose when it has none)
+// and then answers; each subagent answers once. Every text is a
+// placeholder that says what to put there.
+func skeleton(form templates.TeamForm) string {
+	names := []string{}
+	for _, sub := range form.Subagents {
+		if n := strings.TrimSpace(sub.Name); n != "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 && form.Agent.GeneralPurpose {
+		names = append(names, delegation.GeneralPurposeName)
+	}
+	type call struct {
+		Name string            `json:"name"`
+		Args map[string]string `json:"args"`
+	}
+	type turn struct {
+		Content   string `json:"content,omitempty"`
+		ToolCalls []call `json:"tool_calls,omitempty"`
+	}
+	var order []string
+	script := map[string]any{}
+	var calls []call
+	for _, n := range names {
+		calls = append(calls, call{Name: delegation.TaskToolName, Args: map[string]string{
+			"description": "The task for " + n + ": say everything it needs, it sees nothing else unless it is a fork.", "subagent_type": n}})
+		if _, ok := script[n]; !ok {
+			script[n] = [][]turn{{{Content: "What " + n + " answers: its final message is the receipt its parent gets."}}}
+			order = append(order, n)
+		}
+	}
+	main := []turn{}
+	if len(calls) > 0 {
+		main = append(main, turn{ToolCalls: calls})
+	}
+	main = append(main, turn{Content: "The main agent's answer, drawing on the receipts."})
+	// main first, then the subagents in the form's order.
+	var b bytes.Buffer
+	b.WriteString("{\n  \"main\": ")
+	mj, _ := json.MarshalIndent(main, "  ", "  ")
+	b.Write(mj)
+	for _, n := range order {
+		k, _ := json.Marshal(n)
+		v, _ := json.MarshalIndent(script[n], "  ", "  ")
+		b.WriteString(",\n  ")
+		b.Write(k)
+		b.WriteString(": ")
+		b.Write(v)
+	}
+	b.WriteString("\n}")
+	return b.String()
 }
 
 // checkTeamForm turns the form into a scenario and checks it with the
@@ -444,6 +657,15 @@ func viewErrors(errs delegation.FieldErrors) []templates.FieldError {
 func applyAction(form *templates.TeamForm, action string) bool {
 	if action == "add" {
 		form.Subagents = append(form.Subagents, templates.SubagentForm{Mode: string(delegation.ModeIsolated)})
+		return true
+	}
+	if action == "skeleton" {
+		if strings.TrimSpace(form.Script) == "" {
+			form.Script = skeleton(*form)
+		}
+		if strings.TrimSpace(form.Prompt) == "" {
+			form.Prompt = "The user's opening message to the main agent."
+		}
 		return true
 	}
 	verb, arg, ok := strings.Cut(action, ":")

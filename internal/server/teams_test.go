@@ -122,6 +122,7 @@ func teamIDFrom(t testing.TB, res *http.Response) string {
 		t.Fatalf("status %d, want 303", res.StatusCode)
 	}
 	id, ok := strings.CutPrefix(res.Header.Get("Location"), "/teams/")
+	id, _, _ = strings.Cut(id, "?") // ?saved=1 after a save
 	if !ok || id == "" || strings.Contains(id, "/") {
 		t.Fatalf("redirect to %q, want a team page", res.Header.Get("Location"))
 	}
@@ -741,6 +742,9 @@ func TestCloneLessonFlipToFork(t *testing.T) {
 	if v.Get(templates.SubKey(i, "name")) != sub.Name || v.Get(templates.SubKey(i, "mode")) != "isolated" || v.Get("prompt") != lf.Prompt || v.Get("script") == "" {
 		t.Fatalf("cloned form: %v", v)
 	}
+	if v.Get("name") != lf.Name+"-team" {
+		t.Fatalf("the clone is named %q, want %q: its sessions must be told from the lesson's", v.Get("name"), lf.Name+"-team")
+	}
 	res, _, _ = s.postTeam("/teams/"+id, teamValues(v, templates.SubKey(i, "mode"), "fork", "action", "save"))
 	if got := teamIDFrom(t, res); got != id {
 		t.Fatalf("saved to %s", got)
@@ -772,6 +776,19 @@ func TestCloneLessonFlipToFork(t *testing.T) {
 	if forks == 0 {
 		t.Fatalf("%s never ran", sub.Name)
 	}
+	_, page := s.get("/teams/" + id)
+	if page.Find(`[data-testid="team-run"][data-session="` + sid + `"]`).Length() != 1 {
+		t.Fatal("the team page does not list its run")
+	}
+	if page.Find(`[data-testid="source-not-run"]`).Length() != 1 {
+		t.Fatal("a team whose lesson never ran does not say how to compare with it")
+	}
+	res, _ = s.form("/lessons/"+lesson, "/lessons/"+lesson+"/run", url.Values{})
+	s.lessonRunIDs(res)
+	_, page = s.get("/teams/" + id)
+	if href, ok := page.Find(`[data-testid="compare-source"]`).Attr("href"); !ok || !strings.Contains(href, "b="+sid) {
+		t.Fatalf("the team's run offers no comparison with its lesson's run (%q)", href)
+	}
 	if lesson == "order-number" {
 		// The fork sees the parent's conversation, where the order number is.
 		for _, m := range tr.Messages {
@@ -784,7 +801,7 @@ func TestCloneLessonFlipToFork(t *testing.T) {
 	t.Run("a session clones into a team", func(t *testing.T) {
 		res, _ := s.form("/teams", "/clone-team", url.Values{"session": {sid}})
 		cid := teamIDFrom(t, res)
-		if got := s.openTeamForm("/teams/" + cid); got.Get(templates.SubKey(i, "mode")) != "fork" || got.Get("name") != lf.Name {
+		if got := s.openTeamForm("/teams/" + cid); got.Get(templates.SubKey(i, "mode")) != "fork" || got.Get("name") != lf.Name+"-team-2" {
 			t.Fatalf("clone of the session: %v", got)
 		}
 	})

@@ -14,6 +14,7 @@
 package view
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -321,6 +322,9 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 	case st.SessionFinished != nil:
 		d := st.SessionFinished
 		s.Session.Status, s.Session.Error, s.Session.Answer = d.Status, d.Error, d.Answer
+		if d.Status == delegation.StatusInterrupted {
+			s.interrupted(d.Error, ch)
+		}
 		at := ev.At.UTC()
 		s.Session.FinishedAt = &at
 		// A call that never finished will not now.
@@ -490,6 +494,21 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 	// tool.started and tool.finished change nothing here: the timeline
 	// shows tool calls from their assistant message.
 	return nil
+}
+
+// interrupted shows as interrupted, like their session, the agents a stop
+// ended: those still running, and those whose failure was the stop itself
+// (the engine ends them failed with its cancellation; recovery with the
+// session's reason), not a failure of their own before it.
+func (s *State) interrupted(reason string, ch *Changes) {
+	for _, a := range s.Agents {
+		stopped := a.Status == delegation.StatusRunning || (a.Status == delegation.StatusFailed &&
+			(a.Error == reason || strings.Contains(a.Error, context.Canceled.Error()) || strings.HasPrefix(a.Error, "it was cancelled")))
+		if stopped {
+			a.Status = delegation.StatusInterrupted
+			ch.node(s, a.ID, false)
+		}
+	}
 }
 
 func (s *State) callStarted(ev delegation.Event, c *trace.ModelCall, ch *Changes) {

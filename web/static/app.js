@@ -290,27 +290,88 @@
     });
   }
 
+  // fieldId is the id the page gives a field's input (templates.FieldID).
+  function fieldId(key) {
+    return key === "" ? "team-form" : "f-" + key.replace(/\[/g, "-").replace(/\]/g, "").replace(/\./g, "-");
+  }
+
+  // showErrors puts each problem of the live check at its field, and takes
+  // away those of the fields that have none any more.
+  function showErrors(form, fields) {
+    form.querySelectorAll("ul.field-errors").forEach(function (ul) { ul.remove(); });
+    form.querySelectorAll(".field.invalid").forEach(function (f) { f.classList.remove("invalid"); });
+    form.querySelectorAll("[aria-invalid=true]").forEach(function (el) { el.setAttribute("aria-invalid", "false"); });
+    Object.keys(fields || {}).forEach(function (key) {
+      var el = document.getElementById(fieldId(key));
+      if (!el) return;
+      var box = el.matches("fieldset") ? el : (el.closest(".field") || el);
+      var ul = document.createElement("ul");
+      ul.className = "field-errors";
+      ul.setAttribute("data-testid", "field-error");
+      ul.setAttribute("data-field", key);
+      fields[key].forEach(function (m) {
+        var li = document.createElement("li");
+        li.textContent = m;
+        ul.appendChild(li);
+      });
+      if (box.matches("fieldset")) {
+        var after = box.querySelector(":scope > .sub-actions") || box.querySelector(":scope > legend");
+        if (after) after.after(ul); else box.prepend(ul);
+      } else {
+        box.classList.add("invalid");
+        box.appendChild(ul);
+      }
+      if (el.matches("input, select, textarea")) el.setAttribute("aria-invalid", "true");
+    });
+  }
+
+  // A fork's tools are its parent's: its checkboxes are off while it is one.
+  function forkTools(form, select) {
+    var key = select.name.replace(/\.mode$/, ".tools");
+    var box = form.querySelector('[data-key="' + CSS.escape(key) + '"]');
+    if (!box) return;
+    var fork = select.value === "fork";
+    box.classList.toggle("disabled", fork);
+    box.querySelectorAll("input[type=checkbox]").forEach(function (c) { c.disabled = fork; });
+    var hint = box.querySelector("[data-fork-tools]");
+    if (hint) hint.hidden = !fork;
+  }
+
   function editor(form) {
     var preview = document.getElementById("team-preview");
     if (!preview) return;
+    var staleNote = document.querySelector("[data-stale-note]");
     var timer = null, sent = 0;
     function refresh() {
       var mine = ++sent;
       var data = new FormData(form);
       data.set("action", "preview");
-      fetch("/teams/preview", { method: "POST", body: data, credentials: "same-origin" })
-        .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
-        .then(function (html) {
+      fetch("/teams/preview?check=1", { method: "POST", body: data, credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
+        .then(function (res) {
           if (mine !== sent) return; // a later request is on its way
-          var tpl = document.createElement("template");
-          tpl.innerHTML = html;
-          preview.replaceChildren(tpl.content.cloneNode(true));
-          preview.classList.remove("stale");
-          syncSizes(form, preview);
+          if (res.built) {
+            var tpl = document.createElement("template");
+            tpl.innerHTML = res.preview;
+            preview.replaceChildren(tpl.content.cloneNode(true));
+            syncSizes(form, preview);
+          }
+          // A team that does not build keeps the last preview that did.
+          preview.classList.toggle("stale", !res.built);
+          if (staleNote) staleNote.hidden = res.built;
+          showErrors(form, res.fields);
+          var notice = document.getElementById("team-notice");
+          if (notice) notice.innerHTML = res.notice;
+          var top = document.getElementById("team-top-errors");
+          if (top) top.innerHTML = res.top;
+          var summary = document.getElementById("error-summary");
+          if (summary) summary.remove(); // the fields say it now, as it is
+          form.dataset.checked = String(mine);
         })
         .catch(function () { if (mine === sent) preview.classList.remove("stale"); });
     }
-    function schedule() {
+    function schedule(e) {
+      if (e && e.target && e.target.matches && e.target.matches('select[name$=".mode"]')) forkTools(form, e.target);
       preview.classList.add("stale");
       clearTimeout(timer);
       timer = setTimeout(refresh, 300);

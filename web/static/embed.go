@@ -6,5 +6,5 @@ import "embed"
 
 // Files are the static assets, served under /static/.
 //
-//go:embed app.css app.js
+//go:embed app.css app.js favicon.svg
 var Files embed.FS

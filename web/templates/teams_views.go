@@ -2,6 +2,7 @@ package templates
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -50,9 +51,33 @@ type TeamForm struct {
 	Preview TeamPreview
 	// Notice is said above the form: why a run did not start, say.
 	Notice string
+	// Saved: the page follows a save, and says so.
+	Saved bool
+	// Runnable: it has a prompt, and a script or a real model.
+	Runnable bool
+	// NeedsScript: a run was refused for want of a script; the page offers
+	// to fill one in, or to run against an endpoint.
+	NeedsScript bool
+	// Runs are the team's runs, newest first; Source what it was cloned from.
+	Runs   []TeamRunRow
+	Source TeamSource
 	// TopErrors are the problems that belong to no input of the form.
 	TopErrors []FieldError
 	errs      map[string][]string
+}
+
+// TeamRunRow is one run of a team, with the comparisons it offers.
+type TeamRunRow struct {
+	SessionID, Name, Status        string
+	CreatedAt                      time.Time
+	Agents, Calls, Tokens          int
+	ComparePrevious, CompareSource string // "" when there is nothing to compare with
+}
+
+// TeamSource is what a team was cloned from: a lesson or a session, and
+// the session to compare its runs with ("" when there is none).
+type TeamSource struct {
+	Label, URL, SessionID string
 }
 
 // AgentForm is the main agent's part of the form.
@@ -166,7 +191,7 @@ func (f *TeamForm) inputKeys() map[string]bool {
 	keys := map[string]bool{}
 	for _, k := range []string{"name", "title", "description", "tokenizer", "prompt", "script", "files", "subagents",
 		"agent.system_prompt", "agent.tools", "agent.general_purpose", "agent.max_steps", "agent.max_concurrency",
-		"agent.files_merge", "agent.summarization.max_tokens", "agent.summarization.keep_messages",
+		"agent.files_merge", "agent.compat", "agent.summarization.max_tokens", "agent.summarization.keep_messages",
 		"agent.timeout_ms", "agent.model", "agent.base_url",
 		"model.provider", "model.model", "model.endpoint", "model.base_url", "model.api_key_env", "model.native_json_schema"} {
 		keys[k] = true
@@ -220,6 +245,67 @@ func parentField(k string) string {
 		return k[:i]
 	}
 	return ""
+}
+
+// ErrorKeys are the fields that show problems.
+func (f *TeamForm) ErrorKeys() []string {
+	keys := make([]string, 0, len(f.errs))
+	for k := range f.errs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// SummaryItems are the form's problems for the page's summary, each
+// linking to its field, in the form's order.
+func (f *TeamForm) SummaryItems() []SummaryItem {
+	var out []SummaryItem
+	for _, e := range f.TopErrors {
+		out = append(out, SummaryItem{Field: e.Field, Message: e.Message, Href: "#team-form"})
+	}
+	order := f.fieldOrder()
+	for _, k := range order {
+		for _, m := range f.errs[k] {
+			out = append(out, SummaryItem{Field: k, Message: m, Href: "#" + FieldID(k)})
+		}
+	}
+	return out
+}
+
+// fieldOrder is the form's fields with problems, in the order the form
+// shows them.
+func (f *TeamForm) fieldOrder() []string {
+	var order []string
+	for _, k := range []string{"name", "title", "description", "tokenizer", "agent.system_prompt", "agent.tools", "agent.general_purpose",
+		"agent.max_steps", "agent.max_concurrency", "agent.files_merge", "agent.compat", "agent.summarization.max_tokens",
+		"agent.summarization.keep_messages", "agent.timeout_ms", "agent.model", "agent.base_url", "subagents"} {
+		order = append(order, k)
+	}
+	for i := range f.Subagents {
+		for _, k := range []string{"", "name", "mode", "description", "system_prompt", "tools", "model", "skills", "max_steps",
+			"endpoint", "base_url", "api_key_env", "timeout_ms", "response_format"} {
+			order = append(order, SubKey(i, k))
+		}
+	}
+	order = append(order, "model.provider", "model.model", "model.endpoint", "model.base_url", "model.api_key_env",
+		"model.native_json_schema", "prompt", "script", "files")
+	var out []string
+	for _, k := range order {
+		if len(f.errs[k]) > 0 {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// FieldID is the HTML id of a form field's input, for links to it.
+func FieldID(key string) string {
+	r := strings.NewReplacer("[", "-", "]", "", ".", "-")
+	if key == "" {
+		return "team-form"
+	}
+	return "f-" + r.Replace(key)
 }
 
 // Errs are the problems shown at a field.
