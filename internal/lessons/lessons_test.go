@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -19,6 +20,7 @@ import (
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
 	pageview "github.com/delegationstudio/studio/internal/view"
+	"github.com/delegationstudio/studio/web/templates"
 )
 
 // specific holds each lesson's own assertions, beyond "every check is OK".
@@ -829,6 +831,46 @@ func TestCourseHoldsEveryLessonOnce(t *testing.T) {
 			if c.Article != nil && len(c.Sections) == 0 {
 				t.Errorf("lesson %s: %q names no section of %q", l.Name, l.Article, c.Article.Title)
 			}
+		}
+	}
+}
+
+// TestChineseTextsAreGlossed: every Chinese text a lesson's scenario holds
+// (a receipt, a description from the articles) has an English gloss for
+// the pages to show beside it.
+func TestChineseTextsAreGlossed(t *testing.T) {
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch x := v.(type) {
+		case string:
+			for _, r := range x {
+				if unicode.Is(unicode.Han, r) {
+					if templates.GlossOf(x) == "" {
+						t.Errorf("%s: %q has no gloss: add it to web/templates/gloss.go", at, x)
+					}
+					return
+				}
+			}
+		case map[string]any:
+			for k, e := range x {
+				walk(e, at+"."+k)
+			}
+		case []any:
+			for i, e := range x {
+				walk(e, at+"["+strconv.Itoa(i)+"]")
+			}
+		}
+	}
+	for _, l := range All() {
+		for _, v := range l.Variants {
+			var doc any
+			if v.Scenario == nil {
+				continue
+			}
+			if err := json.Unmarshal(v.Scenario, &doc); err != nil {
+				t.Fatal(err)
+			}
+			walk(doc, l.Name+"/"+v.Name)
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package templates
 
-import "unicode"
+import (
+	"sort"
+	"strings"
+	"unicode"
+)
 
 // glossary glosses in English the Chinese texts the lessons take from the
 // articles (a lesson's test checks that every one has its gloss), so that a
@@ -13,13 +17,43 @@ var glossary = map[string]string{
 	"独立干活的": "works on its own",
 }
 
-// GlossOf is the English gloss of a text in Chinese, or "" when the text
-// has no Chinese or no gloss is known.
+// GlossOf is the English gloss of a text in Chinese: the whole text's, or
+// else that of each known phrase it holds ("“3 条线索”: 3 leads"); "" when
+// it has no Chinese or none is known.
 func GlossOf(text string) string {
+	han := false
 	for _, r := range text {
 		if unicode.Is(unicode.Han, r) {
-			return glossary[text]
+			han = true
+			break
 		}
 	}
-	return ""
+	if !han {
+		return ""
+	}
+	if g, ok := glossary[text]; ok {
+		return g
+	}
+	var parts []string
+	for _, zh := range phrases {
+		if strings.Contains(text, zh) {
+			parts = append(parts, "“"+zh+"”: "+glossary[zh])
+		}
+	}
+	return strings.Join(parts, "; ")
 }
+
+// phrases are the glossary's texts, longest first, for a stable order.
+var phrases = func() []string {
+	out := make([]string, 0, len(glossary))
+	for zh := range glossary {
+		out = append(out, zh)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i]) != len(out[j]) {
+			return len(out[i]) > len(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return out
+}()
