@@ -308,8 +308,11 @@ func TestTeamEditor(t *testing.T) {
 		tb2.navigate(s.URL + "/teams/new")
 		typeField(tb2, "name", "e2e-nobody")
 		tb2.do("uncheck general-purpose", chromedp.Click(teamInput("agent.general_purpose")))
-		tb2.waitFor("the live preview says the team does not build",
-			`[...document.querySelectorAll('#team-preview [data-testid="preview-problems"] li')].some(li => li.textContent.replace(/\s+/g, ' ').trim() === 'subagents: At least one subagent must be specified')`,
+		// The live check puts the problem at its field and keeps the last
+		// preview that built, saying so.
+		tb2.waitFor("the live check says the team does not build",
+			`[...document.querySelectorAll('ul.field-errors[data-field="subagents"] li')].some(li => li.textContent.trim() === 'At least one subagent must be specified') &&
+			 !document.querySelector('[data-stale-note]').hidden && document.querySelector('#team-preview [data-testid="task-description"]')`,
 			describePreview)
 		tb2.do("click Save", chromedp.Click(chromedp.CSS(`[data-testid="save"]`)))
 		tb2.waitFor("the form comes back with its problem",

@@ -335,7 +335,7 @@ func (p *pageData) filePatches(ch view.Changes) ([]patch, error) {
 		if count > view.FilesPage {
 			v.Next = "/sessions/" + p.sid() + "/files?after=" + url.QueryEscape(page[len(page)-1])
 		}
-		return []patch{{Sel: "#files [data-files-count]", Op: "text", HTML: plural(count, "file")},
+		return []patch{{Sel: "#files [data-files-count]", Op: "text", HTML: templates.Plural(count, "file")},
 			{Sel: "#files [data-files-more]", Op: "replace", HTML: html(templates.FilesMore(v))}}, nil
 	}
 	v, err := p.files("")
@@ -383,7 +383,7 @@ func (p *pageData) filePatches(ch view.Changes) ([]patch, error) {
 		}
 	}
 	if count != ch.FilesBefore {
-		ps = append(ps, patch{Sel: "#files [data-files-count]", Op: "text", HTML: plural(count, "file")},
+		ps = append(ps, patch{Sel: "#files [data-files-count]", Op: "text", HTML: templates.Plural(count, "file")},
 			patch{Sel: "#files [data-files-more]", Op: "replace", HTML: html(templates.FilesMore(v))})
 	}
 	return ps, nil
@@ -399,12 +399,6 @@ func minPath(paths []string) string {
 	return m
 }
 
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return strconv.Itoa(n) + " " + word + "s"
-}
 
 // delegationPatches: a delegation's panel appears where it is awaited; the
 // panes grow with the agents they follow, or are redrawn when a context

@@ -327,6 +327,9 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 func boolText(b bool) string { return strconv.FormatBool(b) }
 
+// Plural writes "1 message", "3 messages" or "1,234 messages".
+func Plural(n int, word string) string { return plural(n, word) }
+
 // plural writes "1 message", "3 messages" or "1,234 messages".
 // signedInt is n with its sign: +12, -3, 0.
 func signedInt(n int) string {
