@@ -107,7 +107,7 @@ func TestComparePickerAndNav(t *testing.T) {
 	if !strings.Contains(href, "a="+ids[0]) || !strings.Contains(href, "b="+ids[1]) {
 		t.Fatalf("the lesson's two runs are not offered: %q", href)
 	}
-	if doc.Find(`select[name="a"] option[value="` + ids[0] + `"]`).Length() == 0 {
+	if doc.Find(`select[name="a"] option[value="`+ids[0]+`"]`).Length() == 0 {
 		t.Fatal("the picker does not list the lesson's sessions")
 	}
 	_, doc = s.get(href)

@@ -399,7 +399,6 @@ func minPath(paths []string) string {
 	return m
 }
 
-
 // delegationPatches: a delegation's panel appears where it is awaited; the
 // panes grow with the agents they follow, or are redrawn when a context
 // changed otherwise; what came back and what was held back are redrawn as

@@ -202,8 +202,8 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/schema/:name", s.schemaFile)                // the published JSON Schemas
 	e.StaticFS("/static", echo.MustSubFS(fs.FS(static.Files), "."))
 	e.GET("/favicon.ico", favicon) // the studio's icon, as SVG
-	s.teamRoutes(e) // the team editor: /teams…, /clone-team
-	s.opsRoutes(e)  // /healthz, /metrics
+	s.teamRoutes(e)                // the team editor: /teams…, /clone-team
+	s.opsRoutes(e)                 // /healthz, /metrics
 
 	// API (formats.md §5).
 	e.GET("/api/sessions", s.apiSessions)

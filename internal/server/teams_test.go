@@ -777,7 +777,7 @@ func TestCloneLessonFlipToFork(t *testing.T) {
 		t.Fatalf("%s never ran", sub.Name)
 	}
 	_, page := s.get("/teams/" + id)
-	if page.Find(`[data-testid="team-run"][data-session="` + sid + `"]`).Length() != 1 {
+	if page.Find(`[data-testid="team-run"][data-session="`+sid+`"]`).Length() != 1 {
 		t.Fatal("the team page does not list its run")
 	}
 	if page.Find(`[data-testid="source-not-run"]`).Length() != 1 {
