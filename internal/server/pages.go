@@ -5,10 +5,12 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
@@ -277,6 +279,9 @@ func (s *Server) sessionPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if v.RunOf, err = s.runOf(c, p.sid()); err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, templates.SessionPageView(v))
 }
 
@@ -388,4 +393,33 @@ func (s *Server) schemaFile(c echo.Context) error {
 		return c.Blob(http.StatusOK, "application/schema+json", schema.Trace())
 	}
 	return delegation.Errorf(delegation.ENOTFOUND, "no schema %q; there are scenario.schema.json and trace.schema.json", c.Param("name"))
+}
+
+// runOf links a session to the run it is part of, if any.
+func (s *Server) runOf(c echo.Context, id string) (templates.RunLink, error) {
+	runs, err := s.cfg.DB.Runs(c.Request().Context(), db.RunFilter{SessionID: id, Limit: 1})
+	if err != nil || len(runs) == 0 {
+		return templates.RunLink{}, err
+	}
+	r := runs[0]
+	var other string
+	for _, rs := range r.Sessions {
+		if rs.SessionID != id {
+			other = rs.SessionID
+			break
+		}
+	}
+	switch r.Kind {
+	case db.RunLesson:
+		return templates.RunLink{Label: "a run of the lesson " + lessonTitle(r.Lesson), Link: "its table",
+			URL: "/lessons/" + url.PathEscape(r.Lesson) + "?run=" + url.QueryEscape(r.ID)}, nil
+	case db.RunModes:
+		if other != "" {
+			return templates.RunLink{Label: "a run in both modes", Link: "compare the two",
+				URL: "/compare?a=" + url.QueryEscape(r.Sessions[0].SessionID) + "&b=" + url.QueryEscape(r.Sessions[len(r.Sessions)-1].SessionID)}, nil
+		}
+	case db.RunTeam:
+		return templates.RunLink{Label: "a team's runs", Link: "the team", URL: "/teams/" + url.PathEscape(r.TeamID)}, nil
+	}
+	return templates.RunLink{}, nil
 }

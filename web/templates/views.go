@@ -299,6 +299,14 @@ type SessionPage struct {
 	// map to nothing of ours) are listed; a recorded session has none.
 	Traced bool
 	Spans  []SpanRow
+	// RunOf is the run the session belongs to, when it does: a lesson's,
+	// both modes of a scenario, a team's.
+	RunOf RunLink
+}
+
+// RunLink points from a session to the run it is part of.
+type RunLink struct {
+	Label, Link, URL string
 }
 
 // NoteGroup is the notes of one kind, in the order found.
