@@ -325,7 +325,7 @@ func TestGenAISpansReceived(t *testing.T) {
 
 	tb := newTab(t)
 	tb.navigate(fmt.Sprintf("%s/compare?a=%s&b=%s", s.URL, engineID, tr.Session.ID))
-	tb.waitFor("compare shows both sessions' trees, three agents each", `['a', 'b'].every(k => document.querySelectorAll('[data-testid="side-' + k + '"] [data-testid="costs"] tbody tr').length === 3)`,
+	tb.waitFor("compare shows both sessions' trees, three agents each", `['a', 'b'].every(k => (document.querySelector('[data-testid="side-' + k + '"] [data-testid="side-totals"]') || {}).textContent.trim().startsWith('3 agents') && document.querySelector('[data-testid="side-' + k + '"] svg [data-testid="node-main"]'))`,
 		`document.body.innerText.slice(0, 400)`)
 	tb.screenshot("compare")
 }
@@ -349,7 +349,7 @@ func TestReceivedLesson(t *testing.T) {
 	}
 	tb.screenshot("lesson")
 	tb.do("compare the two runs", chromedp.Click(chromedp.CSS(`[data-testid="compare-runs"]`)))
-	tb.waitFor("compare shows both, three agents each", `location.pathname === '/compare' && ['a', 'b'].every(k => document.querySelectorAll('[data-testid="side-' + k + '"] [data-testid="costs"] tbody tr').length === 3)`,
+	tb.waitFor("compare shows both, three agents each", `location.pathname === '/compare' && ['a', 'b'].every(k => (document.querySelector('[data-testid="side-' + k + '"] [data-testid="side-totals"]') || {}).textContent.trim().startsWith('3 agents'))`,
 		`location.href + ' ' + document.body.innerText.slice(0, 400)`)
 	tb.screenshot("compare")
 }

@@ -122,3 +122,16 @@ func TestComparePickerAndNav(t *testing.T) {
 		t.Fatalf("favicon: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
 	}
 }
+
+// TestTeamImportOfATrace: a trace or an OTLP file on the team import is
+// named in one sentence, and nothing is stored.
+func TestTeamImportOfATrace(t *testing.T) {
+	s := teamStudio(t)
+	res, doc := s.form("/teams", "/teams/import", url.Values{"team": {`{"resourceSpans": []}`}})
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(doc.Find(`[data-testid="foreign"]`).Text(), "OTLP file, not a team") {
+		t.Fatalf("import of an OTLP file: %d, %q", res.StatusCode, doc.Find(`#error-summary`).Text())
+	}
+	if _, doc := s.get("/teams"); doc.Find(`[data-testid="team-row"]`).Length() != 0 {
+		t.Fatal("a team was stored")
+	}
+}

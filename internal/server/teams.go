@@ -307,6 +307,17 @@ func (s *Server) importTeam(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if kind := documentKind([]byte(doc)); kind == docTrace || kind == docOTLPJSON || kind == docOTLPProto {
+		v, err := s.teamsPageView(c)
+		if err != nil {
+			return err
+		}
+		if kind != docOTLPProto {
+			v.ImportText = typed(doc)
+		}
+		v.Summary = &templates.ErrorSummary{Form: "team-import", Foreign: kind}
+		return render(c, http.StatusBadRequest, templates.TeamsPageView(v, s.now()))
+	}
 	id, err := s.storeTeamDoc(c, []byte(doc))
 	if err != nil {
 		if !badInput(err) {
@@ -318,6 +329,7 @@ func (s *Server) importTeam(c echo.Context) error {
 		}
 		v.ImportText = typed(doc)
 		v.ImportErrs = fieldErrors(err)
+		v.Summary = summary("team-import", "#team-import-text", v.ImportErrs)
 		return render(c, http.StatusBadRequest, templates.TeamsPageView(v, s.now()))
 	}
 	return c.Redirect(http.StatusSeeOther, "/teams/"+id)
