@@ -341,3 +341,69 @@ func TestStopAsksFirst(t *testing.T) {
 })()`, describeStatus)
 	tb.screenshot("stopped")
 }
+
+// TestTeamClosesTheLoop (finding 5): a lesson cloned into a team is named
+// apart from it; the team's page lists its runs and, once the lesson has
+// run, compares a run with it; a team without a script gets a skeleton to
+// fill in, and then runs.
+func TestTeamClosesTheLoop(t *testing.T) {
+	s := startStudio(t)
+	tb := newTab(t)
+	tb.navigate(s.URL + "/teams")
+	tb.click("Clone order-number", `[data-testid="clone-order-number"]`)
+	tb.loaded("the team", "/teams/")
+	team := eval[string](tb, `location.pathname`)
+	if name := eval[string](tb, `document.querySelector('[name="name"]').value`); name != "order-number-team" {
+		t.Fatalf("the clone is named %q: its sessions could not be told from the lesson's", name)
+	}
+	tb.click("Run the team", `[data-testid="run"]`)
+	tb.loaded("the team's session", "/sessions/")
+	tb.waitFor("the session is done", `document.querySelector('[data-testid="status"]').textContent.trim() === 'done'`, describeStatus)
+	tb.navigate(s.URL + team)
+	tb.waitFor("the team lists its run and says how to compare it with its lesson",
+		`document.querySelectorAll('[data-testid="team-run"]').length === 1 && document.querySelector('[data-testid="source-not-run"]')`,
+		`document.querySelector('[data-testid="team-runs"]').innerText`)
+	tb.click("run the lesson first", `[data-testid="source-not-run"]`)
+	tb.loaded("the lesson", "/lessons/order-number")
+	tb.click("Run the lesson", `[data-testid="run-lesson"]`)
+	tb.waitFor("the lesson's table", `location.search.startsWith('?run=') && document.querySelector('[data-testid="table-computed"]')`, `document.body.innerText.slice(0, 300)`)
+	tb.navigate(s.URL + team)
+	tb.click("compare with the lesson", `[data-testid="compare-source"]`)
+	tb.loaded("the comparison", "/compare")
+	type sides struct{ A, B string }
+	tb.waitFor("the lesson's session beside the team's", `[...document.querySelectorAll('[data-testid="side-a"] [data-testid="status"], [data-testid="side-b"] [data-testid="status"]')].filter(e => e.textContent.trim() === 'done').length === 2`, `document.body.innerText.slice(0, 300)`)
+	if got := eval[sides](tb, `({A: document.querySelector('[data-testid="side-a"] h2 a').textContent, B: document.querySelector('[data-testid="side-b"] h2 a').textContent})`); got != (sides{"order-number", "order-number-team"}) {
+		t.Errorf("compared %+v; want the lesson's session beside the team's", got)
+	}
+	tb.screenshot("1-compare")
+
+	// A team of its own, with no script: a skeleton, then a run.
+	tb.navigate(s.URL + "/teams/new")
+	tb.waitFor("the form", `document.querySelector('#team-preview [data-testid="task-description"]')`, describeForm)
+	typeField(tb, "name", "e2e-solo")
+	typeField(tb, "prompt", "Have the helper say hello.")
+	addSubagent(tb, 1)
+	typeField(tb, "subagents[0].name", "helper")
+	typeField(tb, "subagents[0].description", "Says hello.")
+	tb.noReload()
+	tb.click("Save", `[data-testid="save"]`)
+	tb.waitFor("saved, with no script", `window.__noReload !== true && document.readyState === 'complete' && document.querySelector('[data-testid="saved"]')`, describeForm)
+	tb.click("Run", `[data-testid="run"]`)
+	tb.waitFor("the page says a script is needed", `document.readyState === 'complete' && document.querySelector('[data-testid="needs-script"] [data-testid="skeleton"]')`, describeForm)
+	if h := eval[string](tb, `document.querySelector('#error-summary h2').textContent`); !strings.Contains(h, "nothing was run") {
+		t.Errorf("the refused run is headed %q: it must say the run did not start, not that nothing was saved", h)
+	}
+	tb.screenshot("2-needs-script")
+	tb.noReload()
+	tb.click("Fill in a script skeleton", `[data-testid="needs-script"] [data-testid="skeleton"]`)
+	tb.waitFor("the script holds a turn for main and for the helper", `window.__noReload !== true && document.readyState === 'complete' && (() => {
+  try { const s = JSON.parse(document.querySelector('[name="script"]').value); return !!s.main && !!s.helper; } catch (e) { return false; }
+})()`, `document.querySelector('[name="script"]').value`)
+	tb.noReload()
+	tb.click("Save", `[data-testid="save"]`)
+	tb.waitFor("saved", `window.__noReload !== true && document.readyState === 'complete' && document.querySelector('[data-testid="saved"]')`, describeForm)
+	tb.click("Run", `[data-testid="run"]`)
+	tb.loaded("the skeleton's session", "/sessions/")
+	tb.waitFor("the skeleton runs to its end", `document.querySelector('[data-testid="status"]').textContent.trim() === 'done'`, describeStatus)
+	tb.screenshot("3-skeleton-ran")
+}

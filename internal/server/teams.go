@@ -111,10 +111,16 @@ func (s *Server) teamRuns(ctx context.Context, id string) ([]templates.TeamRunRo
 	switch kind, name, _ := strings.Cut(source, ":"); kind {
 	case "lesson":
 		src.Label, src.URL = "the lesson "+lessonTitle(name), "/lessons/"+url.PathEscape(name)
-		if runs, err := s.cfg.DB.Runs(ctx, db.RunFilter{Kind: db.RunLesson, Lesson: name, Limit: 1}); err == nil && len(runs) > 0 && len(runs[0].Sessions) > 0 {
-			src.SessionID = runs[0].Sessions[0].SessionID
-		} else if err != nil {
+		// A lesson is cloned from its first variant: the team's runs set
+		// beside that variant's session of the lesson's latest run.
+		runs, err := s.cfg.DB.Runs(ctx, db.RunFilter{Kind: db.RunLesson, Lesson: name, Limit: 1})
+		if err != nil {
 			return nil, src, err
+		}
+		if l, lerr := lessons.Get(name); lerr == nil && len(runs) > 0 {
+			if rs, ok := runs[0].Session(l.Variants[0].Name); ok {
+				src.SessionID = rs.SessionID
+			}
 		}
 	case "session":
 		src.Label, src.URL, src.SessionID = "the session it was cloned from", "/sessions/"+url.PathEscape(name), name
@@ -193,6 +199,9 @@ func teamSummary(form *templates.TeamForm) *templates.ErrorSummary {
 	items := form.SummaryItems()
 	if len(items) == 0 {
 		return nil
+	}
+	if form.RunRefused {
+		return &templates.ErrorSummary{Form: "team-run", Items: items}
 	}
 	return &templates.ErrorSummary{Form: "team", Items: items}
 }
@@ -542,6 +551,7 @@ func (s *Server) runTeam(c echo.Context) error {
 	if len(errs) > 0 {
 		form := fileForm(f)
 		form.NeedsScript = !hasScript(f) && (f.Model == nil || f.Model.Provider != scenario.ProviderOpenAI)
+		form.RunRefused = true
 		return s.renderTeam(c, http.StatusBadRequest, t.ID, form, viewErrors(errs),
 			"This team cannot run yet: fix the problems marked below, save it, and run it again.")
 	}
@@ -549,7 +559,9 @@ func (s *Server) runTeam(c echo.Context) error {
 	if errors.As(err, &errs) {
 		// Where its calls would go: a URL or key variable of its own, an
 		// endpoint this studio does not have.
-		return s.renderTeam(c, http.StatusBadRequest, t.ID, fileForm(f), viewErrors(errs),
+		form := fileForm(f)
+		form.RunRefused = true
+		return s.renderTeam(c, http.StatusBadRequest, t.ID, form, viewErrors(errs),
 			"This team cannot run in this studio yet: fix the problems marked below, save it, and run it again.")
 	}
 	if err != nil {

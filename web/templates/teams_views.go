@@ -58,6 +58,9 @@ type TeamForm struct {
 	// NeedsScript: a run was refused for want of a script; the page offers
 	// to fill one in, or to run against an endpoint.
 	NeedsScript bool
+	// RunRefused: the page answers a Run that did not start (the team as
+	// saved is kept), not a save.
+	RunRefused bool
 	// Runs are the team's runs, newest first; Source what it was cloned from.
 	Runs   []TeamRunRow
 	Source TeamSource

@@ -28,7 +28,7 @@ type Page struct {
 // Foreign, when set, is the kind of document given to a form that takes
 // another (a trace where a scenario goes), said in one sentence instead.
 type ErrorSummary struct {
-	Form    string // "scenario", "trace", "team", "team-import"
+	Form    string // "scenario", "trace", "team", "team-import", "team-run"
 	Foreign string
 	Items   []SummaryItem
 }
