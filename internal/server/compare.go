@@ -170,7 +170,7 @@ func compareFigures(a, b *view.State, fa, fb []db.File) []templates.Figure {
 	return append(out,
 		n("notes", "Notes (worth a look)", len(a.Notes), len(b.Notes)),
 		n("files", "Main's files at the end", a.Files.Count(), b.Files.Count()),
-		n("duration", "Duration (ms)", ms(a), ms(b)),
+		templates.Figure{Key: "duration", Label: "Duration (ms)", A: float64(ms(a)), B: float64(ms(b)), Noise: 0.1},
 	)
 }
 
@@ -335,11 +335,13 @@ func (s *Server) comparePicker(ctx context.Context, a, b string) (templates.Comp
 	if err != nil {
 		return pk, err
 	}
+	list, err := s.cfg.DB.Teams(ctx)
+	if err != nil {
+		return pk, err
+	}
 	teams := map[string]string{}
-	if list, err := s.cfg.DB.Teams(ctx); err == nil {
-		for _, t := range list {
-			teams[t.ID] = t.Name
-		}
+	for _, t := range list {
+		teams[t.ID] = t.Name
 	}
 	inRun := map[string]bool{}
 	for _, r := range runs {

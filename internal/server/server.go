@@ -193,9 +193,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/sessions/:id/files", s.filesPage)           // main's files, a page at a time (?after=PATH)
 	e.POST("/sessions/:id/stop", s.stopSession)         // stop a running session
 	e.GET("/lessons", s.lessonsPage)                    // every lesson
-	e.GET("/lessons/:name", s.lessonPage)               // a lesson, its runs (?runs=variant:id,…) and its table
+	e.GET("/lessons/:name", s.lessonPage)               // a lesson, its latest run (or ?run=ID) and its table; &fragment=1 the run alone
 	e.POST("/lessons/:name/run", s.runLesson)           // run every variant of a lesson
-	e.GET("/compare", s.comparePage)                    // two sessions side by side (?a=ID&b=ID)
+	e.GET("/compare", s.comparePage)                    // the picker; two sessions side by side (?a=ID&b=ID, &fragment=1 the comparison alone)
 	e.POST("/compare", s.bothModes)                     // run a lesson or session in both modes, then compare
 	e.GET("/sign-in", s.signInPage)                     // asks for the access token
 	e.POST("/sign-in", s.signIn)                        // checks it, sets the cookie
