@@ -226,6 +226,14 @@ func (s *Server) lessonRun(ctx context.Context, l lessons.Lesson, run *db.Run) (
 	}
 	if len(run.Sessions) == 2 && len(l.Variants) == 2 {
 		v.CompareURL = "/compare?a=" + url.QueryEscape(run.Sessions[0].SessionID) + "&b=" + url.QueryEscape(run.Sessions[1].SessionID)
+	} else if len(l.Variants) > 2 {
+		first, ok := run.Session(l.Variants[0].Name)
+		for _, other := range l.Variants[1:] {
+			if rs, found := run.Session(other.Name); ok && found {
+				v.Compares = append(v.Compares, templates.LessonCompare{A: l.Variants[0].Name, B: other.Name,
+					URL: "/compare?a=" + url.QueryEscape(first.SessionID) + "&b=" + url.QueryEscape(rs.SessionID)})
+			}
+		}
 	}
 	if v.Running {
 		return v, nil

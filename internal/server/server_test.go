@@ -638,8 +638,12 @@ func TestLessonPage(t *testing.T) {
 func TestCacheAndCostLesson(t *testing.T) {
 	s := newStudio(t, "")
 	res, _ := s.form("/lessons/cache-and-cost", "/lessons/cache-and-cost/run", url.Values{})
-	loc, _ := s.lessonRunIDs(res)
+	loc, ids := s.lessonRunIDs(res)
 	_, doc := s.get(loc.String())
+	links := doc.Find(`[data-testid="compare-variants"] a`)
+	if links.Length() != 2 || links.Eq(1).AttrOr("href", "") != "/compare?a="+ids[0]+"&b="+ids[2] || !strings.Contains(links.Eq(1).Text(), "isolated with fork-own-tools") {
+		t.Fatalf("a three-variant run offers the comparisons %q", links.Text())
+	}
 	if n := doc.Find(`[data-testid="table-computed"] tbody tr`).Length(); n != 3 {
 		t.Fatalf("computed rows: %d", n)
 	}
