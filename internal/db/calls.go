@@ -100,14 +100,14 @@ func finishCall(ctx context.Context, stmt *sql.Stmt, sid int64, agentID string, 
 
 // outputValue is a call's answer as stored: its index in the agent's list
 // when its id is the one that place gives, else its id; NULL for none.
-func outputValue(agentID, id string) any {
+func outputValue(agentID, id string) dyn {
 	if id == "" {
-		return nil
+		return dyn{}
 	}
 	if agent, idx, ok := placeOf(id, "."); ok && agent == agentID && messageID(agent, idx) == id {
-		return int64(idx)
+		return dyn{lite: int64(idx), pg: id}
 	}
-	return id
+	return dyn{lite: id, pg: id}
 }
 
 // output reads a call's answer back.

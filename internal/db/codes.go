@@ -1,6 +1,7 @@
 package db
 
 import (
+	"database/sql/driver"
 	"fmt"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -47,12 +48,21 @@ var (
 )
 
 // coded is a name as stored: its code, when it has one.
-func coded(codes map[string]int64, name string) any {
+func coded(codes map[string]int64, name string) dyn {
 	if c, ok := codes[name]; ok {
-		return c
+		return dyn{lite: c, pg: name}
 	}
-	return name
+	return dyn{lite: name, pg: name}
 }
+
+// dyn is a value SQLite stores in one of two forms in an untyped column (a
+// code or a name; an index or an id): lite is SQLite's, and pg the name
+// PostgreSQL holds (pgConn): in its typed column, or as it spells the same.
+type dyn struct {
+	lite, pg any
+}
+
+func (d dyn) Value() (driver.Value, error) { return d.lite, nil }
 
 // codedName reads a stored name back: a code or a name.
 type codedName struct {

@@ -1,4 +1,5 @@
-// Package db keeps sessions in one SQLite file (modernc.org/sqlite, no cgo):
+// Package db keeps sessions in one SQLite file (modernc.org/sqlite, no cgo),
+// or in a PostgreSQL database that several studios share (pgx; postgres.go):
 // each session's event log and what its events introduced, with the queries
 // the studio's views, exports and imports need. SQL is written by hand, one
 // file per aggregate; public methods open the transaction and lower-case
@@ -26,7 +27,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql migrations_pg/*.sql
 var migrations embed.FS
 
 // DB is an open store. Writes go through one connection, so they never
@@ -36,6 +37,9 @@ type DB struct {
 	path string
 	w    *sql.DB
 	r    *sql.DB
+	// pg is a PostgreSQL store: w and r are one pool, and dsn its URL.
+	pg  bool
+	dsn string
 	// Clock is the store's clock; tests replace it.
 	Clock func() time.Time
 }
@@ -53,9 +57,12 @@ type Options struct {
 	MaxPages int
 }
 
-// Open opens (creating if needed) the database at path and applies the
-// migrations it lacks.
+// Open opens (creating if needed) the database at path, or the PostgreSQL
+// database a postgres:// URL names, and applies the migrations it lacks.
 func Open(ctx context.Context, path string) (*DB, error) {
+	if IsPostgres(path) {
+		return openPostgres(ctx, path)
+	}
 	return OpenWith(ctx, path, Options{})
 }
 
@@ -107,10 +114,16 @@ func OpenWith(ctx context.Context, path string, opt Options) (*DB, error) {
 
 // Close closes the database.
 func (db *DB) Close() error {
+	if db.w == db.r {
+		return db.w.Close()
+	}
 	return errors.Join(db.w.Close(), db.r.Close())
 }
 
-// Path is the database file.
+// Postgres reports whether the store is a PostgreSQL database.
+func (db *DB) Postgres() bool { return db.pg }
+
+// Path is the database file (a PostgreSQL store's URL, without password).
 func (db *DB) Path() string { return db.path }
 
 // migrate applies, in order, the numbered migrations the database has not
@@ -208,7 +221,7 @@ const busyRetries = 2
 func (db *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	var err error
 	for attempt := 0; attempt <= busyRetries; attempt++ {
-		if err = db.tryTx(ctx, fn); !isBusy(err) || ctx.Err() != nil {
+		if err = db.tryTx(ctx, fn); !(isBusy(err) || isRetryable(err)) || ctx.Err() != nil {
 			break
 		}
 	}

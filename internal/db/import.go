@@ -23,7 +23,7 @@ func (db *DB) Import(ctx context.Context, id string, t *trace.Trace) error {
 		if _, err := createSession(ctx, tx, s); err != nil {
 			return err
 		}
-		h, err := readHead(ctx, tx, id)
+		h, err := db.readHead(ctx, tx, id)
 		if err != nil {
 			return err
 		}

@@ -28,11 +28,15 @@ type logHead struct {
 	status  string
 	last    int64 // the log's last seq
 	calls   int64 // model calls so far: the next one's step is calls+1
+	// notify: an append tells the other replicas (a PostgreSQL store).
+	notify bool
 }
 
-func readHead(ctx context.Context, q querier, id string) (logHead, error) {
-	h := logHead{id: id}
-	err := q.QueryRowContext(ctx, `SELECT sid, created_at, status, last_seq, model_calls FROM sessions WHERE id = ?`, id).
+// readHead reads a session's head within a write transaction, its row
+// locked until the transaction ends.
+func (db *DB) readHead(ctx context.Context, q querier, id string) (logHead, error) {
+	h := logHead{id: id, notify: db.pg}
+	err := q.QueryRowContext(ctx, `SELECT sid, created_at, status, last_seq, model_calls FROM sessions WHERE id = ?`+lockRow, id).
 		Scan(&h.sid, &h.created, &h.status, &h.last, &h.calls)
 	if errors.Is(err, sql.ErrNoRows) {
 		return h, delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)
@@ -47,7 +51,7 @@ func readHead(ctx context.Context, q querier, id string) (logHead, error) {
 // are live only and are skipped.
 func (db *DB) AppendEvents(ctx context.Context, sessionID string, events []delegation.Event) error {
 	err := db.tx(ctx, func(tx *sql.Tx) error {
-		h, err := readHead(ctx, tx, sessionID)
+		h, err := db.readHead(ctx, tx, sessionID)
 		if err != nil {
 			return err
 		}
@@ -311,6 +315,12 @@ func (a *appender) done() error {
 	}
 	_, err := a.q.ExecContext(a.ctx, `UPDATE sessions SET last_seq = ?, agents = agents + ?, model_calls = model_calls + ?,
 		input_tokens = input_tokens + ? WHERE sid = ?`, a.h.last, a.agents, a.calls, a.tokens, a.h.sid)
+	if err != nil || !a.h.notify {
+		return err
+	}
+	// Delivered when the transaction commits, and only then: a replica
+	// told of seq N reads every event through N.
+	_, err = a.tx.ExecContext(a.ctx, `SELECT pg_notify(?, ?)`, LogChannel, strconv.FormatInt(a.h.last, 10)+" "+a.h.id)
 	return err
 }
 

@@ -108,7 +108,7 @@ func blocks(ctx context.Context, q querier, sid, after int64, agentIDs func() ([
 				SELECT first, prev_at, events FROM log WHERE sid = ?1
 					AND first >= coalesce((SELECT max(first) FROM log WHERE sid = ?1 AND first <= ?2), 0)
 				UNION ALL SELECT first, prev_at, events FROM log_tail WHERE sid = ?1 AND first + count > ?2 - 1
-			) ORDER BY first`, sid, after+1)
+			) AS b ORDER BY first`, sid, after+1)
 		if err != nil {
 			yield(block{}, fmt.Errorf("read the log: %w", err))
 			return

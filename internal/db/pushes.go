@@ -31,7 +31,7 @@ func (db *DB) SetPushedSeq(ctx context.Context, sessionID, endpoint string, seq 
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO otlp_pushes (sid, endpoint, seq, at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (sid, endpoint) DO UPDATE SET seq = max(seq, excluded.seq), at = excluded.at`,
+			ON CONFLICT (sid, endpoint) DO UPDATE SET seq = CASE WHEN excluded.seq > otlp_pushes.seq THEN excluded.seq ELSE otlp_pushes.seq END, at = excluded.at`,
 			key, endpoint, seq, nanos(db.Now()))
 		return err
 	})

@@ -57,16 +57,13 @@ func createSession(ctx context.Context, tx *sql.Tx, s *Session) (int64, error) {
 	if !s.LeaseUntil.IsZero() {
 		lease = nanos(s.LeaseUntil)
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO sessions
+	var key int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO sessions
 		(id, name, title, prompt, status, error, tokenizer, created_at, finished_at, owner, lease_until)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.Name, s.Title, s.Prompt, s.Status, s.Error, s.Tokenizer, nanos(s.CreatedAt), finished, s.Owner, lease)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING sid`,
+		s.ID, s.Name, s.Title, s.Prompt, s.Status, s.Error, s.Tokenizer, nanos(s.CreatedAt), finished, s.Owner, lease).Scan(&key)
 	if err != nil {
 		return 0, fmt.Errorf("create session %s: %w", s.ID, err)
-	}
-	key, err := res.LastInsertId()
-	if err != nil {
-		return 0, err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO session_scenarios (sid, scenario) VALUES (?, ?)`, key, packJSON(s.Scenario)); err != nil {
 		return 0, fmt.Errorf("create session %s: %w", s.ID, err)
@@ -143,10 +140,11 @@ func (db *DB) Session(ctx context.Context, id string) (*Session, error) {
 // Sessions lists sessions, newest first, at most limit (0: all): their
 // summary columns only, not their prompts and scenarios.
 func (db *DB) Sessions(ctx context.Context, limit int) ([]Session, error) {
+	var n any = limit
 	if limit <= 0 {
-		limit = -1
+		n = dyn{lite: int64(-1), pg: nil} // no limit, as each spells it
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT `+summaryColumns+` FROM sessions ORDER BY created_at DESC, id LIMIT ?`, limit)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+summaryColumns+` FROM sessions ORDER BY created_at DESC, id LIMIT ?`, n)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -238,7 +236,7 @@ func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired
 		now := db.Now()
 		var key, last, lease int64
 		var st string
-		err := tx.QueryRowContext(ctx, `SELECT sid, status, last_seq, lease_until FROM sessions WHERE id = ?`, id).
+		err := tx.QueryRowContext(ctx, `SELECT sid, status, last_seq, lease_until FROM sessions WHERE id = ?`+lockRow, id).
 			Scan(&key, &st, &last, &lease)
 		if errors.Is(err, sql.ErrNoRows) {
 			return delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)
@@ -250,8 +248,8 @@ func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired
 			return nil
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT a.id, (SELECT COUNT(*) FROM model_calls c
-			WHERE c.sid = a.sid AND c.agent_id = a.id AND c.purpose <> 2)
-			FROM agents a WHERE a.sid = ? AND a.status = 'running' ORDER BY a.seq DESC`, key)
+			WHERE c.sid = a.sid AND c.agent_id = a.id AND c.purpose <> ?)
+			FROM agents a WHERE a.sid = ? AND a.status = 'running' ORDER BY a.seq DESC`, coded(purposeCodes, "summary"), key)
 		if err != nil {
 			return err
 		}
@@ -275,7 +273,7 @@ func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired
 		events = append(events, delegation.Event{Seq: last, Type: delegation.EventSessionFinished, At: now,
 			Payload: delegation.SessionFinished{Status: status, Error: reason}})
 		ended = true
-		h, err := readHead(ctx, tx, id)
+		h, err := db.readHead(ctx, tx, id)
 		if err != nil {
 			return err
 		}

@@ -28,7 +28,7 @@ func (db *DB) SessionCounts(ctx context.Context) (map[string]int, error) {
 // Ping checks that the database answers a query, for /healthz.
 func (db *DB) Ping(ctx context.Context) error {
 	var n int
-	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM sessions LIMIT 1)`).Scan(&n); err != nil {
+	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM sessions LIMIT 1) AS one`).Scan(&n); err != nil {
 		return fmt.Errorf("the database %s does not answer: %w", db.path, err)
 	}
 	return nil
