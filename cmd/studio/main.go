@@ -37,6 +37,9 @@ Usage:
   studio help [COMMAND]                this text, or a command's flags
   studio --version                     the version and commit it was built from
 
+--db FILE is a SQLite file, or a postgres:// URL: a PostgreSQL database that
+several studios share, each serving the sessions of all (docs/postgres.md).
+
 Every flag can be set in the environment instead: STUDIO_<FLAG> (STUDIO_DB,
 STUDIO_MODEL, ...); --model-url also reads OPENAI_BASE_URL and the key comes
 from OPENAI_API_KEY, as OpenAI's SDKs read them; --otlp-endpoint and

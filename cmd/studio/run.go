@@ -34,7 +34,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSON := c.Bool("json", "print the session's trace as JSON instead of the tree", nil)
 	// formats.md §4: run keeps nothing unless --db is given, so no
 	// variable turns storing on behind a script's back.
-	dbPath := c.String("db", "", "", "store the session in this database `file`; its id is the trace's session.id (without it nothing is kept)", []string{})
+	dbPath := c.String("db", "", "", "store the session in this database: a SQLite `file` or a postgres:// URL; its id is the trace's session.id (without it nothing is kept)", []string{})
 	modelURL := c.String("model-url", "", "", "run against this OpenAI-compatible endpoint (`URL`, e.g. http://127.0.0.1:8080/v1) instead of the script; empty: $OPENAI_BASE_URL, then OpenAI's", nil)
 	modelName := c.String("model", "", "", "the `name` of the model to call; the key comes from the scenario's model.api_key_env, or $OPENAI_API_KEY at OpenAI (or $OPENAI_BASE_URL)", nil)
 	keyEnv := c.String("api-key-env", "", "", "read --model-url's key from this `variable` (a *_API_KEY one)", nil)

@@ -165,7 +165,7 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 		return exitFailed
 	}
 	httpSrv := server.NewHTTPServer(srv.Handler())
-	fmt.Fprintf(stdout, "Delegation Studio on http://%s (sessions in %s)\n", ln.Addr(), *dbPath)
+	fmt.Fprintf(stdout, "Delegation Studio on http://%s (sessions in %s)\n", ln.Addr(), db.Redacted(*dbPath))
 	for _, e := range list {
 		fmt.Fprintf(stdout, "Model endpoint %s (%s)\n", e.Label(), keyNote(e))
 	}

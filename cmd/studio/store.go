@@ -22,12 +22,12 @@ import (
 // dbFlag is the --db flag of the commands that read and write the store:
 // $STUDIO_DB, then ./studio.db.
 func dbFlag(c *command) *string {
-	return c.String("db", "studio.db", "./studio.db", "the database `file`", nil)
+	return c.String("db", "studio.db", "./studio.db", "the database: a SQLite `file`, or a postgres://USER@HOST/DB URL that several studios share (docs/postgres.md)", nil)
 }
 
 // store is what the commands use of a store: what the server uses, and
-// closing it. The store is chosen here and nowhere else: SQLite (db.DB) is
-// the studio's.
+// closing it. The store is chosen here and nowhere else: db.Open opens a
+// SQLite file, or a PostgreSQL database for a postgres:// URL.
 type store interface {
 	server.Store
 	Close() error
@@ -38,7 +38,7 @@ type store interface {
 func openStore(ctx context.Context, path string, stderr io.Writer) (store, bool) {
 	d, err := db.Open(ctx, path)
 	if err != nil {
-		fmt.Fprintf(stderr, "studio: %v\n", db.Describe(path, err))
+		fmt.Fprintf(stderr, "studio: %v\n", db.Describe(db.Redacted(path), err))
 		return nil, false
 	}
 	return d, true

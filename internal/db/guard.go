@@ -22,7 +22,12 @@ func LockPath(dbPath string) string { return dbPath + ".serve-lock" }
 
 // LockServe takes the server lock of the database at dbPath, or says who
 // holds it. The kernel releases it when the process ends, however it ends.
+// A PostgreSQL database takes none: any number of studios serve it at once
+// (docs/postgres.md).
 func LockServe(dbPath string) (*ServeLock, error) {
+	if IsPostgres(dbPath) {
+		return &ServeLock{}, nil
+	}
 	path := LockPath(dbPath)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

@@ -71,6 +71,15 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 	return db, nil
 }
 
+// Redacted is a --db value as messages show it: a PostgreSQL URL without
+// its password, a file as it is.
+func Redacted(dsn string) string {
+	if !IsPostgres(dsn) {
+		return dsn
+	}
+	return redact(dsn)
+}
+
 // redact is a URL without its password, for messages.
 func redact(dsn string) string {
 	u, err := url.Parse(dsn)

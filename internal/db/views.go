@@ -462,6 +462,9 @@ type LoggedEvent struct {
 	delegation.Event
 	Message *trace.Message
 	Call    *trace.ModelCall
+	// Step is the event as the log's one reading gives it, to fold into a
+	// page state (a session another replica runs).
+	Step trace.Step
 }
 
 // EventsPage reads a session's events with seq > after, in order, at most
@@ -478,7 +481,7 @@ func (db *DB) EventsPage(ctx context.Context, sessionID string, after int64, lim
 		if err != nil {
 			return nil, fmt.Errorf("read events of session %s: %w", sessionID, err)
 		}
-		out = append(out, LoggedEvent{Event: st.Event, Message: st.Message, Call: st.Call})
+		out = append(out, LoggedEvent{Event: st.Event, Message: st.Message, Call: st.Call, Step: st})
 		if limit > 0 && len(out) == limit {
 			break
 		}

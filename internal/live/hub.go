@@ -25,7 +25,8 @@ import (
 // the events of seqs First … Seq, one a line (First 0 means Seq alone).
 // Seq > 0 is part of the session's log; Seq == 0 is live-only (streamed
 // model text) and is never deduplicated or replayed. Data is shared by
-// every viewer and must not be changed once published.
+// every viewer and must not be changed once published; a message of Seq >
+// 0 without Data only says the store holds the log through Seq (Stored).
 type Message struct {
 	Seq   int64
 	First int64
@@ -115,6 +116,15 @@ func NewHub(opts Options) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Hub{buffer: opts.Buffer, log: opts.Logger, ctx: ctx, cancel: cancel,
 		sessions: make(map[string]*session), maxAll: opts.MaxViewers, maxEach: opts.MaxSessionViewers}
+}
+
+// Stored tells the session's subscribers that the store holds its log
+// through seq: each stream that has not sent it reads it from its backlog.
+// For a log that grew where no Publish saw it (another replica wrote it).
+func (h *Hub) Stored(sessionID string, seq int64) {
+	if seq > 0 {
+		h.Publish(sessionID, Message{Seq: seq})
+	}
 }
 
 // Publish hands msg to every current subscriber of the session. It never

@@ -324,6 +324,14 @@ func (s *stream) forward(ctx context.Context, msg Message) error {
 	if msg.Seq <= s.last {
 		return nil
 	}
+	if msg.Data == nil {
+		// Stored: the store holds the log through msg.Seq, which this
+		// stream has not sent; it reads it there.
+		if s.backlog == nil {
+			return nil
+		}
+		return s.sendBacklog(ctx)
+	}
 	if msg.first() > s.last+1 && s.backlog != nil {
 		// Messages are missing before this one: published before we
 		// subscribed but stored only after we read the backlog. The store has

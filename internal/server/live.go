@@ -14,6 +14,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/live"
 	"github.com/delegationstudio/studio/internal/session"
@@ -65,22 +66,44 @@ var _ session.Publisher = (*liveViews)(nil)
 
 // Publish takes a session's next stored batch, or a live-only event.
 func (lv *liveViews) Publish(sessionID string, events []delegation.Event, ch view.Changes, v *session.Live) {
-	if len(events) == 0 || lv.hub.Viewers(sessionID) == 0 {
+	if len(events) == 0 {
 		return
 	}
-	patches, err := lv.patches(sessionID, events, ch, v)
+	lv.publish(sessionID, events[0].Seq, events[len(events)-1].Seq, len(events), func(i int, ps []patch) ([]byte, error) {
+		return encodeWire(events[i], ps)
+	}, ch, v)
+}
+
+// PublishStored takes a batch of a session another replica runs, read back
+// from the store and folded into v here (replicas.go).
+func (lv *liveViews) PublishStored(sessionID string, events []db.LoggedEvent, ch view.Changes, v *session.Live) {
+	if len(events) == 0 {
+		return
+	}
+	lv.publish(sessionID, events[0].Seq, events[len(events)-1].Seq, len(events), func(i int, ps []patch) ([]byte, error) {
+		return encodeLogged(events[i].Event, events[i].Message, events[i].Call, ps)
+	}, ch, v)
+}
+
+// publish sends a batch of n events, seqs first … last, as one message; line
+// encodes the i-th with its patches (the last event's are the batch's).
+func (lv *liveViews) publish(sessionID string, first, last int64, n int, line func(int, []patch) ([]byte, error), ch view.Changes, v *session.Live) {
+	if lv.hub.Viewers(sessionID) == 0 {
+		return
+	}
+	patches, err := lv.patches(sessionID, first == 0, ch, v)
 	if err != nil {
 		lv.log.Error("live patches", "session", sessionID, "err", err)
 	}
 	// One message for the batch, one event a line: one send to each
 	// viewer, and one write.
 	var data []byte
-	for i, ev := range events {
+	for i := range n {
 		var ps []patch
-		if i == len(events)-1 {
+		if i == n-1 {
 			ps = patches
 		}
-		line, err := encodeWire(ev, ps)
+		l, err := line(i, ps)
 		if err != nil {
 			lv.log.Error("encode live event", "session", sessionID, "err", err)
 			return
@@ -88,16 +111,16 @@ func (lv *liveViews) Publish(sessionID string, events []delegation.Event, ch vie
 		if i > 0 {
 			data = append(data, '\n')
 		}
-		data = append(data, line...)
+		data = append(data, l...)
 	}
-	lv.hub.Publish(sessionID, live.Message{First: events[0].Seq, Seq: events[len(events)-1].Seq, Data: data})
+	lv.hub.Publish(sessionID, live.Message{First: first, Seq: last, Data: data})
 }
 
-func (lv *liveViews) patches(sessionID string, events []delegation.Event, ch view.Changes, v *session.Live) ([]patch, error) {
+func (lv *liveViews) patches(sessionID string, streamed bool, ch view.Changes, v *session.Live) ([]patch, error) {
 	if ch.None() {
 		return nil, nil
 	}
-	if events[0].Seq == 0 {
+	if streamed {
 		return streamPatches(ch), nil // nothing else changes with streamed text
 	}
 	st := v.Clone()

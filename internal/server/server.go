@@ -84,6 +84,9 @@ type Server struct {
 	stopReceiver context.CancelFunc
 	// proxy is the recording endpoint; its sweeps end with stopReceiver.
 	proxy *proxy.Proxy
+	// replicas follows the sessions other studios sharing the store run;
+	// nil for a store of one studio (SQLite).
+	replicas *replicas
 }
 
 // New builds the server.
@@ -118,6 +121,10 @@ func New(cfg Config) *Server {
 	s.stopReceiver = cancel
 	go s.receiver.run(ctx)
 	go s.proxy.Run(ctx)
+	if n, ok := cfg.DB.(notifier); ok && n.Postgres() {
+		s.replicas = &replicas{s: s, followed: map[string]*followed{}}
+		go s.replicas.listen(ctx, n)
+	}
 	s.echo = s.routes()
 	return s
 }

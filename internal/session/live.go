@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/trace"
 	"github.com/delegationstudio/studio/internal/view"
 )
 
@@ -23,6 +24,10 @@ type Live struct {
 func NewLive(meta view.Meta) *Live {
 	return &Live{st: view.New(meta), moved: make(chan struct{})}
 }
+
+// LiveOf keeps a state folded elsewhere (a session another replica runs,
+// followed from the store: Follow).
+func LiveOf(st *view.State) *Live { return &Live{st: st, moved: make(chan struct{})} }
 
 // Read calls fn with the state, which must not be kept or changed.
 func (l *Live) Read(fn func(*view.State)) {
@@ -64,12 +69,23 @@ func (l *Live) Wait(ctx context.Context, seq int64) error {
 
 // apply folds events in and says what they changed.
 func (l *Live) apply(events []delegation.Event) (view.Changes, error) {
+	return l.advance(len(events), func(i int, ch *view.Changes) error { return l.st.ApplyTo(events[i], ch) })
+}
+
+// ApplySteps folds in steps read back from the store, as a session another
+// replica runs is followed, and says what they changed.
+func (l *Live) ApplySteps(steps []trace.Step) (view.Changes, error) {
+	return l.advance(len(steps), func(i int, ch *view.Changes) error { return l.st.ApplyStep(steps[i], ch) })
+}
+
+// advance folds n things in, one by one, and wakes whoever waits.
+func (l *Live) advance(n int, one func(int, *view.Changes) error) (view.Changes, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var all view.Changes
 	var firstErr error
-	for _, ev := range events {
-		if err := l.st.ApplyTo(ev, &all); err != nil && firstErr == nil {
+	for i := range n {
+		if err := one(i, &all); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
