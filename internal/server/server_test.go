@@ -49,7 +49,14 @@ func startStudio(t testing.TB, token string) *studio {
 // startStudioWith is startStudio with a config of the caller's (DB is set).
 func startStudioWith(t testing.TB, cfg Config) *studio {
 	t.Helper()
-	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
+	return startStudioOn(t, filepath.Join(t.TempDir(), "studio.db"), cfg)
+}
+
+// startStudioOn is startStudioWith on the store --db would name: a file,
+// or a PostgreSQL database that other studios share.
+func startStudioOn(t testing.TB, dbPath string, cfg Config) *studio {
+	t.Helper()
+	d, err := db.Open(context.Background(), dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
