@@ -19,9 +19,10 @@ build:
 	$(GO) build -ldflags "-X main.buildCommit=$(COMMIT)" -o $(BIN) ./cmd/studio
 
 ## test: every check CI runs: formatting, vet, generated files up to date,
-## and all tests with the race detector, the browser tests in Chromium and
-## the differential tests against deepagents (JS) included
-test: check-fmt vet check-generated chromium npm unit
+## and all tests with the race detector, the browser tests in Chromium, the
+## differential tests against deepagents (JS) and the store's tests against
+## a PostgreSQL server of their own included
+test: check-fmt vet check-generated chromium npm postgres unit
 
 check-fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -59,16 +60,28 @@ npm:
 		echo "installing the real clients of the e2e tests (npm ci in e2e/)"; \
 		cd e2e && npm ci --no-audit --no-fund --loglevel=error; fi
 
+# The store's suite and the two-replica tests run against PostgreSQL too:
+# Debian's postgresql is installed when its server is missing, and
+# scripts/with-postgres.sh runs the tests with a cluster of their own, in a
+# temporary directory on a free port, stopped when they end.
+postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then \
+		echo "installing PostgreSQL for the store tests (apt-get install postgresql)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; fi
+
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	./scripts/with-postgres.sh $(GO) test -race -count=1 $(PKGS)
 
 ## bench: the studio's figures as one table, each with its target and command (docs/performance.md)
 bench:
 	./scripts/bench.sh
 
-## load: 50 concurrent sessions with delays and 200 websocket viewers for 60 s, on loopback
-load:
+## load: 50 concurrent sessions with delays and 200 websocket viewers for 60 s, on loopback:
+## on one studio (SQLite), then on two sharing a PostgreSQL database, sessions
+## and viewers spread over both
+load: postgres
 	STUDIO_LOAD_SESSIONS=50 STUDIO_LOAD_VIEWERS=200 STUDIO_LOAD_SECONDS=60 $(GO) test -run '^TestLoad$$' -count=1 -v -timeout 10m ./internal/server/
+	STUDIO_LOAD_SESSIONS=50 STUDIO_LOAD_VIEWERS=200 STUDIO_LOAD_SECONDS=60 ./scripts/with-postgres.sh $(GO) test -run '^TestLoadReplicas$$' -count=1 -v -timeout 10m ./internal/server/
 
 ## fuzz: run each fuzz target for a while (FUZZTIME, default 60000 inputs each)
 FUZZTIME ?= 60000x

@@ -32,11 +32,23 @@ func envInt(name string, def int) int {
 // order. make test runs it small; make load runs it at 50 sessions, 200
 // viewers, 60 s (STUDIO_LOAD_SESSIONS, STUDIO_LOAD_VIEWERS, STUDIO_LOAD_SECONDS).
 func TestLoad(t *testing.T) {
+	load(t, []*studio{newStudio(t, "")})
+}
+
+// TestLoadReplicas is TestLoad on two studios sharing one PostgreSQL
+// database: sessions spread over both, and so are their viewers, each of
+// which watches its session on either replica (make load runs it at the
+// same size as TestLoad).
+func TestLoadReplicas(t *testing.T) {
+	load(t, startReplicas(t, 2))
+}
+
+// load runs TestLoad's sessions on the studios given, the i-th session on
+// studio i mod n, each viewer on a studio picked at random.
+func load(t *testing.T, studios []*studio) {
 	sessions := envInt("STUDIO_LOAD_SESSIONS", 8)
 	viewersPer := max(1, envInt("STUDIO_LOAD_VIEWERS", 24)/sessions)
 	seconds := envInt("STUDIO_LOAD_SECONDS", 4)
-	s := newStudio(t, "")
-	wsBase := "ws" + strings.TrimPrefix(s.ts.URL, "http")
 
 	var turns []string
 	for i := 0; i < 12; i++ {
@@ -56,6 +68,7 @@ func TestLoad(t *testing.T) {
 	errs := make(chan error, 1000)
 	for w := 0; w < sessions; w++ {
 		wg.Add(1)
+		s := studios[w%len(studios)]
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -72,7 +85,8 @@ func TestLoad(t *testing.T) {
 					go func() {
 						defer vg.Done()
 						time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
-						n, err := watch(ctx, wsBase+"/api/sessions/"+created.ID+"/live?after=0")
+						on := studios[rand.IntN(len(studios))]
+						n, err := watch(ctx, "ws"+strings.TrimPrefix(on.ts.URL, "http")+"/api/sessions/"+created.ID+"/live?after=0")
 						if err != nil {
 							errs <- fmt.Errorf("session %s: %w", created.ID, err)
 							return
@@ -95,7 +109,8 @@ func TestLoad(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	t.Logf("%d sessions, %d viewers each saw every event of their session exactly once (%d events in all)", started.Load(), viewed.Load(), events.Load())
+	t.Logf("%d sessions on %d studios, %d viewers each saw every event of their session exactly once (%d events in all)",
+		started.Load(), len(studios), viewed.Load(), events.Load())
 	if started.Load() < int64(sessions) || viewed.Load() < started.Load()*int64(viewersPer) {
 		t.Fatalf("started %d sessions, %d views", started.Load(), viewed.Load())
 	}
