@@ -167,7 +167,7 @@ const rawSQL = "/* postgres */ "
 // this package.
 var (
 	indexedBy = regexp.MustCompile(`\s+INDEXED BY \w+`)
-	// a prefix of a text in bytes
+	// a prefix of a text in bytes (the text is BYTEA here)
 	blobPrefix = regexp.MustCompile(`substr\(CAST\(([\w.]+) AS BLOB\), 1, \?\)`)
 )
 
@@ -175,8 +175,8 @@ var (
 var rewrites sync.Map // string → string
 
 // postgresSQL is a query of this package as PostgreSQL spells it: ? and ?N
-// placeholders as $N, no index hints, the byte prefix of a text by
-// convert_to, and lockRow's FOR UPDATE.
+// placeholders as $N, no index hints, the byte prefix of a text, and
+// lockRow's FOR UPDATE.
 func postgresSQL(q string) string {
 	if s, ok := rewrites.Load(q); ok {
 		return s.(string)
@@ -185,7 +185,7 @@ func postgresSQL(q string) string {
 		return q
 	}
 	s := indexedBy.ReplaceAllString(q, "")
-	s = blobPrefix.ReplaceAllString(s, "substring(convert_to($1, 'UTF8') from 1 for ?)")
+	s = blobPrefix.ReplaceAllString(s, "substring($1 from 1 for ?)")
 	s = strings.ReplaceAll(s, lockRow, " FOR UPDATE")
 	var b strings.Builder
 	n, quoted := 0, false
@@ -230,6 +230,7 @@ func (c pgConnector) Driver() driver.Driver { return c.inner.Driver() }
 
 // pgConn is pgx's database/sql connection with this package's SQL turned
 // into PostgreSQL's, values of two forms (dyn) in their PostgreSQL form,
+// strings as bytes,
 // read-only transactions reading one snapshot (as SQLite's do), and each
 // result read whole before it is handed on: a read of this package runs
 // queries while it walks the rows of another (a log block, then its
@@ -289,6 +290,11 @@ func (p *pgConn) QueryContext(ctx context.Context, query string, args []driver.N
 func (p *pgConn) CheckNamedValue(nv *driver.NamedValue) error {
 	if d, ok := nv.Value.(dyn); ok {
 		nv.Value = d.pg
+	}
+	// A string goes as its bytes: into a TEXT column as the text, into
+	// a BYTEA one (what agents wrote: 0001_store.sql) byte for byte.
+	if s, ok := nv.Value.(string); ok {
+		nv.Value = []byte(s)
 	}
 	return p.c.CheckNamedValue(nv)
 }

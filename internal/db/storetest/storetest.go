@@ -70,6 +70,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"the live stream's pages", testEventsPage},
 		{"the page's rows", testPageRows},
 		{"files: versions, growth, deletes, what came back", testFiles},
+		{"any text is kept as given, a NUL too", testAnyText},
 		{"the sessions list reads summaries, newest first", testSessions},
 		{"page states", testViews},
 		{"teams", testTeams},
@@ -1034,5 +1035,60 @@ func testCounts(t *testing.T, s Store) {
 	}
 	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testAnyText: what an agent wrote is kept byte for byte, whatever it holds
+// (a tool's binary output, a received span's attribute): a NUL in a
+// message, its reasoning, a file, a prompt, a system prompt.
+func testAnyText(t *testing.T, s Store) {
+	odd := "before\x00after"
+	at := time.Now().UTC()
+	id := "odd"
+	if err := s.CreateSession(ctx, &db.Session{ID: id, Name: "odd", Prompt: odd, CreatedAt: at, Owner: "o", LeaseUntil: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(seq int64, typ delegation.EventType, agent string, payload any) delegation.Event {
+		return delegation.Event{Seq: seq, Type: typ, AgentID: agent, At: at, Payload: payload}
+	}
+	events := []delegation.Event{
+		ev(1, delegation.EventSessionStarted, "", delegation.SessionStarted{SessionID: id, Name: "odd", Prompt: odd,
+			Files: map[string]string{"/seed.bin": odd}}),
+		ev(2, delegation.EventAgentStarted, "main", delegation.AgentStarted{Agent: delegation.AgentInfo{ID: "main", Name: "main"}, SystemPrompt: odd}),
+		ev(3, delegation.EventMessageAdded, "main", delegation.MessageAdded{Index: 0, Message: &delegation.Message{ID: "main.0", AgentID: "main",
+			Role: delegation.RoleUser, Content: odd, Tokens: 1}}),
+		ev(4, delegation.EventMessageAdded, "main", delegation.MessageAdded{Index: 1, Message: &delegation.Message{ID: "main.1", AgentID: "main",
+			Role: delegation.RoleAssistant, Content: odd, Reasoning: odd, Tokens: 1}}),
+		ev(5, delegation.EventFilesChanged, "main", delegation.FilesChanged{Changes: []delegation.FileChange{{Path: "/out.bin", Content: odd}}}),
+		ev(6, delegation.EventSessionFinished, "", delegation.SessionFinished{Status: delegation.StatusDone}),
+	}
+	if err := s.AppendEvents(ctx, id, events); err != nil {
+		t.Fatal(err)
+	}
+	want, err := trace.Build(trace.Meta{ID: id}, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Trace(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Scenario = want.Scenario
+	same(t, "the trace", got, want)
+	for _, m := range got.Messages {
+		if m.Content != odd {
+			t.Fatalf("message %s: %q, want %q", m.ID, m.Content, odd)
+		}
+	}
+	rd, err := s.ReadPage(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	if c, ok, err := rd.FileContent(ctx, "/out.bin"); err != nil || !ok || c != odd {
+		t.Fatalf("file: %q, %v, %v", c, ok, err)
+	}
+	if files, err := rd.Files(ctx, "", 10, 8); err != nil || len(files) != 2 || files[0].Preview != odd[:8] {
+		t.Fatalf("files: %+v, %v", files, err)
 	}
 }
