@@ -6,6 +6,11 @@
 # (docs/postgres.md); `make test` installs Debian's postgresql first when
 # it is missing (the postgres target).
 #
+# The server is tuned for tests: no fsync (a crash of the machine loses the
+# scratch cluster, which nothing keeps). STUDIO_PG_FSYNC=on keeps fsync and
+# commits as SQLite's synchronous=NORMAL does (no wait for the disk), for
+# benchmarks that compare the two (scripts/bench.sh).
+#
 # PostgreSQL refuses to run as root: as root, the server runs as the
 # postgres user Debian's package makes (or one made here when there is none).
 set -euo pipefail
@@ -26,6 +31,9 @@ if [ "$(id -u)" = 0 ]; then
 	fi
 	as=(runuser -u postgres --)
 fi
+
+fsync=${STUDIO_PG_FSYNC:-off}
+case $fsync in on | off) ;; *) echo "with-postgres: STUDIO_PG_FSYNC is on or off, not $fsync" >&2; exit 2 ;; esac
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/studio-pg.XXXXXX")
 chmod 755 "$tmp"
@@ -48,7 +56,7 @@ for _ in $(seq 1 20); do
 	port=$((20000 + RANDOM % 40000))
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then continue; fi
 	if "${as[@]}" "$bindir/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w -t 60 \
-		-o "-p $port -k $tmp -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+		-o "-p $port -k $tmp -c listen_addresses=127.0.0.1 -c fsync=$fsync -c synchronous_commit=off -c full_page_writes=$fsync -c max_connections=300" \
 		start >/dev/null 2>&1; then
 		started=$port
 		break
@@ -61,5 +69,5 @@ if [ -z "$started" ]; then
 fi
 
 export STUDIO_TEST_POSTGRES="postgres://studio@127.0.0.1:$started/postgres?sslmode=disable"
-echo "with-postgres: PostgreSQL $("$bindir/postgres" --version | awk '{print $NF}') on 127.0.0.1:$started for the tests (STUDIO_TEST_POSTGRES)"
+echo "with-postgres: PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$started (fsync $fsync) in \$STUDIO_TEST_POSTGRES" >&2
 "$@"

@@ -11,11 +11,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/delegationstudio/studio/internal/benchdata"
 	"github.com/delegationstudio/studio/internal/db"
+	"github.com/delegationstudio/studio/internal/db/pgtest"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
@@ -228,4 +230,75 @@ func BenchmarkIngest(b *testing.B) {
 	b.ReportMetric(n/ours.Seconds(), "events/s")
 	b.ReportMetric(n/plain.Seconds(), "plain-events/s")
 	b.ReportMetric(plain.Seconds()/ours.Seconds(), "ours/plain")
+}
+
+// BenchmarkIngestPostgres compares events per second through the recorder
+// into PostgreSQL (STUDIO_TEST_POSTGRES) and into SQLite, in one run: one
+// session alone, and eight sessions recorded at once (PostgreSQL writes
+// them side by side, SQLite one transaction at a time). Rates are from each
+// side's fastest iteration.
+func BenchmarkIngestPostgres(b *testing.B) {
+	sc := turnsScenario(b, 500)
+	var fromEngine []delegation.Event
+	if _, err := session.Run(context.Background(), sc, session.RunOptions{SessionID: "src",
+		Sink: delegation.SinkFunc(func(e delegation.Event) {
+			if e.Seq > 0 {
+				fromEngine = append(fromEngine, e)
+			}
+		})}); err != nil {
+		b.Fatal(err)
+	}
+	record := func(d *db.DB, sessions int) time.Duration {
+		ids := make([]string, sessions)
+		for i := range ids {
+			ids[i] = "s" + strconv.Itoa(i)
+			if err := d.CreateSession(context.Background(), &db.Session{ID: ids[i], Name: "x", Scenario: sc.Raw}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Go(func() {
+				rec := session.NewRecorder(d, id, nil, nil, nil, nil)
+				for _, ev := range fromEngine {
+					rec.Emit(ev)
+				}
+				if err := rec.Close(); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	best := map[string]time.Duration{}
+	keep := func(k string, d time.Duration) {
+		if v, ok := best[k]; !ok || d < v {
+			best[k] = d
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		for _, n := range []int{1, 8} {
+			lite, err := db.Open(context.Background(), filepath.Join(b.TempDir(), "studio.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			keep("sqlite-"+strconv.Itoa(n), record(lite, n))
+			lite.Close()
+			pg, err := db.Open(context.Background(), pgtest.DSN(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			keep("postgres-"+strconv.Itoa(n), record(pg, n))
+			pg.Close()
+		}
+	}
+	events := float64(len(fromEngine))
+	for _, n := range []int{1, 8} {
+		l, p := best["sqlite-"+strconv.Itoa(n)], best["postgres-"+strconv.Itoa(n)]
+		b.ReportMetric(events*float64(n)/l.Seconds(), "sqlite-events/s-"+strconv.Itoa(n))
+		b.ReportMetric(events*float64(n)/p.Seconds(), "postgres-events/s-"+strconv.Itoa(n))
+		b.ReportMetric(l.Seconds()/p.Seconds(), "postgres/sqlite-"+strconv.Itoa(n))
+	}
 }

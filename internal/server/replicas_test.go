@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -18,13 +19,13 @@ import (
 
 // startReplicas starts n studios on one PostgreSQL database, as a load
 // balancer would have them (skipped without a test server: pgtest).
-func startReplicas(t *testing.T, n int) []*studio {
+func startReplicas(t testing.TB, n int) []*studio {
 	t.Helper()
 	dsn := pgtest.DSN(t)
 	out := make([]*studio, n)
 	for i := range out {
 		out[i] = startStudioOn(t, dsn, Config{})
-		out[i].t = t
+		out[i].t, _ = t.(*testing.T)
 	}
 	return out
 }
@@ -40,12 +41,18 @@ func slowScenario(turns int, delayMS int) string {
 	return `{"name": "replicas", "prompt": "go", "script": {"main": [` + strings.Join(main, ",") + `, {"content": "done"}], "general-purpose": [` + strings.Join(child, ",") + `]}}`
 }
 
-func (s *studio) start(scenario string) string {
-	s.t.Helper()
-	res, body := s.api("POST", "/api/sessions", "application/json", []byte(scenario))
+// start starts a session through the API and returns its id.
+func (s *studio) start(t testing.TB, scenario string) string {
+	t.Helper()
+	res, err := s.c.Post(s.ts.URL+"/api/sessions", "application/json", strings.NewReader(scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
 	var created struct{ ID string }
 	if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
-		s.t.Fatalf("start: %d %s", res.StatusCode, body)
+		t.Fatalf("start: %d %s", res.StatusCode, body)
 	}
 	return created.ID
 }
@@ -105,7 +112,7 @@ func TestReplicasLive(t *testing.T) {
 	a, b := rs[0], rs[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel) // after the parallel subtests
-	id := a.start(slowScenario(12, 60))
+	id := a.start(t, slowScenario(12, 60))
 
 	t.Run("a viewer on B sees A's session whole", func(t *testing.T) {
 		t.Parallel()
@@ -146,7 +153,7 @@ func TestReplicasLeases(t *testing.T) {
 	rs := startReplicas(t, 2)
 	a, b := rs[0], rs[1]
 	ctx := context.Background()
-	id := a.start(slowScenario(40, 50))
+	id := a.start(t, slowScenario(40, 50))
 	dead := &db.Session{ID: "dead-replicas-session", Name: "left", Status: delegation.StatusRunning, Scenario: []byte(`{}`),
 		Owner: "a-replica-that-died", LeaseUntil: time.Now().Add(-time.Second)}
 	if err := b.db.CreateSession(ctx, dead); err != nil {
