@@ -39,13 +39,13 @@ row "store bytes ÷ the messages' bytes as the trace exports them, 2,000 message
 row "store bytes ÷ the messages' bytes as the trace exports them, 100,000 messages" "≤ 1.4" ./internal/db/ BenchmarkStorage db/raw-100k 1x
 row "sessions list: 40 sessions of 1 MB scenarios ÷ 40 of small ones, time" "≈ 1" ./internal/db/ BenchmarkSessionsList big/small 20x
 row "sessions list: the same, bytes allocated" "≈ 1" ./internal/db/ BenchmarkSessionsList alloc-big/small 20x
-row "ingest into PostgreSQL ÷ into SQLite, one session" "≥ 0.3" ./internal/db/ BenchmarkIngestPostgres postgres/sqlite-1 3x
-row "ingest into PostgreSQL ÷ into SQLite, eight sessions at once" "≥ 0.5" ./internal/db/ BenchmarkIngestPostgres postgres/sqlite-8 3x
+row "ingest into PostgreSQL ÷ into SQLite, one session" "—" ./internal/db/ BenchmarkIngestPostgres postgres/sqlite-1 3x
+row "ingest into PostgreSQL ÷ into SQLite, eight sessions at once" "—" ./internal/db/ BenchmarkIngestPostgres postgres/sqlite-8 3x
 row "ingest rate into PostgreSQL, eight sessions at once" "—" ./internal/db/ BenchmarkIngestPostgres postgres-events/s-8 3x
 row "ingest rate into SQLite, eight sessions at once" "—" ./internal/db/ BenchmarkIngestPostgres sqlite-events/s-8 3x
 row "event to viewer p99, 100 websocket viewers on loopback" "≤ 10 ms" ./internal/live/ BenchmarkEventToViewer100 p99-ms 3x
-row "event to viewer p99 on another replica (PostgreSQL NOTIFY, then the table)" "≤ 50 ms" ./internal/server/ BenchmarkReplicaLatency p99-ms-other-replica 1x
-row "the same ÷ on the replica running the session" "≤ 5" ./internal/server/ BenchmarkReplicaLatency other/running 1x
+row "event to viewer p99 on another replica (PostgreSQL NOTIFY, then the table)" "—" ./internal/server/ BenchmarkReplicaLatency p99-ms-other-replica 1x
+row "the same ÷ on the replica running the session" "≤ 2" ./internal/server/ BenchmarkReplicaLatency other/running 1x
 row "server render of a 10,000-message session page" "≤ 300 ms" ./internal/server/ BenchmarkSessionPage10k ms/page 5x
 row "live page: server CPU per model call, one viewer, 4,000-step ÷ 500-step session" "≤ 1.3" ./internal/server/ BenchmarkLiveCPU x4000/500 1x
 row "live page: server CPU per model call at 4,000 steps, one viewer ÷ none" "≤ 2" ./internal/server/ BenchmarkLiveCPU watched/unwatched 1x

@@ -2,6 +2,8 @@ package db
 
 import (
 	"context"
+	"crypto/rand"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,14 +15,30 @@ import (
 	"github.com/jackc/pgxlisten"
 )
 
-// Listen tells grown, until ctx ends, of every session whose log another
-// writer of the store (another replica, or this one) has grown, with its
-// new last seq, as each append commits (LogChannel). Notifications are not
+// What the replicas of a PostgreSQL store tell each other, through it.
+
+// StopChannel is the channel a replica NOTIFYs with a session's id to have
+// the replica running it stop it (RequestStop).
+const StopChannel = "studio_stop"
+
+// Listener is what a replica is told by the others (Listen).
+type Listener struct {
+	// Grown: a session's log grew, to seq (LogChannel).
+	Grown func(id string, seq int64)
+	// Stop: someone asked for a session to stop (StopChannel).
+	Stop func(id string)
+	// Reconnected: the connection was lost and made again; notifications
+	// of the meantime are lost, and what they said is read from the store.
+	Reconnected func()
+}
+
+// Listen tells l, until ctx ends, what the store's writers (other
+// replicas, and this one) say as they commit: each session whose log grew,
+// with its new last seq, and each stop asked for. Notifications are not
 // kept while no one listens: after connecting again (the database
-// restarted, the network failed), it calls reconnected, and the listener
-// reads what it may have missed from the store. It returns when ctx ends;
-// a SQLite store has no other writer to hear from, and says so.
-func (db *DB) Listen(ctx context.Context, grown func(id string, seq int64), reconnected func()) error {
+// restarted, the network failed), it calls l.Reconnected. It returns when
+// ctx ends; a SQLite store has no other replica to hear from, and says so.
+func (db *DB) Listen(ctx context.Context, l Listener) error {
 	if !db.pg {
 		return errors.New("listen: only a PostgreSQL store has other replicas to hear from")
 	}
@@ -28,22 +46,25 @@ func (db *DB) Listen(ctx context.Context, grown func(id string, seq int64), reco
 	if err != nil {
 		return err
 	}
-	l := &pgxlisten.Listener{
+	pl := &pgxlisten.Listener{
 		Connect:        func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) },
 		ReconnectDelay: time.Second,
 	}
-	l.Handle(LogChannel, logHandler{grown: grown, reconnected: reconnected})
-	err = l.Listen(ctx)
+	pl.Handle(LogChannel, logHandler{l})
+	pl.Handle(StopChannel, pgxlisten.HandlerFunc(func(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
+		if l.Stop != nil {
+			l.Stop(n.Payload)
+		}
+		return nil
+	}))
+	err = pl.Listen(ctx)
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
 }
 
-type logHandler struct {
-	grown       func(string, int64)
-	reconnected func()
-}
+type logHandler struct{ l Listener }
 
 func (h logHandler) HandleNotification(_ context.Context, n *pgconn.Notification, _ *pgx.Conn) error {
 	seq, id, ok := strings.Cut(n.Payload, " ")
@@ -51,15 +72,50 @@ func (h logHandler) HandleNotification(_ context.Context, n *pgconn.Notification
 	if !ok || err != nil {
 		return fmt.Errorf("a %s notification that is not \"<seq> <session id>\": %q", LogChannel, n.Payload)
 	}
-	h.grown(id, last)
+	if h.l.Grown != nil {
+		h.l.Grown(id, last)
+	}
 	return nil
 }
 
 // HandleBacklog runs once listening has begun on each connection, so
 // nothing appended since the last notification heard is left unread.
 func (h logHandler) HandleBacklog(context.Context, string, *pgx.Conn) error {
-	if h.reconnected != nil {
-		h.reconnected()
+	if h.l.Reconnected != nil {
+		h.l.Reconnected()
 	}
 	return nil
+}
+
+// RequestStop asks the replica running a session to stop it.
+func (db *DB) RequestStop(ctx context.Context, id string) error {
+	if !db.pg {
+		return errors.New("stop: a SQLite store has no other replica to ask")
+	}
+	_, err := db.w.ExecContext(ctx, `SELECT pg_notify(?, ?)`, StopChannel, id)
+	return err
+}
+
+// SharedKey is a secret every replica of a PostgreSQL store shares, made by
+// the first that asks: the key of their forms' tokens, so that a form one
+// replica drew is taken by another.
+func (db *DB) SharedKey(ctx context.Context, name string) ([]byte, error) {
+	if !db.pg {
+		return nil, errors.New("a SQLite store keeps no shared keys")
+	}
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, err
+	}
+	var out []byte
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO secrets (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, name, k); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT value FROM secrets WHERE name = ?`, name).Scan(&out)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the replicas' shared key %s: %w", name, err)
+	}
+	return out, nil
 }

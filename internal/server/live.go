@@ -720,7 +720,7 @@ func (s *Server) apiLive(c echo.Context) error {
 				return nil, nil // nothing to send: the page is up to date
 			}
 			p := &pageData{ctx: ctx, st: st, rd: rd}
-			ps, err := p.syncPatches(ch, st.Session.Status == delegation.StatusRunning && s.runner.Running(id))
+			ps, err := p.syncPatches(ch, s.running(ctx, id, st.Session.Status))
 			if err != nil {
 				return nil, err
 			}

@@ -274,7 +274,7 @@ func (s *Server) sessionPage(c echo.Context) error {
 		return err
 	}
 	defer p.rd.Close()
-	running := p.st.Session.Status == delegation.StatusRunning && s.runner.Running(p.sid())
+	running := s.running(c.Request().Context(), p.sid(), p.st.Session.Status)
 	v, err := p.sessionPage(s.page(c, p.st.Session.Name), choiceOf(c), running)
 	if err != nil {
 		return err
@@ -357,7 +357,12 @@ func (s *Server) stopSession(c echo.Context) error {
 	if _, err := s.cfg.DB.Session(c.Request().Context(), id); err != nil {
 		return err
 	}
-	s.runner.Cancel(id)
+	if !s.runner.Cancel(id) && s.replicas != nil {
+		// Another replica may be running it: it stops it when told.
+		if err := s.replicas.n.RequestStop(c.Request().Context(), id); err != nil {
+			return err
+		}
+	}
 	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
@@ -21,17 +22,21 @@ import (
 // seq and reads its backlog over any gap, so it misses nothing whichever
 // replica it is connected to.
 
-// notifier is a store that other replicas write to and that says when a
-// session's log grew.
+// notifier is a store that other replicas write to: it says when a
+// session's log grew, passes on a stop to the replica running the session,
+// and keeps the key the replicas' forms are signed with.
 type notifier interface {
 	Postgres() bool
-	Listen(ctx context.Context, grown func(id string, seq int64), reconnected func()) error
+	Listen(ctx context.Context, l db.Listener) error
+	RequestStop(ctx context.Context, id string) error
+	SharedKey(ctx context.Context, name string) ([]byte, error)
 }
 
 // replicas follows, for this replica's viewers, the sessions other replicas
 // run.
 type replicas struct {
 	s  *Server
+	n  notifier
 	mu sync.Mutex
 	// followed holds the sessions with viewers here that run elsewhere.
 	followed map[string]*followed
@@ -45,8 +50,9 @@ type followed struct {
 }
 
 // listen follows other replicas' sessions until ctx ends.
-func (r *replicas) listen(ctx context.Context, n notifier) {
-	err := n.Listen(ctx, r.grown, r.reconnected)
+func (r *replicas) listen(ctx context.Context) {
+	err := r.n.Listen(ctx, db.Listener{Grown: r.grown, Reconnected: r.reconnected,
+		Stop: func(id string) { r.s.runner.Cancel(id) }})
 	if err != nil && ctx.Err() == nil {
 		r.s.log.Error("listen for other replicas' sessions", "err", err)
 	}
@@ -153,4 +159,21 @@ func (r *replicas) read(ctx context.Context, id string, f *followed) bool {
 	ended := false
 	f.live.Read(func(st *view.State) { ended = st.Session.Status != delegation.StatusRunning })
 	return ended
+}
+
+// running reports whether a session whose state says status runs: here,
+// or, sharing the store with other replicas, on one whose lease on it
+// holds. Its page is live then, and may be stopped.
+func (s *Server) running(ctx context.Context, id, status string) bool {
+	if status != delegation.StatusRunning {
+		return false
+	}
+	if s.runner.Running(id) {
+		return true
+	}
+	if s.replicas == nil {
+		return false // left running by a process that stopped
+	}
+	row, err := s.cfg.DB.Session(ctx, id)
+	return err == nil && row.Status == delegation.StatusRunning && row.LeaseUntil.After(s.cfg.DB.Now())
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -171,4 +172,32 @@ func TestReplicasLeases(t *testing.T) {
 	}
 	a.srv.Runner().Cancel(id)
 	a.waitDone(id)
+}
+
+// TestReplicasPageAndStop: behind a load balancer, one browser's requests
+// go to either replica. B's page of a session A runs is live and can stop
+// it; a form drawn by A is taken by B.
+func TestReplicasPageAndStop(t *testing.T) {
+	rs := startReplicas(t, 2)
+	a, b := rs[0], rs[1]
+	b.c = a.c // one browser: its cookies go to both (a jar ignores ports)
+	id := a.start(t, slowScenario(200, 50))
+	_, page := b.get("/sessions/" + id)
+	if page.Find(".session[data-running]").Length() != 1 || page.Find("form#stop").Length() != 1 {
+		t.Fatal("B's page of A's running session is not live, or cannot stop it")
+	}
+	_, drawn := a.get("/sessions/" + id)
+	token, _ := drawn.Find(`form#stop input[name="_csrf"]`).Attr("value")
+	res, err := b.c.PostForm(b.ts.URL+"/sessions/"+id+"/stop", url.Values{"_csrf": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 303 {
+		t.Fatalf("stop on B with A's form: %d", res.StatusCode)
+	}
+	a.waitDone(id)
+	if s, _ := b.db.Session(context.Background(), id); s.Status != delegation.StatusInterrupted {
+		t.Fatalf("after a stop on B, A's session is %s", s.Status)
+	}
 }

@@ -122,8 +122,17 @@ func New(cfg Config) *Server {
 	go s.receiver.run(ctx)
 	go s.proxy.Run(ctx)
 	if n, ok := cfg.DB.(notifier); ok && n.Postgres() {
-		s.replicas = &replicas{s: s, followed: map[string]*followed{}}
-		go s.replicas.listen(ctx, n)
+		s.replicas = &replicas{s: s, n: n, followed: map[string]*followed{}}
+		go s.replicas.listen(ctx)
+		// A form one replica drew is posted to whichever the load
+		// balancer picks: they sign them with one key.
+		kctx, done := context.WithTimeout(ctx, 30*time.Second)
+		if k, err := n.SharedKey(kctx, "csrf"); err == nil {
+			s.csrfKey = k
+		} else {
+			s.log.Error("forms drawn by another replica will be refused here", "err", err)
+		}
+		done()
 	}
 	s.echo = s.routes()
 	return s

@@ -163,3 +163,9 @@ CREATE TABLE teams (
     updated_at BIGINT NOT NULL
 );
 CREATE INDEX teams_created ON teams (created_at DESC);
+
+-- Secrets the replicas share (SharedKey): the key of the forms' tokens.
+CREATE TABLE secrets (
+    name  TEXT PRIMARY KEY,
+    value BYTEA NOT NULL
+);
