@@ -46,6 +46,7 @@ row "ingest rate into SQLite, eight sessions at once" "—" ./internal/db/ Bench
 row "event to viewer p99, 100 websocket viewers on loopback" "≤ 10 ms" ./internal/live/ BenchmarkEventToViewer100 p99-ms 3x
 row "event to viewer p99 on another replica (PostgreSQL NOTIFY, then the table)" "—" ./internal/server/ BenchmarkReplicaLatency p99-ms-other-replica 1x
 row "the same ÷ on the replica running the session" "≤ 2" ./internal/server/ BenchmarkReplicaLatency other/running 1x
+row "the same ÷ on one studio on SQLite" "—" ./internal/server/ BenchmarkReplicaLatency other/sqlite 1x
 row "server render of a 10,000-message session page" "≤ 300 ms" ./internal/server/ BenchmarkSessionPage10k ms/page 5x
 row "live page: server CPU per model call, one viewer, 4,000-step ÷ 500-step session" "≤ 1.3" ./internal/server/ BenchmarkLiveCPU x4000/500 1x
 row "live page: server CPU per model call at 4,000 steps, one viewer ÷ none" "≤ 2" ./internal/server/ BenchmarkLiveCPU watched/unwatched 1x

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -13,43 +14,53 @@ import (
 )
 
 // BenchmarkReplicaLatency: from the engine's event to a viewer of the
-// session on the replica that runs it (the recorder publishes it) and on
+// session, on the replica that runs it (its recorder publishes it) and on
 // another replica (the store's NOTIFY, then a read of the table), both
-// studios on one PostgreSQL database (STUDIO_TEST_POSTGRES). Reports each
-// p99 and their ratio; the other replica's p99 is the notify-to-viewer
-// figure of docs/postgres.md.
+// studios on one PostgreSQL database (STUDIO_TEST_POSTGRES); and, as the
+// baseline, on one studio on SQLite. Ten viewers each, in this process.
+// Reports the p99s and their ratios; the other replica's p99 is the
+// notify-to-viewer figure of docs/postgres.md.
 func BenchmarkReplicaLatency(b *testing.B) {
+	scenario := slowScenario(150, 10)
 	for b.Loop() {
+		lite := startStudioOn(b, filepath.Join(b.TempDir(), "studio.db"), Config{})
+		base := watchAll(b, lite.start(b, scenario), lite)[0]
 		rs := startReplicas(b, 2)
 		a, o := rs[0], rs[1]
-		const viewers = 10
-		id := a.start(b, slowScenario(150, 10))
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		var mu sync.Mutex
-		lat := map[int][]time.Duration{}
-		var wg sync.WaitGroup
-		for i := range 2 * viewers {
-			on := []*studio{a, o}[i%2]
-			wg.Go(func() {
-				ds, err := latencies(ctx, on.liveURL(id, 0))
-				if err != nil {
-					b.Error(err)
-				}
-				mu.Lock()
-				lat[i%2] = append(lat[i%2], ds...)
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		cancel()
-		pa, po := p99(lat[0]), p99(lat[1])
+		lat := watchAll(b, a.start(b, scenario), a, o)
+		pl, pa, po := p99(base), p99(lat[0]), p99(lat[1])
 		b.ReportMetric(ms(pct(lat[0], 50)), "p50-ms-running-replica")
 		b.ReportMetric(ms(pct(lat[1], 50)), "p50-ms-other-replica")
+		b.ReportMetric(ms(pl), "p99-ms-sqlite")
 		b.ReportMetric(ms(pa), "p99-ms-running-replica")
 		b.ReportMetric(ms(po), "p99-ms-other-replica")
 		b.ReportMetric(ms(po)/ms(pa), "other/running")
+		b.ReportMetric(ms(po)/ms(pl), "other/sqlite")
 		b.ReportMetric(float64(len(lat[1])), "deliveries-other")
 	}
+}
+
+// watchAll watches a session with ten viewers on each studio until it
+// ends: each studio's latencies.
+func watchAll(b *testing.B, id string, on ...*studio) [][]time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	out := make([][]time.Duration, len(on))
+	var wg sync.WaitGroup
+	for i := range 10 * len(on) {
+		wg.Go(func() {
+			ds, err := latencies(ctx, on[i%len(on)].liveURL(id, 0))
+			if err != nil {
+				b.Error(err)
+			}
+			mu.Lock()
+			out[i%len(on)] = append(out[i%len(on)], ds...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
