@@ -252,12 +252,12 @@ func (p *pgConn) Prepare(query string) (driver.Stmt, error) {
 	return p.PrepareContext(context.Background(), query)
 }
 
-func (p *pgConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	st, err := p.c.PrepareContext(ctx, postgresSQL(query))
-	if err != nil {
-		return nil, err
-	}
-	return pgStmt{st.(*stdlib.Stmt)}, nil
+func (p *pgConn) PrepareContext(_ context.Context, query string) (driver.Stmt, error) {
+	// pgx prepares and caches each statement on its connection at its first
+	// run, and describes it once: a statement prepared here again (a
+	// transaction's, stmtCache) would cost a round trip to prepare and one
+	// to deallocate.
+	return pgStmt{p, query}, nil
 }
 
 func (p *pgConn) Close() error { return p.c.Close() }
@@ -303,31 +303,38 @@ func (p *pgConn) ResetSession(ctx context.Context) error { return p.c.ResetSessi
 
 func (p *pgConn) Ping(ctx context.Context) error { return p.c.Ping(ctx) }
 
-type pgStmt struct{ s *stdlib.Stmt }
+// pgStmt is a statement of pgConn: its query, run as the connection runs
+// queries.
+type pgStmt struct {
+	c     *pgConn
+	query string
+}
 
-func (s pgStmt) Close() error  { return s.s.Close() }
-func (s pgStmt) NumInput() int { return s.s.NumInput() }
+func (s pgStmt) Close() error  { return nil }
+func (s pgStmt) NumInput() int { return -1 } // pgx checks the arguments
 
-func (s pgStmt) Exec(args []driver.Value) (driver.Result, error) { return s.s.Exec(args) }
+func (s pgStmt) Exec(args []driver.Value) (driver.Result, error) {
+	return s.ExecContext(context.Background(), named(args))
+}
 
 func (s pgStmt) Query(args []driver.Value) (driver.Rows, error) {
-	rows, err := s.s.Query(args)
-	if err != nil {
-		return nil, err
-	}
-	return readWhole(rows)
+	return s.QueryContext(context.Background(), named(args))
 }
 
 func (s pgStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	return s.s.ExecContext(ctx, args)
+	return s.c.ExecContext(ctx, s.query, args)
 }
 
 func (s pgStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	rows, err := s.s.QueryContext(ctx, args)
-	if err != nil {
-		return nil, err
+	return s.c.QueryContext(ctx, s.query, args)
+}
+
+func named(args []driver.Value) []driver.NamedValue {
+	out := make([]driver.NamedValue, len(args))
+	for i, v := range args {
+		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
 	}
-	return readWhole(rows)
+	return out
 }
 
 // readWhole reads a result to its end and closes it, so that its

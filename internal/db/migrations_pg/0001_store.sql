@@ -1,4 +1,4 @@
--- The PostgreSQL store: the same tables as SQLite's at its migration 7
+-- The PostgreSQL store: the same tables as SQLite's at its migration 8
 -- (migrations/, docs/store.md), in PostgreSQL's types. A session is a log
 -- of events; what an event introduced is stored once, in its own row, and
 -- the event refers to it. Times are unix nanoseconds; log times are after
@@ -57,6 +57,7 @@ CREATE TABLE agents (
     steps         BIGINT NOT NULL DEFAULT 0,
     max_steps     BIGINT NOT NULL DEFAULT 0,
     model         TEXT NOT NULL DEFAULT '',
+    price         TEXT,
     endpoint      TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (sid, id)
 );
@@ -115,6 +116,8 @@ CREATE TABLE model_calls (
     duration_ms      BIGINT NOT NULL DEFAULT 0,
     error            TEXT NOT NULL DEFAULT '',
     usage            TEXT,
+    cached_prefix_tokens BIGINT NOT NULL DEFAULT 0,
+    cost             TEXT,
     PRIMARY KEY (sid, agent_id, idx)
 );
 CREATE INDEX model_calls_step ON model_calls (sid, n);
@@ -125,7 +128,9 @@ CREATE TABLE contents (
     sid     BIGINT NOT NULL REFERENCES sessions (sid) ON DELETE CASCADE,
     n       BIGINT NOT NULL,
     base    BIGINT,
+    depth   BIGINT NOT NULL DEFAULT 0,
     size    BIGINT NOT NULL,
+    sum     BYTEA,
     text    BYTEA NOT NULL,
     history TEXT,
     PRIMARY KEY (sid, n)
