@@ -818,19 +818,7 @@ func testFiles(t *testing.T, s Store) {
 	add(delegation.EventAgentFinished, "a1", delegation.AgentFinished{Status: delegation.StatusDone})
 	add(delegation.EventAgentFinished, "main", delegation.AgentFinished{Status: delegation.StatusDone})
 	add(delegation.EventSessionFinished, "", delegation.SessionFinished{Status: delegation.StatusDone})
-	if err := s.AppendEvents(ctx, id, events); err != nil {
-		t.Fatal(err)
-	}
-	want, err := trace.Build(trace.Meta{ID: id}, events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Trace(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got.Scenario = want.Scenario
-	same(t, "the trace", got, want)
+	appendAsBuilt(t, s, id, events)
 	rd, err := s.ReadPage(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -1062,19 +1050,7 @@ func testAnyText(t *testing.T, s Store) {
 		ev(5, delegation.EventFilesChanged, "main", delegation.FilesChanged{Changes: []delegation.FileChange{{Path: "/out.bin", Content: odd}}}),
 		ev(6, delegation.EventSessionFinished, "", delegation.SessionFinished{Status: delegation.StatusDone}),
 	}
-	if err := s.AppendEvents(ctx, id, events); err != nil {
-		t.Fatal(err)
-	}
-	want, err := trace.Build(trace.Meta{ID: id}, events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Trace(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got.Scenario = want.Scenario
-	same(t, "the trace", got, want)
+	got := appendAsBuilt(t, s, id, events)
 	for _, m := range got.Messages {
 		if m.Content != odd {
 			t.Fatalf("message %s: %q, want %q", m.ID, m.Content, odd)
@@ -1091,4 +1067,24 @@ func testAnyText(t *testing.T, s Store) {
 	if files, err := rd.Files(ctx, "", 10, 8); err != nil || len(files) != 2 || files[0].Preview != odd[:8] {
 		t.Fatalf("files: %+v, %v", files, err)
 	}
+}
+
+// appendAsBuilt appends a session's events in one batch and checks that
+// its trace reads back as the trace the log builds; it returns it.
+func appendAsBuilt(t *testing.T, s Store, id string, events []delegation.Event) *trace.Trace {
+	t.Helper()
+	if err := s.AppendEvents(ctx, id, events); err != nil {
+		t.Fatal(err)
+	}
+	want, err := trace.Build(trace.Meta{ID: id}, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Trace(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Scenario = want.Scenario
+	same(t, "the trace", got, want)
+	return got
 }
