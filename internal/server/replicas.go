@@ -37,6 +37,7 @@ type notifier interface {
 type replicas struct {
 	s  *Server
 	n  notifier
+	wg sync.WaitGroup // the listener and the catch-ups under way
 	mu sync.Mutex
 	// followed holds the sessions with viewers here that run elsewhere.
 	followed map[string]*followed
@@ -76,7 +77,7 @@ func (r *replicas) grown(id string, _ int64) {
 	}
 	f.busy = true
 	r.mu.Unlock()
-	go r.catchUp(id, f)
+	r.wg.Go(func() { r.catchUp(id, f) })
 }
 
 // reconnected: notifications may have been missed; every followed session

@@ -123,7 +123,7 @@ func New(cfg Config) *Server {
 	go s.proxy.Run(ctx)
 	if n, ok := cfg.DB.(notifier); ok && n.Postgres() {
 		s.replicas = &replicas{s: s, n: n, followed: map[string]*followed{}}
-		go s.replicas.listen(ctx)
+		s.replicas.wg.Go(func() { s.replicas.listen(ctx) })
 		// A form one replica drew is posted to whichever the load
 		// balancer picks: they sign them with one key.
 		kctx, done := context.WithTimeout(ctx, 30*time.Second)
@@ -170,9 +170,12 @@ func (s *Server) KeepRecovering(ctx context.Context) {
 // closes the live connections, and gives the sessions' OTLP pushes a few
 // seconds to finish.
 func (s *Server) Shutdown() {
-	s.stopReceiver()
+	s.stopReceiver() // and the listening to other replicas
 	s.receiver.close()
 	s.proxy.Close()
+	if s.replicas != nil {
+		s.replicas.wg.Wait()
+	}
 	s.runner.Shutdown()
 	s.hub.Close()
 	if s.pushes != nil {
