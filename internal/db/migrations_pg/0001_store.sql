@@ -133,6 +133,7 @@ CREATE TABLE contents (
     sum     BYTEA,
     text    BYTEA NOT NULL,
     history TEXT,
+    arg     TEXT,
     PRIMARY KEY (sid, n)
 );
 
