@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -156,8 +157,11 @@ func startStudioEnv(t *testing.T, env []string, extra ...string) *studio {
 	addr := ln.Addr().String()
 	ln.Close()
 
-	db := filepath.Join(t.TempDir(), "studio.db")
-	cmd := exec.Command(studioBin, append([]string{"serve", "--addr", addr, "--db", db}, extra...)...)
+	args := []string{"serve", "--addr", addr}
+	if !slices.Contains(extra, "--db") { // a database of its own, unless the test shares one
+		args = append(args, "--db", filepath.Join(t.TempDir(), "studio.db"))
+	}
+	cmd := exec.Command(studioBin, append(args, extra...)...)
 	for _, kv := range os.Environ() {
 		// No token, no model endpoint, no other database: this studio is
 		// the test's own.
