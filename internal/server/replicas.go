@@ -62,7 +62,15 @@ func (r *replicas) listen(ctx context.Context) {
 // grown: a session's log grew to seq, here or on another replica.
 func (r *replicas) grown(id string, _ int64) {
 	if r.s.hub.Viewers(id) == 0 || r.s.runner.Running(id) {
-		return // nobody watches it here, or its recorder publishes it
+		// Nobody watches it here (any more), or its recorder publishes it:
+		// its state here, if any, goes (a catch-up under way sees that
+		// too, and ends).
+		r.mu.Lock()
+		if f := r.followed[id]; f != nil && !f.busy {
+			delete(r.followed, id)
+		}
+		r.mu.Unlock()
+		return
 	}
 	r.mu.Lock()
 	f := r.followed[id]

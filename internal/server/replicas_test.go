@@ -201,3 +201,30 @@ func TestReplicasPageAndStop(t *testing.T) {
 		t.Fatalf("after a stop on B, A's session is %s", s.Status)
 	}
 }
+
+// TestReplicasForget: a replica keeps the page state of a session another
+// runs only while it has viewers of it there.
+func TestReplicasForget(t *testing.T) {
+	rs := startReplicas(t, 2)
+	a, b := rs[0], rs[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	id := a.start(t, slowScenario(30, 40))
+	followed := func() int {
+		b.srv.replicas.mu.Lock()
+		defer b.srv.replicas.mu.Unlock()
+		return len(b.srv.replicas.followed)
+	}
+	// A viewer on B watches a while, then leaves.
+	if _, _, err := watchUntil(ctx, b.liveURL(id, 0), 0, func(seq int64) bool { return seq >= 20 && followed() == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	for followed() != 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("B still keeps the state of %d sessions nobody watches there", followed())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.srv.Runner().Cancel(id)
+	a.waitDone(id)
+}
