@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -67,5 +68,45 @@ func TestPostgresSchemaIsSQLites(t *testing.T) {
 	if len(diffs) > 0 {
 		slices.Sort(diffs)
 		t.Fatalf("the stores' tables differ:\n%s", strings.Join(diffs, "\n"))
+	}
+}
+
+// TestPostgresReplicasMigrateTogether: replicas that start at once on a new
+// database each open it; the migrations run once, under their lock.
+func TestPostgresReplicasMigrateTogether(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	const replicas = 4
+	errs := make(chan error, replicas)
+	opened := make(chan *DB, replicas)
+	for range replicas {
+		go func() {
+			d, err := Open(ctx, dsn)
+			errs <- err
+			opened <- d
+		}()
+	}
+	for range replicas {
+		if err := <-errs; err != nil {
+			t.Fatalf("a replica starting with the others: %v", err)
+		}
+		d := <-opened
+		defer d.Close()
+	}
+	d, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var version, rows int
+	if err := d.r.QueryRowContext(ctx, `SELECT max(version), count(*) FROM schema_version`).Scan(&version, &rows); err != nil {
+		t.Fatal(err)
+	}
+	names, err := fs.Glob(migrations, "migrations_pg/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if version != len(names) || rows != 1 {
+		t.Fatalf("schema version %d in %d rows; want %d in one", version, rows, len(names))
 	}
 }
