@@ -69,7 +69,7 @@ func (s *Server) compareBody(ctx context.Context, a, b string) (templates.Compar
 			return body, err
 		}
 		states[i] = st
-		if st.Session.Status == delegation.StatusRunning && s.runner.Running(id) {
+		if s.running(ctx, id, st.Session.Status) {
 			body.Live = true
 			if body.LiveSessions != "" {
 				body.LiveSessions += " "
