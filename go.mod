@@ -22,8 +22,9 @@ require (
 	github.com/sergi/go-diff v1.4.0
 	go.opentelemetry.io/collector/pdata v1.71.0
 	go.opentelemetry.io/proto/otlp v1.11.1
+	golang.org/x/image v0.48.0
 	golang.org/x/net v0.62.0
-	golang.org/x/text v0.43.0
+	golang.org/x/text v0.44.0
 	golang.org/x/time v0.15.0
 	google.golang.org/protobuf v1.36.12
 	modernc.org/sqlite v1.62.0

@@ -79,7 +79,7 @@ func statusIs(s string) string {
 
 const describeStatus = `'status ' + (document.querySelector('[data-testid="status"]') || {}).textContent + '; tree ' +
   [...document.querySelectorAll('#tree [data-testid^="node-"]')].map(n => n.dataset.testid + '(' + n.getAttribute('class') + ')').join(' ') +
-  '; timeline ' + [...document.querySelectorAll('#timeline > li')].map(li => li.id + '(' + li.className + ')').join(' ')`
+  '; timeline ' + [...document.querySelectorAll('#timeline .bar')].map(b => b.id + '(' + b.getAttribute('class') + ')').join(' ')`
 
 // TestLiveDelegation watches a session with two concurrent subagents grow
 // in the tree without a reload, then compares each child's context with
@@ -129,8 +129,8 @@ func TestLiveDelegation(t *testing.T) {
 				break
 			}
 		}
-		tb.waitFor("while the session runs, a child's timeline row shows its running call with the elapsed time",
-			statusIs("running")+` && [...document.querySelectorAll('.turn.running.depth-1 .elapsed')].some(e => /^running \d+\.\d s$/.test(e.textContent))`, describeStatus)
+		tb.waitFor("while the session runs, a child's lane shows its running call, a bar that grows",
+			statusIs("running")+` && [...document.querySelectorAll('#timeline .lane.depth-1 .bar-model.running rect')].some(r => +r.getAttribute('width') > 0)`, describeStatus)
 		tb.screenshot("2-children-running")
 		tb.waitFor("the status shows done", statusIs("done"), describeStatus)
 		tb.screenshot("3-done")
@@ -147,7 +147,7 @@ func TestLiveDelegation(t *testing.T) {
   noReload: window.__noReload === true,
   running: document.querySelector('.session').hasAttribute('data-running'),
   nodes: [...document.querySelectorAll('#tree g[data-testid^="node-"]')].map(n => n.dataset.testid + ' ' + n.getAttribute('class')),
-  rows: [...document.querySelectorAll('#timeline > li')].map(li => li.id + ' ' + li.className),
+  rows: [...document.querySelectorAll('#timeline .bar-model')].map(b => b.id + ' ' + b.getAttribute('class')),
   totals: document.querySelector('[data-testid="totals"]').textContent.replace(/\s+/g, ' ').trim(),
   answer: document.querySelector('[data-testid="answer"]').textContent,
 }))()`)
@@ -258,21 +258,21 @@ func TestReloadMidRun(t *testing.T) {
   "script": {"main": [`+strings.Join(turns, ",\n")+`]}}`)
 
 	tb.navigate(s.URL + "/sessions/" + id)
-	tb.waitFor("the timeline has 3 rows", `document.querySelectorAll('#timeline > li').length >= 3`, describeStatus)
+	tb.waitFor("the timeline has 3 bars", `document.querySelectorAll('#timeline .bar-model').length >= 3`, describeStatus)
 	tb.screenshot("1-before-reload")
 	tb.do("reload", chromedp.Reload())
 	if !eval[bool](tb, `document.querySelector('.session').hasAttribute('data-running')`) {
 		t.Fatalf("the session finished before the reload: the test did not reload mid-run")
 	}
-	reloadedRows := eval[int](tb, `document.querySelectorAll('#timeline > li').length`)
+	reloadedRows := eval[int](tb, `document.querySelectorAll('#timeline .bar-model').length`)
 	// The call running at the reload, rendered by the server, counts its
 	// elapsed time from when it started.
 	// One look at every running row at once: a row patched in between two
 	// looks reads "running" until the page's timer next ticks.
-	tb.waitFor("the running calls show the seconds since they started",
-		`[...document.querySelectorAll('.turn.running .elapsed')].every(e => {
-			const m = /^running (\d+(?:\.\d+)?) s$/.exec(e.textContent);
-			return m !== null && parseFloat(m[1]) <= 60;
+	tb.waitFor("the running calls' bars reach from when they started to now",
+		`[...document.querySelectorAll('#timeline .bar.running rect')].every(r => {
+			const w = +r.getAttribute('width');
+			return w >= 0 && w <= 60000;
 		})`, describeStatus)
 	tb.waitFor("the status shows done", statusIs("done"), describeStatus)
 	tb.screenshot("2-done")
@@ -286,13 +286,13 @@ func TestReloadMidRun(t *testing.T) {
 		if c.ID != fmt.Sprintf("main.c%d", i) {
 			t.Fatalf("model call %d of the trace is %q; want main.c%d", i, c.ID, i)
 		}
-		want = append(want, "call-"+c.ID)
+		want = append(want, "bar-"+c.ID)
 	}
-	rows := eval[[]string](tb, `[...document.querySelectorAll('#timeline > li')].map(li => li.id)`)
+	rows := eval[[]string](tb, `[...document.querySelectorAll('#timeline .bar-model')].map(b => b.id)`)
 	if strings.Join(rows, " ") != strings.Join(want, " ") {
 		t.Errorf("after a reload mid-run (at %d rows) the timeline rows are\n%q\nwant each model call once, in order:\n%q", reloadedRows, rows, want)
 	}
-	if still := eval[[]string](tb, `[...document.querySelectorAll('#timeline > li.running')].map(li => li.id + ': ' + li.textContent.replace(/\s+/g, ' '))`); len(still) > 0 {
+	if still := eval[[]string](tb, `[...document.querySelectorAll('#timeline .bar.running')].map(b => b.id)`); len(still) > 0 {
 		t.Errorf("after the session finished these rows still show a running call: %q", still)
 	}
 }
@@ -405,8 +405,8 @@ func TestXSSStaysInert(t *testing.T) {
 	if args := strings.Join(texts(`[data-testid="parent-pane"] .toolcall .args`), "\n"); !strings.Contains(args, `"content":"Written `) || !strings.Contains(args, "window.__pwned=1") {
 		t.Errorf("the delegation view: the write_file call's arguments do not show as text: %q", args)
 	}
-	if rows := strings.Join(texts(`#timeline .out`), "\n"); !strings.Contains(rows, "Writing "+xssScript+xssImg) {
-		t.Errorf("the timeline rows do not show the model's text as text: %q", rows)
+	if got := strings.Join(texts(`[data-testid="scrub-call"] q`), "\n"); !strings.Contains(got, "Final "+xssScript+xssImg) {
+		t.Errorf("the scrubber does not show the newest call's answer as text: %q", got)
 	}
 	hasPayload("the delegation view", `[data-testid="child-pane"] details.system pre`, "System")
 	hasPayload("the delegation view", `[data-testid="files"] pre`, "File")
@@ -454,8 +454,11 @@ func TestLessonFromSessionsPage(t *testing.T) {
 	}
 }
 
-// TestScrubber moves the step scrubber of a finished session to the first
-// model call: only main has started then.
+// TestScrubber moves the step scrubber of a finished session to its first
+// model call and back: the whole page moves with it — the tree shows only
+// main, running; the panel main's context as that call received it; the
+// timeline the one bar, marked — without a reload, and the address says
+// the step.
 func TestScrubber(t *testing.T) {
 	s := startStudio(t)
 	tb := newTab(t)
@@ -467,50 +470,77 @@ func TestScrubber(t *testing.T) {
 	type scrub struct {
 		Max, Value string
 		Rows       []string
+		Call       string
+		Nodes      []string
+		Bars       int
+		TreeAt     string
+		PanelAt    string
+		Panel      string
 	}
 	readScrub := `(() => ({
   Max: document.querySelector('[data-testid="scrub-range"]').max,
   Value: document.querySelector('[data-testid="scrub-range"]').value,
   Rows: [...document.querySelectorAll('[data-testid="scrub-table"] tbody tr')].map(r => (r.classList.contains('current') ? '* ' : '') + [...r.cells].map(c => c.textContent.trim()).join(' ')),
+  Call: document.querySelector('[data-testid="scrub-call"]').textContent.replace(/\s+/g, ' ').trim(),
+  Nodes: [...document.querySelectorAll('#tree g.node')].map(g => g.dataset.testid + ' ' + g.getAttribute('class')),
+  Bars: document.querySelectorAll('#timeline .bar-model').length,
+  TreeAt: document.querySelector('#tree').dataset.at || '',
+  PanelAt: document.querySelector('#delegation').dataset.at || '',
+  Panel: document.querySelector('#delegation').textContent.replace(/\s+/g, ' '),
 }))()`
 	eval[bool](tb, `window.__noReload = true`)
 	before := eval[scrub](tb, readScrub)
 	if want := fmt.Sprint(len(tr.ModelCalls)); before.Max != want || before.Value != want {
 		t.Errorf("the scrubber starts at %s of %s; want %s of %s", before.Value, before.Max, want, want)
 	}
-	if len(before.Rows) != 3 || strings.Contains(strings.Join(before.Rows, "|"), "not started yet") {
-		t.Errorf("at the last step the scrub table reads %q; want main, iso and fk, all started", before.Rows)
+	if len(before.Rows) != 3 || strings.Contains(strings.Join(before.Rows, "|"), "not started yet") || before.TreeAt != "" || len(before.Nodes) != 3 {
+		t.Errorf("at the last step the scrub table reads %q and the tree %q (at %q); want main, iso and fk, all started", before.Rows, before.Nodes, before.TreeAt)
 	}
-
-	eval[bool](tb, `(() => {
+	move := func(step string) {
+		eval[bool](tb, `(() => {
   const r = document.querySelector('[data-testid="scrub-range"]');
-  r.value = '1';
+  r.value = `+jsString(step)+`;
   r.dispatchEvent(new Event('input', {bubbles: true}));
   return true;
 })()`)
-	tb.waitFor("the scrub table shows step 1: main current, the children not started",
-		`(() => {
-  const rows = [...document.querySelectorAll('[data-testid="scrub-table"] tbody tr')];
-  const cur = rows.filter(r => r.classList.contains('current'));
-  return rows.length === 3 && cur.length === 1 && cur[0].cells[0].textContent.trim() === 'main' &&
-    rows.filter(r => r !== cur[0]).every(r => r.textContent.includes('not started yet'));
-})()`, describeScrub)
+		tb.waitFor("the page moved to step "+step, `document.querySelector('.session').dataset.scrubbedTo === `+jsString(step), describeScrub)
+	}
+	move("1")
 	tb.screenshot("step-1")
 	after := eval[scrub](tb, readScrub)
-	want := []string{"* main 1 1", "iso not started yet", "fk not started yet"}
+	want := []string{"* main main 1 1", "a1 iso not started yet", "a2 fk not started yet"}
 	for i, w := range want {
 		if i >= len(after.Rows) || !strings.HasPrefix(after.Rows[i], w) {
 			t.Errorf("at step 1 the scrub table reads %q; want rows starting %q", after.Rows, want)
 			break
 		}
 	}
-	label := eval[string](tb, describeScrub)
-	if !strings.Contains(label, "1 / 4") || !strings.Contains(label, "call 1 of 4 (main #0)") {
-		t.Errorf("the scrubber reads %q; want 1 / 4 and call 1 of 4 (main #0)", label)
+	if !strings.HasPrefix(after.Call, "Step 1 of 4: main main, its call 1") {
+		t.Errorf("the scrubber reads %q; want Step 1 of 4: main main, its call 1", after.Call)
+	}
+	if after.TreeAt != "1" || len(after.Nodes) != 1 || !strings.Contains(after.Nodes[0], "node-main node node-running") {
+		t.Errorf("at step 1 the tree (at %q) shows %q; want main alone, running", after.TreeAt, after.Nodes)
+	}
+	if after.PanelAt != "1" || !strings.Contains(after.Panel, "Its context at step 1") || !strings.Contains(after.Panel, "The secret code is Z-42.") {
+		t.Errorf("at step 1 the panel (at %q) reads %q; want main's context at step 1", after.PanelAt, after.Panel)
+	}
+	if after.Bars != 1 || !eval[bool](tb, `!!document.querySelector('#timeline[data-at="1"] .marker') && !!document.querySelector('#timeline .bar.current')`) {
+		t.Errorf("at step 1 the timeline shows %d bars; want the first, marked", after.Bars)
 	}
 	// It moved without a reload, and the address says the step, so a
 	// reload shows it again.
 	if !eval[bool](tb, `window.__noReload === true`) || eval[string](tb, `location.search`) != "?step=1" {
 		t.Errorf("the scrubber navigated or did not say its step in the address: %s", eval[string](tb, `location.href`))
+	}
+	tb.do("reload", chromedp.Reload())
+	if got := eval[scrub](tb, readScrub); got.TreeAt != "1" || got.Value != "1" || len(got.Nodes) != 1 {
+		t.Errorf("reloaded at ?step=1 the page shows step %s, tree at %q with %q", got.Value, got.TreeAt, got.Nodes)
+	}
+	eval[bool](tb, `window.__noReload = true`)
+	move("4")
+	back := eval[scrub](tb, readScrub)
+	if back.TreeAt != "" || len(back.Nodes) != 3 || back.Bars != 4 || eval[string](tb, `location.search`) != "" {
+		t.Errorf("back at the newest step the tree (at %q) shows %q and the timeline %d bars (address %q); want the whole session now",
+			back.TreeAt, back.Nodes, back.Bars, eval[string](tb, `location.search`))
 	}
 }

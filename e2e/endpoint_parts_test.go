@@ -33,7 +33,7 @@ func TestReasoningAndCutOff(t *testing.T) {
 	tb := newTab(t)
 	tb.navigate(s.URL + "/sessions/" + id)
 	tb.waitFor("the cut-off call in the timeline",
-		`[...document.querySelectorAll('[data-testid="turn"] .error')].some(e => e.textContent.includes('finish_reason "length"'))`,
+		`[...document.querySelectorAll('#timeline .bar.error title')].some(e => e.textContent.includes('finish_reason "length"'))`,
 		`document.querySelector('#timeline').innerText`)
 
 	tb.do("click the thinker in the tree", chromedp.Click(chromedp.CSS(`#tree [data-testid="node-`+thinker+`"]`)))

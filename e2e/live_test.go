@@ -26,7 +26,7 @@ const readPanels = `(() => {
     const el = document.querySelector(sel);
     if (!el) return '(absent)';
     const c = el.cloneNode(true);
-    c.querySelectorAll('.elapsed').forEach(e => e.textContent = '');
+    c.querySelectorAll('.elapsed, [data-axis]').forEach(e => e.textContent = '');
     c.querySelectorAll('noscript').forEach(e => e.remove());
     return c.textContent.replace(/\s+/g, ' ').trim();
   };
@@ -45,7 +45,7 @@ const readPanels = `(() => {
       cameBack: text('[data-testid="came-back"]'),
       heldBack: text('[data-testid="held-back"]'),
       scrubber: text('#scrubber') + ' | ' + (document.querySelector('#scrubber input') || {}).value,
-      timeline: text('#timeline') + ' | ' + classes('#timeline > li').join(', '),
+      timeline: text('#timeline') + ' | ' + classes('#timeline .lane, #timeline .bar').join(', '),
       answer: text('#answer'),
       files: text('#files'),
     },
@@ -395,10 +395,11 @@ const watchPanels = `(() => {
       const cur = document.querySelector(sel);
       const mine = r => (r.target === el || el.contains(r.target) || r.target === cur || (cur && cur.contains(r.target)) ||
         [...r.addedNodes, ...r.removedNodes].some(n => n.matches && n.matches(sel)));
-      // The running calls' clocks tick on their own, and their streamed
-      // text is live only (seq 0): neither is an event of the log.
+      // The running calls' clocks tick on their own (the timeline's axis
+      // with them), and their streamed text is live only (seq 0): neither
+      // is an event of the log.
       const within = (r, s) => r.target.closest ? r.target.closest(s) : (r.target.parentNode && r.target.parentNode.closest(s));
-      const ticking = r => within(r, '.elapsed') || within(r, '[data-stream]');
+      const ticking = r => within(r, '.elapsed') || within(r, '[data-stream]') || within(r, '[data-axis]');
       if (records.some(r => mine(r) && !ticking(r))) at(name)();
     }).observe(el.parentNode, {subtree: true, childList: true, characterData: true, attributes: true, attributeFilter: ['class', 'data-running', 'data-follow', 'hidden', 'value', 'max']});
   });
@@ -470,12 +471,12 @@ func TestEveryPanelLiveEqualsReload(t *testing.T) {
 		"controls":   {"session.finished"},
 		"answer":     {"session.finished"},
 		"totals":     {"agent.started", "model.started"},
-		"tree":       {"agent.started", "agent.finished", "model.started", "delegation.refused"},
+		"tree":       {"agent.started", "agent.finished", "model.started", "delegation.refused", "message.added"},
 		"notes":      {"delegation.started", "message.added", "agent.finished", "model.started", "session.finished"},
 		"scrubber":   {"agent.started", "model.started"},
-		"timeline":   {"model.started", "model.finished", "session.finished"},
+		"timeline":   {"agent.started", "model.started", "model.finished", "tool.started", "tool.finished", "delegation.started", "session.finished"},
 		"files":      {"files.changed", "session.started"},
-		"delegation": {"delegation.started", "agent.started", "message.added", "model.started", "model.finished", "agent.finished", "delegation.finished", "files.changed", "summarization"},
+		"delegation": {"delegation.started", "agent.started", "message.added", "model.started", "model.finished", "agent.finished", "delegation.finished", "files.changed", "summarization", "tool.started"},
 	}
 	for _, panel := range []string{"status", "controls", "totals", "tree", "notes", "delegation", "scrubber", "timeline", "answer", "files"} {
 		t.Run(panel, func(t *testing.T) {

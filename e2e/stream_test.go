@@ -62,9 +62,9 @@ func TestStreamedText(t *testing.T) {
 	s.waitMetric(t, "studio_live_viewers", 1)
 	close(release)
 	tb.waitFor("the first streamed words",
-		`(() => { const el = document.querySelector('.turn.running [data-stream]'); return !!el && el.textContent.includes('Streaming arrives'); })()`,
-		`document.querySelector('#timeline') && document.querySelector('#timeline').innerText`)
-	partial := eval[string](tb, `document.querySelector('.turn.running [data-stream]').textContent`)
+		`(() => { const el = document.querySelector('[data-pane] [data-stream]'); return !!el && el.textContent.includes('Streaming arrives'); })()`,
+		`document.querySelector('#delegation') && document.querySelector('#delegation').innerText`)
+	partial := eval[string](tb, `document.querySelector('[data-pane] [data-stream]').textContent`)
 	if strings.Contains(partial, "think") {
 		t.Fatalf("the whole text was there at once: %q", partial)
 	}

@@ -57,6 +57,11 @@ row "session page of 100,000 messages: HTML" "≤ 1.5 MB" ./internal/server/ Ben
 row "a message fragment at 100,000 messages" "≤ 5 ms" ./internal/server/ BenchmarkSessionPages ms-fragment-100k 1x
 row "a scrubber step at 100,000 messages" "≤ 5 ms" ./internal/server/ BenchmarkSessionPages ms-scrub-100k 1x
 row "a reconnect at 100,000 messages (after=last−1, to the first message)" "—" ./internal/server/ BenchmarkSessionPages ms-reconnect-100k 1x
+row "big delegation: session page of a 50-child fan-out after 5,000 parent steps ÷ a 5-child one" "≤ 2" ./internal/server/ BenchmarkBigDelegation page-x50/5 1x
+row "big delegation: tree layout cost per box, 50 children ÷ 5 (linear in the boxes)" "≤ 2" ./internal/server/ BenchmarkBigDelegation layout-per-box-x50/5 1x
+row "big delegation: tree layout, 50 children ÷ 5 (51 boxes ÷ 6)" "—" ./internal/server/ BenchmarkBigDelegation layout-x50/5 1x
+row "big delegation: the tree's SVG of 50 children" "≤ 200 KB" ./internal/server/ BenchmarkBigDelegation tree-KB-50 1x
+row "big delegation: session page of 50 children after 5,000 steps, server time" "—" ./internal/server/ BenchmarkBigDelegation ms-page-50 1x
 row "event → browser p99, 100 viewers in another process (engine → SQLite → patch → websocket)" "≤ 10 ms" ./internal/server/ BenchmarkEventToBrowser p99-ms-100 1x
 row "event → browser p99, 500 viewers in another process" "≤ 50 ms" ./internal/server/ BenchmarkEventToBrowser p99-ms-500 1x
 row "peak RSS of studio run on the 200 + 50 scenario, stored" "—" ./cmd/studio/ BenchmarkPeakRSS peak-RSS-MB 3x

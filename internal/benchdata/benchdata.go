@@ -5,6 +5,7 @@ package benchdata
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // LongScenario is the scenario of the engine benchmark: a main agent of
@@ -118,4 +119,34 @@ func TurnsScenario(n, delayMS, firstMS int) []byte {
 		panic(err) // plain maps of strings and numbers always encode
 	}
 	return doc
+}
+
+// FanOut is a main agent that works through `steps` tool-call turns, then
+// sends `children` tasks in one message, each child a tool call and an
+// answer, then answers: the session page of a big delegation.
+func FanOut(steps, children int) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"name": "fan-out-%d", "prompt": "Study the payments service, part by part.",
+ "agent": {"max_steps": %d, "max_concurrency": %d},
+ "subagents": [{"name": "researcher", "description": "Researches one part."}],
+ "script": {"main": [`, children, steps+10, children+1)
+	for i := range steps {
+		fmt.Fprintf(&b, `{"content": "Looking at module %d.", "tool_calls": [{"name": "ls", "args": {"path": "/"}}]},`, i)
+	}
+	b.WriteString(`{"content": "All at once.", "tool_calls": [`)
+	for i := range children {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"name": "task", "args": {"description": "Research part %d of the payments service and report in one line.", "subagent_type": "researcher"}}`, i)
+	}
+	b.WriteString(`]}, {"content": "Done."}], "researcher": [`)
+	for i := range children {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `[{"tool_calls": [{"name": "ls", "args": {"path": "/"}}]}, {"content": "Part %d: fine."}]`, i)
+	}
+	b.WriteString(`]}}`)
+	return []byte(b.String())
 }

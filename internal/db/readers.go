@@ -75,4 +75,17 @@ type PageReader interface {
 	Reader(ctx context.Context) Reader
 	// EventsOfType reads the session's stored events of one type, in order.
 	EventsOfType(ctx context.Context, typ delegation.EventType) ([]delegation.Event, error)
+	// StepOf is the step (from 1) of the call whose model.started has seq.
+	StepOf(ctx context.Context, seq int64) (int, error)
+	// CountsAt reads each agent's calls begun at or before a seq, and their
+	// input tokens.
+	CountsAt(ctx context.Context, seq int64) (map[string]AgentCounts, error)
+	// AgentCallsHead reads an agent's first calls, at most limit, in order.
+	AgentCallsHead(ctx context.Context, agentID string, limit int) ([]CallRow, error)
+	// AgentCallsTail reads an agent's last calls at or before a seq, at most
+	// limit, in order.
+	AgentCallsTail(ctx context.Context, agentID string, seq int64, limit int) ([]CallRow, error)
+	// ToolEvents reads the tool.started, tool.finished and model.finished
+	// events with seq in [from, to], in order.
+	ToolEvents(ctx context.Context, from, to int64) ([]delegation.Event, error)
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -503,6 +504,80 @@ func (r *pageReader) EventsOfType(ctx context.Context, typ delegation.EventType)
 	for st, err := range rd.logWhere(0, false, func(e *entry) bool { return e.code == typeCodes[typ] && (e.code != 0 || e.name == string(typ)) }) {
 		if err != nil {
 			return nil, fmt.Errorf("read %s events: %w", typ, err)
+		}
+		out = append(out, st.Event)
+	}
+	return out, nil
+}
+
+// StepOf is the step (from 1) of the model call whose model.started has seq:
+// how many calls began at or before it.
+func (r *pageReader) StepOf(ctx context.Context, seq int64) (int, error) {
+	var n sql.NullInt64
+	err := r.queryRow(ctx, `SELECT max(n) FROM model_calls WHERE sid = ? AND seq <= ?`, r.sid, seq).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("read the step of seq %d: %w", seq, err)
+	}
+	return int(n.Int64), nil
+}
+
+// AgentCounts is an agent's model calls and their input tokens up to a seq.
+type AgentCounts struct {
+	Calls, Tokens int
+}
+
+// CountsAt reads, for each agent, its model calls begun at or before a seq
+// and their input tokens: the tree at a step of the past.
+func (r *pageReader) CountsAt(ctx context.Context, seq int64) (map[string]AgentCounts, error) {
+	rows, err := r.query(ctx, `SELECT agent_id, count(*), CAST(coalesce(sum(input_tokens), 0) AS BIGINT) FROM model_calls WHERE sid = ? AND seq <= ? GROUP BY agent_id`, r.sid, seq)
+	if err != nil {
+		return nil, fmt.Errorf("read the counts at seq %d: %w", seq, err)
+	}
+	defer rows.Close()
+	out := map[string]AgentCounts{}
+	for rows.Next() {
+		var id string
+		var c AgentCounts
+		if err := rows.Scan(&id, &c.Calls, &c.Tokens); err != nil {
+			return nil, err
+		}
+		out[id] = c
+	}
+	return out, rows.Err()
+}
+
+// AgentCallsHead reads an agent's first model calls, at most limit, in
+// order.
+func (r *pageReader) AgentCallsHead(ctx context.Context, agentID string, limit int) ([]CallRow, error) {
+	return r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c
+		WHERE c.sid = ? AND c.agent_id = ? ORDER BY c.idx LIMIT ?`, r.sid, agentID, limit)
+}
+
+// AgentCallsTail reads an agent's last model calls at or before a seq, at
+// most limit, in order.
+func (r *pageReader) AgentCallsTail(ctx context.Context, agentID string, seq int64, limit int) ([]CallRow, error) {
+	out, err := r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c
+		WHERE c.sid = ? AND c.agent_id = ? AND c.seq <= ? ORDER BY c.idx DESC LIMIT ?`, r.sid, agentID, seq, limit)
+	slices.Reverse(out)
+	return out, err
+}
+
+// ToolEvents reads the tool.started, tool.finished and model.finished
+// events with seq in [from, to], in order: the bars of a timeline, and
+// which of its calls had ended by then.
+func (r *pageReader) ToolEvents(ctx context.Context, from, to int64) ([]delegation.Event, error) {
+	rd := r.Reader(ctx).(*reader)
+	want := map[int64]bool{}
+	for _, t := range []delegation.EventType{delegation.EventToolStarted, delegation.EventToolFinished, delegation.EventModelFinished} {
+		want[typeCodes[t]] = true
+	}
+	var out []delegation.Event
+	for st, err := range rd.logWhere(from-1, false, func(e *entry) bool { return e.code != 0 && want[e.code] }) {
+		if err != nil {
+			return nil, fmt.Errorf("read tool events: %w", err)
+		}
+		if st.Event.Seq > to {
+			break
 		}
 		out = append(out, st.Event)
 	}

@@ -7,12 +7,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/delegationstudio/studio/internal/benchdata"
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/view"
+	"github.com/delegationstudio/studio/web/templates"
 )
 
 // bigSession stores a session of about `messages` messages: a main agent's
@@ -103,4 +107,88 @@ func longScenario(tb testing.TB, mainSteps, childSteps int) *scenario.Scenario {
 		tb.Fatal(err)
 	}
 	return sc
+}
+
+// BenchmarkBigDelegation: a fan-out of 50 children after 5,000 parent
+// steps against one of 5, both stored: the tree's layout and the session
+// page's server render, timed in turns (the median of each) so that load
+// on the machine hits both alike; and the tree's SVG. Targets: the page of
+// 50 ≤ 2× the page of 5; the layout's cost per box of 50 ≤ 2× that of 5
+// (it is linear; ten times the boxes take about ten times as long); the
+// tree's SVG of 50 ≤ 200 KB.
+func BenchmarkBigDelegation(b *testing.B) {
+	d, err := db.Open(context.Background(), filepath.Join(b.TempDir(), "studio.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	srv := New(Config{DB: d})
+	defer srv.Shutdown()
+	run := func(children int) string {
+		sc, err := scenario.Parse(benchdata.FanOut(5000, children))
+		if err != nil {
+			b.Fatal(err)
+		}
+		id, res, err := srv.Runner().Run(context.Background(), sc)
+		if err != nil || res.Status != delegation.StatusDone {
+			b.Fatalf("run: %v %+v", err, res)
+		}
+		return id
+	}
+	ids := [2]string{run(5), run(50)}
+	h := srv.Handler()
+	page := func(id string) (time.Duration, int) {
+		start := time.Now()
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/sessions/"+id, nil)
+		req.Host = "127.0.0.1"
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("status %d", rec.Code)
+		}
+		return time.Since(start), rec.Body.Len()
+	}
+	var layouts [2]view.TreeLayout
+	var trees [2]*view.Node
+	for i, id := range ids {
+		st, rd, err := srv.runner.View(context.Background(), id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rd.Close()
+		trees[i] = st.Tree()
+	}
+	layout := func(i int) time.Duration {
+		start := time.Now()
+		for range 20 {
+			layouts[i] = view.Layout(trees[i], view.LayoutOptions{Selected: "a1"})
+		}
+		return time.Since(start) / 20
+	}
+	median := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2])
+	}
+	var pages, lays [2][]time.Duration
+	var sizes [2]int
+	for b.Loop() {
+		for range 7 {
+			for i := range ids {
+				t, n := page(ids[i])
+				pages[i], sizes[i] = append(pages[i], t), n
+				lays[i] = append(lays[i], layout(i))
+			}
+		}
+	}
+	var svg bytes.Buffer
+	if err := templates.TreeSVG("s", layouts[1]).Render(context.Background(), &svg); err != nil {
+		b.Fatal(err)
+	}
+	boxes := [2]float64{float64(len(layouts[0].Nodes)), float64(len(layouts[1].Nodes))}
+	b.ReportMetric(median(pages[1])/median(pages[0]), "page-x50/5")
+	b.ReportMetric(median(pages[1])/1e6, "ms-page-50")
+	b.ReportMetric(float64(sizes[1])/float64(sizes[0]), "page-bytes-x50/5")
+	b.ReportMetric(median(lays[1])/median(lays[0]), "layout-x50/5")
+	b.ReportMetric((median(lays[1])/boxes[1])/(median(lays[0])/boxes[0]), "layout-per-box-x50/5")
+	b.ReportMetric(float64(svg.Len())/1024, "tree-KB-50")
 }

@@ -86,7 +86,7 @@ func TestReasoningAndCutOffAnswers(t *testing.T) {
 		if got := doc.Find(`[data-testid="reasoning"] pre`).Text(); got != "Six sevens: 7, 14, 21, 28, 35, 42." {
 			t.Errorf("reasoning part %q", got)
 		}
-		if got := doc.Find(`[data-testid="turn"] .error`).Text(); !strings.Contains(got, `finish_reason "length"`) {
+		if got := doc.Find(`#timeline .bar.error title`).Text(); !strings.Contains(got, `finish_reason "length"`) {
 			t.Errorf("timeline error %q", got)
 		}
 	})

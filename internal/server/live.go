@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -206,7 +207,7 @@ func (p *pageData) patches(ch view.Changes) ([]patch, error) {
 		return ps, err
 	}
 	add(more...)
-	if more, err = p.timelinePatches(ch); err != nil {
+	if more, err = p.waterfallPatches(ch); err != nil {
 		return ps, err
 	}
 	add(more...)
@@ -227,11 +228,20 @@ func (p *pageData) patches(ch view.Changes) ([]patch, error) {
 	return ps, nil
 }
 
+// Panels a page draws at a step of the past (data-at) show the session as it
+// was then: no live patch reaches them. These are the selectors of the
+// tree and the delegation panel on pages that show now.
+const (
+	liveTree  = "#tree:not([data-at])"
+	livePanel = "#delegation:not([data-at])"
+	liveBars  = "#timeline:not([data-at])"
+)
+
 // treePatches: the whole tree when its shape changed, else the boxes that
 // did. The page marks the selected box itself.
 func (p *pageData) treePatches(ch view.Changes) []patch {
 	if ch.TreeShape {
-		return []patch{{Sel: "#tree", Op: "inner", HTML: html(templates.TreeSVG(p.sid(), p.tree("")))}}
+		return []patch{{Sel: liveTree, Op: "inner", HTML: html(templates.TreeSVG(p.sid(), p.tree("")))}}
 	}
 	if len(ch.Nodes) == 0 {
 		return nil
@@ -240,54 +250,120 @@ func (p *pageData) treePatches(ch view.Changes) []patch {
 	for _, n := range p.tree("").Nodes {
 		for _, id := range ch.Nodes {
 			if n.AgentID == id {
-				ps = append(ps, patch{Sel: "#tree " + attrIs("data-agent", id), Op: "replace", SVG: true, HTML: html(templates.TreeNode(p.sid(), n))})
+				ps = append(ps, patch{Sel: liveTree + " " + attrIs("data-agent", id), Op: "replace", SVG: true, HTML: html(templates.TreeNode(p.sid(), n))})
 			}
 		}
 	}
 	return ps
 }
 
-// timelinePatches append the calls started, as the window of the timeline
-// shows them, and redraw the rows of calls that ended.
-func (p *pageData) timelinePatches(ch view.Changes) ([]patch, error) {
+// waterfallPatches keep the timelines that follow the session and those
+// that show every step as a fresh render would draw them: new lanes, the
+// bars of the calls and tool calls that started, those that ended redrawn,
+// the steps that left a following window taken out, and the axis.
+func (p *pageData) waterfallPatches(ch view.Changes) ([]patch, error) {
+	st := p.st
+	if ch.Seq == 0 {
+		return nil, nil
+	}
 	var ps []patch
-	before, after := ch.CallsBefore, p.st.Calls
+	before, after := ch.CallsBefore, st.Calls
+	var rows []db.CallRow
 	if len(ch.Appended) > 0 && after > before {
-		rows, err := p.rd.CallsTail(p.ctx, after-before, after)
-		if err != nil {
+		var err error
+		if rows, err = p.rd.CallsTail(p.ctx, after-before, after); err != nil {
 			return nil, err
 		}
-		rowsHTML := func(from, to int) string { // positions, from 0
-			var b strings.Builder
-			for _, c := range rows {
-				if pos := c.Step - 1; pos >= from && pos < to {
-					b.WriteString(html(templates.TimelineItem(p.timelineRow(c))))
-				}
-			}
-			return b.String()
-		}
-		const windowed, whole = "#timeline[data-window]", "#timeline:not([data-window])"
-		ps = append(ps, patch{Sel: whole, Op: "append", HTML: rowsHTML(before, after)})
-		g := view.TimelineWindow.Grow(before, after)
-		for _, pos := range g.Removed {
-			ps = append(ps, patch{Sel: windowed + " > " + attrIs("data-step", strconv.Itoa(pos+1)), Op: "remove"})
-		}
-		if g.HeadTo > g.HeadFrom {
-			ps = append(ps, patch{Sel: windowed, Op: "append", HTML: rowsHTML(g.HeadFrom, g.HeadTo)})
-		}
-		gap := html(templates.TimelineItem(p.timelineGap(after)))
-		if g.Appears {
-			ps = append(ps, patch{Sel: windowed + " > " + attrIs("data-step", strconv.Itoa(g.GapFrom)), Op: "after", HTML: gap})
-		} else if g.Changes {
-			ps = append(ps, patch{Sel: windowed + " > [data-gap]", Op: "replace", HTML: gap})
-		}
-		if g.TailTo > g.TailFrom {
-			ps = append(ps, patch{Sel: windowed, Op: "append", HTML: rowsHTML(g.TailFrom, g.TailTo)})
+	}
+	finishedNow := map[string]bool{} // tool calls that started and ended in this batch
+	for _, t := range ch.Tools {
+		if t.Finished {
+			finishedNow[t.ToolCallID] = true
 		}
 	}
+	drawn := map[string]bool{}
+	follow, _, err := p.waterfallFrame(false, nil)
+	if err != nil {
+		return nil, err
+	}
+	all, _, err := p.waterfallFrame(true, nil)
+	if err != nil {
+		return nil, err
+	}
+	type kind struct {
+		bases []string
+		w     templates.Waterfall
+	}
+	kinds := []kind{{[]string{"#timeline[data-follow]"}, follow}, {[]string{"#timeline[data-all]"}, all}}
+	if follow.From == all.From && follow.T0 == all.T0 {
+		// Every step fits the following window: both draw the same.
+		kinds = []kind{{[]string{"#timeline[data-follow]", "#timeline[data-all]"}, all}}
+	}
+	before0 := max(1, before-view.WaterfallSteps+1)
+	for _, kind := range kinds {
+		w := kind.w
+		for _, id := range ch.Agents {
+			if a := st.Agent(id); a != nil {
+				ps = append(ps, patch{Sel: within(kind.bases, " [data-lanes]"), Op: "append", HTML: html(templates.LaneItem(w, p.lane(a)))})
+			}
+		}
+		if len(ch.Appended) > 0 {
+			for s := before0; s < w.From; s++ { // the steps that left a following window
+				ps = append(ps, patch{Sel: within(kind.bases, " "+attrIs("data-step", strconv.Itoa(s))), Op: "remove"})
+			}
+		}
+		// New bars go in in the order they started, as a fresh render has them.
+		type newBar struct {
+			seq   int64
+			agent string
+			b     templates.Bar
+		}
+		var bars []newBar
+		for _, c := range rows {
+			if c.Step >= w.From {
+				_, running := st.Running[c.ID]
+				bars = append(bars, newBar{c.Seq, c.AgentID, p.callBar(c, running)})
+			}
+		}
+		for _, t := range ch.Tools {
+			if t.Finished || t.Step < w.From || t.Step == 0 {
+				continue
+			}
+			tc := t
+			if finishedNow[t.ToolCallID] {
+				for _, f := range ch.Tools {
+					if f.Finished && f.ToolCallID == t.ToolCallID {
+						tc = f
+					}
+				}
+			}
+			bars = append(bars, newBar{t.Seq, t.AgentID, p.toolBar(tc, true)})
+		}
+		slices.SortStableFunc(bars, func(a, b newBar) int { return cmp.Compare(a.seq, b.seq) })
+		for _, nb := range bars {
+			drawn[nb.b.ID] = true
+			ps = append(ps, patch{Sel: within(kind.bases, " "+attrIs("data-track", nb.agent)), Op: "append", SVG: true, HTML: html(templates.BarItem(w, nb.b))})
+		}
+		if len(ch.Appended) == 0 && max(p.ms(ch.AtBefore), 0) == w.Now {
+			continue // the axis has not moved
+		}
+		box := trackBoxOf(w)
+		if len(ch.Appended) > 0 {
+			ps = append(ps, patch{Sel: within(kind.bases, " [data-wf-range]"), Op: "replace", HTML: html(templates.WaterfallRange(w))})
+		}
+		var axis strings.Builder
+		for _, t := range w.Ticks {
+			axis.WriteString(html(templates.TickItem(t)))
+		}
+		ps = append(ps, patch{Sel: within(kind.bases, " [data-axis]"), Op: "inner", SVG: true, HTML: axis.String()},
+			patch{Sel: within(kind.bases, " svg.track"), Op: "attrs", Attrs: map[string]*string{"viewBox": &box}},
+			patch{Sel: within(kind.bases, ""), Op: "attrs", Attrs: map[string]*string{"data-t0": str(strconv.FormatInt(w.T0, 10)),
+				"data-span": str(strconv.FormatInt(w.Span, 10)), "data-now": str(strconv.FormatInt(w.Now, 10))}})
+	}
+	// Bars that ended, wherever a live timeline shows them.
 	for _, f := range ch.Finished {
-		if f.Step > before && len(ch.Appended) > 0 {
-			continue // drawn as it is now, above
+		if drawn["bar-"+f.ID] {
+			continue
 		}
 		c, err := p.rd.Call(p.ctx, f.ID)
 		if err != nil {
@@ -297,24 +373,84 @@ func (p *pageData) timelinePatches(ch view.Changes) ([]patch, error) {
 			continue
 		}
 		c.Step = f.Step
-		ps = append(ps, patch{Sel: "#timeline > " + attrIs("id", "call-"+f.ID), Op: "replace", HTML: html(templates.TimelineItem(p.timelineRow(*c)))})
+		w := templates.Waterfall{Now: p.ms(st.LastAt)}
+		ps = append(ps, patch{Sel: liveBars + " " + attrIs("id", "bar-"+f.ID), Op: "replace", SVG: true, HTML: html(templates.BarItem(w, p.callBar(*c, st.Running[c.ID] != nil)))})
+	}
+	// A task call's bar names its child once the child has started.
+	for _, child := range ch.Started {
+		if d := st.Delegation(child); d != nil && !drawn["tool-"+d.TaskCallID] {
+			if t := st.RunningTools[d.TaskCallID]; t != nil {
+				drawn["tool-"+d.TaskCallID] = true
+				ps = append(ps, patch{Sel: liveBars + " " + attrIs("id", "tool-"+d.TaskCallID), Op: "replace", SVG: true,
+					HTML: html(templates.BarItem(templates.Waterfall{Now: p.ms(st.LastAt)}, p.toolBar(*t, true)))})
+			}
+		}
+	}
+	for _, t := range ch.Tools {
+		if !t.Finished || drawn["tool-"+t.ToolCallID] {
+			continue
+		}
+		ps = append(ps, patch{Sel: liveBars + " " + attrIs("id", "tool-"+t.ToolCallID), Op: "replace", SVG: true,
+			HTML: html(templates.BarItem(templates.Waterfall{}, p.toolBar(t, true)))})
+	}
+	// Running bars reach the log's last event.
+	now := p.ms(st.LastAt)
+	grow := func(id string, s int64) {
+		if !drawn[id] {
+			ps = append(ps, patch{Sel: liveBars + " " + attrIs("id", id) + " rect", Op: "attrs", Attrs: map[string]*string{"width": str(strconv.FormatInt(max(now-s, 0), 10))}})
+		}
+	}
+	for _, id := range sortedKeys(st.Running) {
+		grow("bar-"+id, p.ms(st.Running[id].StartedAt))
+	}
+	for _, id := range sortedKeys(st.RunningTools) {
+		grow("tool-"+id, p.ms(st.RunningTools[id].At))
 	}
 	return ps, nil
+}
+
+// within joins a selector's suffix to each of its bases.
+func within(bases []string, suffix string) string {
+	out := make([]string, len(bases))
+	for i, b := range bases {
+		out[i] = b + suffix
+	}
+	return strings.Join(out, ", ")
+}
+
+func trackBoxOf(w templates.Waterfall) string {
+	return strconv.FormatInt(w.T0, 10) + " 0 " + strconv.FormatInt(max(w.Span, 1), 10) + " 20"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // scrubPatches: the scrubber's range follows the calls; a scrubber at the
 // newest call (data-follow) follows them too.
 func (p *pageData) scrubPatches(ch view.Changes) ([]patch, error) {
-	if !ch.Scrub || p.st.Calls == 0 {
+	answered := false // the newest call's answer came in
+	for _, f := range ch.Finished {
+		answered = answered || f.Step == p.st.Calls
+	}
+	if (!ch.Scrub && !answered) || p.st.Calls == 0 {
 		return nil, nil
 	}
-	v, err := p.scrub(0)
+	v, err := p.scrub(nil)
 	if err != nil {
 		return nil, err
 	}
+	if !ch.Scrub && v.Answer == "" {
+		return nil, nil // an answer with nothing to quote
+	}
 	grew := len(ch.Appended) > 0
 	if grew && ch.CallsBefore == 0 {
-		return []patch{{Sel: "#scrubber", Op: "replace", HTML: html(templates.ScrubberSection(p.sid(), v))}}, nil
+		return []patch{{Sel: "#scrubber", Op: "replace", HTML: html(templates.ScrubberSection(v))}}, nil
 	}
 	ps := []patch{{Sel: "#scrubber[data-follow] [data-scrub-view]", Op: "replace", HTML: html(templates.ScrubTable(v))}}
 	// At a step of the past, an agent that starts now had not started.
@@ -424,8 +560,9 @@ func minPath(paths []string) string {
 
 // delegationPatches: a delegation's panel appears where it is awaited; the
 // panes grow with the agents they follow, or are redrawn when a context
-// changed otherwise; what came back and what was held back are redrawn as
-// they change.
+// changed otherwise; what came back, what was held back and what it cost
+// are redrawn as they change; the agents' lists of calls grow. Pages at a
+// step of the past are left as they are.
 func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 	st := p.st
 	var ps []patch
@@ -435,56 +572,96 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 		if d == nil {
 			continue
 		}
-		panel, err := p.delegationPanel(child)
+		panel, err := p.delegationPanel(child, nil)
 		if err != nil {
 			return nil, err
 		}
 		body := html(templates.DelegationBody(panel))
-		sel := "#delegation" + attrIs("data-show", child)
-		if st.Delegations[0] == d {
-			sel += ", #delegation" + attrIs("data-show", "") // the first is shown by default
+		sel := livePanel + attrIs("data-show", child)
+		first := st.Delegations[0] == d
+		if first {
+			sel += ", " + livePanel + attrIs("data-show", "") // the first is shown by default
 		}
 		ps = append(ps, patch{Sel: sel, Op: "inner", HTML: body})
-		if st.Delegations[0] == d {
-			// Viewers waiting for another delegation now have one to pick.
-			ps = append(ps, patch{Sel: "#delegation:not(" + attrIs("data-show", "") + "):not(" + attrIs("data-show", child) + ")",
-				Op: "inner", HTML: html(templates.DelegationBody(p.pickPanel()))})
-		} else {
-			ps = append(ps, patch{Sel: "#delegation [data-pick]", Op: "append", HTML: html(templates.PickItem(p.sid(), pickOption(st, d)))})
-		}
-		pp, cp := st.PanesOf(d)
-		fresh[pp.ID()], fresh[cp.ID()] = true, true
-	}
-	for _, agent := range ch.Replaced {
-		for _, pn := range p.showing(agent, ch) {
-			if fresh[pn.ID()] {
-				continue
-			}
-			item, err := p.paneHTML(pn)
+		if first {
+			// Viewers of the main agent now have a delegation to pick.
+			main, err := p.delegationPanel("main", nil)
 			if err != nil {
 				return nil, err
 			}
-			ps = append(ps, patch{Sel: attrIs("data-pane", pn.ID()), Op: "replace", HTML: item})
-			fresh[pn.ID()] = true
+			main.Show = ""
+			ps = append(ps, patch{Sel: livePanel + ":not(" + attrIs("data-show", "") + "):not(" + attrIs("data-show", child) + ")",
+				Op: "inner", HTML: html(templates.DelegationBody(main))})
+			if a := p.root(); a != nil {
+				fresh[view.Pane{Kind: view.PaneAgent, Delegation: a.ID, AgentID: a.ID}.ID()] = true
+			}
+		} else {
+			ps = append(ps, patch{Sel: livePanel + " [data-pick]", Op: "append", HTML: html(templates.PickItem(p.sid(), pickOption(st, d)))})
+		}
+		pp, cp := st.PanesOf(d)
+		fresh[pp.ID()], fresh[cp.ID()] = true, true
+		fresh["calls:"+child] = true
+	}
+	redraw := func(pn view.Pane) error {
+		if fresh[pn.ID()] {
+			return nil
+		}
+		item, err := p.paneHTML(pn)
+		if err != nil {
+			return err
+		}
+		ps = append(ps, patch{Sel: livePanel + " " + attrIs("data-pane", pn.ID()), Op: "replace", HTML: item})
+		fresh[pn.ID()] = true
+		return nil
+	}
+	for _, agent := range ch.Replaced {
+		for _, pn := range p.showing(agent, ch) {
+			if err := redraw(pn); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, agent := range ch.Grown {
+		// A parent's pane folds its history around the delegation: drawn
+		// whole (it grows only while its children's receipts come in).
+		for _, pn := range p.showing(agent, ch) {
+			if pn.Kind == view.PaneParent {
+				if err := redraw(pn); err != nil {
+					return nil, err
+				}
+			}
+		}
 		more, err := p.growPatches(agent, ch.Appends[agent], ch, fresh)
 		if err != nil {
 			return nil, err
 		}
 		ps = append(ps, more...)
 	}
-	for _, agent := range ch.CallChanged {
+	// A pane's call that ended stops showing it under way.
+	changed := slices.Clone(ch.CallChanged)
+	for _, f := range ch.Finished {
+		for _, a := range st.Agents {
+			if a.History.Call != nil && a.History.Call.ID == f.ID && !slices.Contains(changed, a.ID) {
+				changed = append(changed, a.ID)
+			}
+		}
+	}
+	for _, agent := range changed {
 		for _, pn := range p.showing(agent, ch) {
 			if fresh[pn.ID()] {
 				continue
 			}
-			v, err := p.pane(pn)
+			if pn.Kind == view.PaneParent {
+				if err := redraw(pn); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			v, err := p.pane(pn, nil)
 			if err != nil {
 				return nil, err
 			}
-			base := attrIs("data-pane", pn.ID())
+			base := livePanel + " " + attrIs("data-pane", pn.ID())
 			ps = append(ps, patch{Sel: base + " [data-total]", Op: "replace", HTML: html(templates.PaneTotal(v))})
 			if d := st.Delegation(pn.Delegation); pn.Kind == view.PaneChild && d != nil && d.Mode == string(delegation.ModeFork) {
 				ps = append(ps, patch{Sel: base + " [data-note]", Op: "replace", HTML: html(templates.ChildNote(d.Mode, v))})
@@ -506,7 +683,7 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 		if d := st.Delegation(child); d != nil {
 			pp, _ := st.PanesOf(d)
 			if !fresh[pp.ID()] {
-				ps = append(ps, patch{Sel: attrIs("data-pane", pp.ID()), Op: "attrs", Attrs: map[string]*string{"data-follows": nil}})
+				ps = append(ps, patch{Sel: livePanel + " " + attrIs("data-pane", pp.ID()), Op: "attrs", Attrs: map[string]*string{"data-follows": nil}})
 			}
 		}
 	}
@@ -515,24 +692,91 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 		if d == nil || slices.Contains(ch.Started, child) {
 			continue
 		}
-		cb, err := p.cameBack(d)
+		v, err := p.delegationView(d, nil)
 		if err != nil {
 			return nil, err
 		}
-		ps = append(ps, patch{Sel: attrIs("data-came-back", child), Op: "replace", HTML: html(templates.CameBack(cb))},
-			patch{Sel: attrIs("data-held-back", child), Op: "replace", HTML: html(templates.HeldBack(p.heldBack(d)))})
+		ps = append(ps, patch{Sel: livePanel + " " + attrIs("data-came-back", child), Op: "replace", HTML: html(templates.CameBack(v.CameBack))},
+			patch{Sel: livePanel + " " + attrIs("data-held-back", child), Op: "replace", HTML: html(templates.HeldBack(v.HeldBack))})
+	}
+	// What a delegation cost grows with its child's work and its receipt.
+	for _, d := range st.Delegations {
+		if slices.Contains(ch.Started, d.ChildID) || !(slices.Contains(ch.Worked, d.ChildID) || slices.Contains(ch.Crossing, d.ChildID)) {
+			continue
+		}
+		e, err := p.economics(d, nil)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, patch{Sel: livePanel + " " + attrIs("data-economics", d.ChildID), Op: "replace", HTML: html(templates.Economics(e))})
+	}
+	more, err := p.callsPatches(ch, fresh)
+	return append(ps, more...), err
+}
+
+// callsPatches grow the agents' lists of calls, as their window shows them.
+func (p *pageData) callsPatches(ch view.Changes, fresh map[string]bool) ([]patch, error) {
+	added := map[string]int{}
+	var order []string
+	for _, id := range ch.AppendedBy {
+		if added[id] == 0 {
+			order = append(order, id)
+		}
+		added[id]++
+	}
+	var ps []patch
+	for _, id := range order {
+		a := p.st.Agent(id)
+		if a == nil || fresh["calls:"+id] {
+			continue
+		}
+		list := livePanel + " " + attrIs("data-calls", id)
+		before, after := a.Calls-added[id], a.Calls
+		rows, err := p.rd.AgentCallsTail(p.ctx, id, 1<<62, added[id])
+		if err != nil {
+			return nil, err
+		}
+		rowsHTML := func(from, to int) string {
+			var b strings.Builder
+			for _, c := range rows {
+				if c.Index >= from && c.Index < to {
+					b.WriteString(html(templates.CallItem(p.callRow(a, c))))
+				}
+			}
+			return b.String()
+		}
+		g := view.CallsWindow.Grow(before, after)
+		for _, pos := range g.Removed {
+			ps = append(ps, patch{Sel: list + " > " + attrIs("data-pos", strconv.Itoa(pos)), Op: "remove"})
+		}
+		if g.HeadTo > g.HeadFrom {
+			ps = append(ps, patch{Sel: list, Op: "append", HTML: rowsHTML(g.HeadFrom, g.HeadTo)})
+		}
+		gap := html(templates.CallItem(p.callsGap(id, g.GapTo-g.GapFrom)))
+		if g.Appears {
+			ps = append(ps, patch{Sel: list + " > " + attrIs("data-pos", strconv.Itoa(g.GapFrom-1)), Op: "after", HTML: gap})
+		} else if g.Changes {
+			ps = append(ps, patch{Sel: list + " > [data-gap]", Op: "replace", HTML: gap})
+		}
+		if g.TailTo > g.TailFrom {
+			ps = append(ps, patch{Sel: list, Op: "append", HTML: rowsHTML(g.TailFrom, g.TailTo)})
+		}
+		ps = append(ps, patch{Sel: livePanel + " " + attrIs("data-calls-count", id), Op: "text", HTML: templates.Plural(after, "model call")})
 	}
 	return ps, nil
 }
 
 // paneHTML draws a pane whole.
 func (p *pageData) paneHTML(pn view.Pane) (string, error) {
-	v, err := p.pane(pn)
+	v, err := p.pane(pn, nil)
 	if err != nil {
 		return "", err
 	}
-	if pn.Kind == view.PaneParent {
+	switch pn.Kind {
+	case view.PaneParent:
 		return html(templates.ParentPane(p.sid(), v)), nil
+	case view.PaneAgent:
+		return html(templates.AgentPane(p.sid(), v)), nil
 	}
 	d := p.st.Delegation(pn.Delegation)
 	name := pn.AgentID
@@ -579,7 +823,7 @@ func (p *pageData) growPatches(agentID string, before int, ch view.Changes, fres
 			byKey[key.String()] = g
 			groups = append(groups, g)
 		}
-		g.sels = append(g.sels, attrIs("data-pane", pn.ID())+" ol.own")
+		g.sels = append(g.sels, livePanel+" "+attrIs("data-pane", pn.ID())+" ol.own")
 	}
 	var out []patch
 	for _, g := range groups {
@@ -645,7 +889,7 @@ func (p *pageData) paneGrowth(pn view.Pane, before int) ([]patch, error) {
 		}
 		ps = append(ps, x)
 	}
-	gap := html(templates.MessageItem(templates.MessageView{Gap: g.GapTo - g.GapFrom, URL: url}))
+	gap := html(templates.MessageItem(templates.MessageView{Gap: g.GapTo - g.GapFrom, GapFrom: g.GapFrom, URL: url}))
 	if g.Appears {
 		ps = append(ps, patch{Sel: " > " + attrIs("data-k", keyAt(own, g.GapFrom-1)), Op: "after", HTML: gap})
 	} else if g.Changes {
@@ -668,19 +912,15 @@ func (p *pageData) syncPatches(c choice, running bool) ([]patch, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rows strings.Builder
-	for _, r := range v.Timeline {
-		rows.WriteString(html(templates.TimelineItem(r)))
-	}
 	ps := []patch{
 		{Sel: "#status", Op: "replace", HTML: html(templates.StatusBadge(v.Status, v.Error))},
 		{Sel: "#session-error", Op: "replace", HTML: html(templates.SessionError(v.Status, v.Error))},
 		{Sel: "#totals", Op: "inner", HTML: html(templates.Totals(v.Totals))},
-		{Sel: "#tree", Op: "inner", HTML: html(templates.TreeSVG(v.ID, v.Tree))},
+		{Sel: "#tree", Op: "replace", HTML: html(templates.TreeBox(v.ID, v.Tree, v.At, v.Scrub.Steps))},
 		{Sel: "#notes", Op: "replace", HTML: html(templates.NotesSection(v.Notes))},
-		{Sel: "#delegation", Op: "inner", HTML: html(templates.DelegationBody(v.Delegation))},
-		{Sel: "#scrubber", Op: "replace", HTML: html(templates.ScrubberSection(v.ID, v.Scrub))},
-		{Sel: "#timeline", Op: "inner", HTML: rows.String()},
+		{Sel: "#delegation", Op: "replace", HTML: html(templates.DelegationSection(v.Delegation))},
+		{Sel: "#scrubber", Op: "replace", HTML: html(templates.ScrubberSection(v.Scrub))},
+		{Sel: "#timeline", Op: "replace", HTML: html(templates.WaterfallView(v.Timeline))},
 		{Sel: "#answer", Op: "inner", HTML: html(templates.Answer(v.Answer, v.Status))},
 		{Sel: "#files", Op: "inner", HTML: html(templates.Files(v.Files))},
 	}

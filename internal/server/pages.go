@@ -15,6 +15,7 @@ import (
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/internal/view"
 	"github.com/delegationstudio/studio/schema"
 	"github.com/delegationstudio/studio/web/templates"
 )
@@ -291,11 +292,51 @@ func (s *Server) scrubFragment(c echo.Context) error {
 		return err
 	}
 	defer p.rd.Close()
-	v, err := p.scrub(atoiDefault(c.QueryParam("step"), 0))
+	at, err := p.stepAt(atoiDefault(c.QueryParam("step"), 0))
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, templates.ScrubberSection(p.sid(), v))
+	v, err := p.scrub(at)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, templates.ScrubberSection(v))
+}
+
+// panels draws every panel of the session page for a viewer's choice
+// (?agent, ?step, ?timeline) as patches, the way a reconnecting page is
+// brought up to date: the scrubber moves the whole page with it.
+func (s *Server) panels(c echo.Context) error {
+	p, err := s.pageData(c)
+	if err != nil {
+		return err
+	}
+	defer p.rd.Close()
+	running := p.st.Session.Status == delegation.StatusRunning && s.runner.Running(p.sid())
+	ps, err := p.syncPatches(choiceOf(c), running)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, wireEvent{Seq: p.st.Seq, Type: "sync", At: s.now().UTC(), Patches: ps})
+}
+
+// filePage shows one of main's files whole (?path=): a summarization's
+// folded history, say.
+func (s *Server) filePage(c echo.Context) error {
+	p, err := s.pageData(c)
+	if err != nil {
+		return err
+	}
+	defer p.rd.Close()
+	path := c.QueryParam("path")
+	content, ok, err := p.rd.FileContent(c.Request().Context(), path)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return delegation.Errorf(delegation.ENOTFOUND, "no file %q in the main agent's files of this session; its files are listed on the session page", path)
+	}
+	return render(c, http.StatusOK, templates.FilePageView(s.page(c, path), p.sid(), p.st.Session.Name, path, content))
 }
 
 // messagePage is one message, read by its id: the only row it needs.
@@ -427,4 +468,20 @@ func (s *Server) runOf(c echo.Context, id string) (templates.RunLink, error) {
 		return templates.RunLink{Label: "a team's runs", Link: "the team", URL: "/teams/" + url.PathEscape(r.TeamID)}, nil
 	}
 	return templates.RunLink{}, nil
+}
+
+// fontFile serves the Go fonts the tree's labels are measured in
+// (internal/view): the browser draws them in these very files.
+func fontFile(c echo.Context) error {
+	var ttf []byte
+	switch c.Param("name") {
+	case "go-regular.ttf":
+		ttf = view.FontRegular
+	case "go-bold.ttf":
+		ttf = view.FontBold
+	default:
+		return delegation.Errorf(delegation.ENOTFOUND, "no font %q; there are go-regular.ttf and go-bold.ttf", c.Param("name"))
+	}
+	c.Response().Header().Set("Cache-Control", "public, max-age=604800")
+	return c.Blob(http.StatusOK, "font/ttf", ttf)
 }

@@ -182,9 +182,12 @@ func keyOf(n *nethtml.Node) string {
 // delegation the panel shows.
 func markSelected(doc *goquery.Document) {
 	doc.Find("#tree .node-selected").RemoveClass("node-selected")
-	if id, ok := doc.Find("#delegation [data-came-back]").First().Attr("data-came-back"); ok {
-		doc.Find(`#tree [data-testid="node-` + id + `"]`).AddClass("node-selected")
+	id, _ := doc.Find("#delegation [data-shown]").First().Attr("data-shown")
+	want := doc.Find(`#tree [data-testid="node-` + id + `"]`)
+	if want.Length() == 0 {
+		want = doc.Find("#tree g.node").First() // not started yet: the main agent
 	}
+	want.AddClass("node-selected")
 }
 
 // patchRun is a session run event by event against pages kept live.

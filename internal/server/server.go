@@ -207,6 +207,8 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/traces", s.importTrace)                    // import a trace
 	e.GET("/sessions/:id", s.sessionPage)               // tree, timeline, context panes, scrubber
 	e.GET("/sessions/:id/scrub", s.scrubFragment)       // the scrubber at ?step=N
+	e.GET("/sessions/:id/panels", s.panels)             // every panel for ?agent, ?step, ?timeline, as patches (JSON)
+	e.GET("/sessions/:id/file", s.filePage)             // one of main's files whole (?path=)
 	e.GET("/sessions/:id/messages/:mid", s.messagePage) // one whole message (?fragment=1: just its body)
 	e.GET("/sessions/:id/calls/:cid", s.callPage)       // one model call's whole context
 	e.GET("/sessions/:id/files", s.filesPage)           // main's files, a page at a time (?after=PATH)
@@ -220,9 +222,10 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/sign-in", s.signIn)                        // checks it, sets the cookie
 	e.GET("/schema/:name", s.schemaFile)                // the published JSON Schemas
 	e.StaticFS("/static", echo.MustSubFS(fs.FS(static.Files), "."))
-	e.GET("/favicon.ico", favicon) // the studio's icon, as SVG
-	s.teamRoutes(e)                // the team editor: /teams…, /clone-team
-	s.opsRoutes(e)                 // /healthz, /metrics
+	e.GET("/favicon.ico", favicon)  // the studio's icon, as SVG
+	e.GET("/fonts/:name", fontFile) // the tree's fonts, the ones its labels are measured in
+	s.teamRoutes(e)                 // the team editor: /teams…, /clone-team
+	s.opsRoutes(e)                  // /healthz, /metrics
 
 	// API (formats.md §5).
 	e.GET("/api/sessions", s.apiSessions)

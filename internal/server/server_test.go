@@ -222,9 +222,18 @@ func TestStartALessonAndSeeIt(t *testing.T) {
 	t.Run("the timeline lists every model call", func(t *testing.T) {
 		// The parent's five turns (three steps, the two task calls, its
 		// answer) and one turn of each reporter.
-		if n := doc.Find(`[data-testid="turn"]`).Length(); n != 7 {
-			t.Fatalf("%d turns, want 7", n)
+		if n := doc.Find(`#timeline .bar-model`).Length(); n != 7 {
+			t.Fatalf("%d model calls' bars, want 7", n)
 		}
+		// A lane per agent, each bar a link to its call.
+		if n := doc.Find(`#timeline li.lane`).Length(); n != 3 {
+			t.Fatalf("%d lanes, want main and its two children", n)
+		}
+		doc.Find(`#timeline a.bar-model`).Each(func(_ int, a *goquery.Selection) {
+			if href, _ := a.Attr("href"); !strings.HasPrefix(href, "/sessions/") || !strings.Contains(href, "/calls/") {
+				t.Errorf("a bar links to %q, not its call", href)
+			}
+		})
 	})
 }
 
@@ -496,16 +505,20 @@ func TestLongSessionsAreWindowed(t *testing.T) {
 	}
 	s.waitDone(created.ID)
 	_, page := s.get("/sessions/" + created.ID)
-	gap := page.Find(`[data-testid="timeline-gap"] a`)
-	if gap.Length() != 1 || !strings.Contains(gap.Text(), "21 more model calls") {
-		t.Fatalf("timeline gap: %q", gap.Text())
+	rng := page.Find(`#timeline [data-wf-range]`)
+	if !strings.Contains(rng.Text(), "The last 400 steps, 22–421 of 421") || rng.Find("a").Length() != 1 {
+		t.Fatalf("timeline range: %q", rng.Text())
 	}
-	if n := page.Find(`[data-testid="turn"]`).Length(); n != 400 {
-		t.Fatalf("%d timeline rows shown, want 400", n)
+	if n := page.Find(`#timeline .bar-model`).Length(); n != 400 {
+		t.Fatalf("%d model calls' bars shown, want 400", n)
 	}
 	_, all := s.get("/sessions/" + created.ID + "?timeline=all")
-	if n := all.Find(`[data-testid="turn"]`).Length(); n != 421 {
-		t.Fatalf("%d rows with timeline=all, want 421", n)
+	if n := all.Find(`#timeline .bar-model`).Length(); n != 421 {
+		t.Fatalf("%d bars with timeline=all, want 421", n)
+	}
+	// main's own calls: the first and the last, around a gap.
+	if n, gap := page.Find(`[data-calls="main"] > li[data-k]`).Length(), page.Find(`[data-calls="main"] > li.gap`).Text(); n != 15 || !strings.Contains(gap, "406 more calls") {
+		t.Fatalf("main's calls list: %d rows, gap %q", n, gap)
 	}
 	res, call := s.get("/sessions/" + created.ID + "/calls/main.c420")
 	if res.StatusCode != 200 || call.Find(`li.msg`).Length() != 842 {

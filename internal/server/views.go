@@ -43,12 +43,14 @@ type pageData struct {
 	rd  db.PageReader
 	// wholeContexts shows every message of a context, for a call's own page.
 	wholeContexts bool
+	// counts are the agents' counters at the page's step, once read.
+	counts map[string]db.AgentCounts
 }
 
 // choice is what a viewer of a session page asked to see: from its URL.
 type choice struct {
-	Agent       string // the delegation to show ("" for the first)
-	Step        int    // the scrubber's step (0: follow the newest)
+	Agent       string // the agent to show ("" for the first delegation)
+	Step        int    // the step the page shows (0: now, following the session)
 	TimelineAll bool
 }
 
@@ -61,6 +63,9 @@ func (p *pageData) sid() string { return p.rd.Session().ID }
 func (p *pageData) agentName(id string) string {
 	if a := p.st.Agent(id); a != nil {
 		return a.Name
+	}
+	if d := p.st.Delegation(id); d != nil {
+		return d.SubagentType // until the child starts
 	}
 	return id
 }
@@ -81,6 +86,9 @@ func (p *pageData) messageView(m db.Message) templates.MessageView {
 		v.More = true
 	}
 	v.Reasoning, _ = preview(m.Reasoning, previewLen) // whole on the message page
+	if m.Kind == string(delegation.KindSummary) && p.st != nil {
+		v.Cut = p.cut(m.AgentID, m.Index)
+	}
 	for _, tc := range m.ToolCalls {
 		args, _ := preview(readableJSON(tc.Args), 300)
 		v.ToolCalls = append(v.ToolCalls, templates.ToolCallView{ID: tc.ID, Name: tc.Name, Args: args})
@@ -98,6 +106,17 @@ func mark(v *templates.MessageView, taskCallID string) {
 		if tc.ID == taskCallID {
 			v.Mark = "call"
 		}
+	}
+	// A fan-out's message holds many task calls: the pane shows this
+	// delegation's, and counts the others.
+	if v.Mark == "call" && len(v.ToolCalls) > 3 {
+		var mine []templates.ToolCallView
+		for _, tc := range v.ToolCalls {
+			if tc.ID == taskCallID {
+				mine = append(mine, tc)
+			}
+		}
+		v.ToolCalls = append(mine, templates.ToolCallView{Others: len(v.ToolCalls) - len(mine)})
 	}
 	if v.ToolCallID == taskCallID && v.Role == string(delegation.RoleTool) {
 		v.Mark = "receipt"
@@ -129,34 +148,6 @@ func preview(s string, n int) (string, bool) {
 		cut--
 	}
 	return s[:cut] + "…", true
-}
-
-// timelineRow is a stored model call as a row of the timeline.
-func (p *pageData) timelineRow(c db.CallRow) templates.TimelineRow {
-	r := templates.TimelineRow{CallID: c.ID, AgentID: c.AgentID, AgentName: p.agentName(c.AgentID), Purpose: c.Purpose,
-		Index: c.Index, Step: c.Step, InputTokens: c.InputTokens, DurationMS: c.DurationMS, Error: c.Error, StartedAt: c.StartedAt}
-	if a := p.st.Agent(c.AgentID); a != nil {
-		r.Depth = min(a.Depth, 1)
-	}
-	if c.Usage != nil {
-		r.Reported = c.Usage.PromptTokens
-	}
-	r.Cache = cacheView(c.ModelCall)
-	if run := p.st.Running[c.ID]; run != nil {
-		r.Running, r.Stream = true, run.Stream
-		if r.Step == 0 {
-			r.Step = run.Step
-		}
-		return r
-	}
-	if out := c.Output; out != nil {
-		r.OutputTokens = out.Tokens
-		r.Output = view.Excerpt(out.Content, 160)
-		for _, tc := range out.ToolCalls {
-			r.ToolCalls = append(r.ToolCalls, tc.Name+" "+view.Excerpt(readableJSON(tc.Args), 80))
-		}
-	}
-	return r
 }
 
 // cacheView is what a prompt cache can serve of a stored call, the
@@ -200,41 +191,6 @@ func totals(st *view.State) templates.TotalsView {
 	return t
 }
 
-// timeline is the timeline's rows: every call, or the head and tail of a
-// long session around a gap.
-func (p *pageData) timeline(all bool) ([]templates.TimelineRow, error) {
-	n := p.st.Calls
-	w := view.TimelineWindow
-	from, to := w.Gap(n)
-	if all {
-		from, to = n, n
-	}
-	head, err := p.rd.CallsHead(p.ctx, from)
-	if err != nil {
-		return nil, err
-	}
-	var rows []templates.TimelineRow
-	for _, c := range head {
-		rows = append(rows, p.timelineRow(c))
-	}
-	if to > from {
-		rows = append(rows, p.timelineGap(n))
-		tail, err := p.rd.CallsTail(p.ctx, n-to, n)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range tail {
-			rows = append(rows, p.timelineRow(c))
-		}
-	}
-	return rows, nil
-}
-
-func (p *pageData) timelineGap(n int) templates.TimelineRow {
-	from, to := view.TimelineWindow.Gap(n)
-	return templates.TimelineRow{Gap: to - from, GapURL: "/sessions/" + p.sid() + "?timeline=all#timeline"}
-}
-
 // rangeViews makes the views of the messages of ranges shown through a
 // window: those of the head and the tail, read by primary key, and a gap
 // for the rest (linking to url when there is one).
@@ -251,7 +207,7 @@ func (p *pageData) rangeViews(rs []delegation.Range, w view.Window, url string, 
 	if err != nil || gapTo == gapFrom {
 		return out, err
 	}
-	out = append(out, templates.MessageView{Gap: gapTo - gapFrom, URL: url, Inherited: inherited})
+	out = append(out, templates.MessageView{Gap: gapTo - gapFrom, GapFrom: gapFrom, URL: url, Inherited: inherited})
 	tail, err := p.spanViews(rs, gapTo, n, inherited, taskCallID)
 	return append(out, tail...), err
 }
@@ -292,7 +248,14 @@ func keyAt(rs []delegation.Range, i int) string {
 // contextView is what a context holds, message by message: a pane of a
 // delegation, or (whole) a call's page.
 func (p *pageData) contextView(agentID string, cx view.Context, taskCallID string) (templates.ContextView, error) {
-	v := templates.ContextView{AgentID: agentID, AgentName: p.agentName(agentID), TaskCallID: taskCallID}
+	return p.contextFocused(agentID, cx, taskCallID, nil)
+}
+
+// contextFocused is contextView, its own messages folded around a
+// delegation's two messages (its task call and its receipt) when d is one
+// of the agent's delegations.
+func (p *pageData) contextFocused(agentID string, cx view.Context, taskCallID string, d *view.Delegation) (templates.ContextView, error) {
+	v := templates.ContextView{SessionID: p.sid(), AgentID: agentID, AgentName: p.agentName(agentID), TaskCallID: taskCallID}
 	a := p.st.Agent(agentID)
 	if a == nil {
 		v.NotStarted = true
@@ -306,8 +269,10 @@ func (p *pageData) contextView(agentID string, cx view.Context, taskCallID strin
 	url := ""
 	if cx.Call != nil {
 		v.HasCall, v.CallID, v.CallIndex, v.InputTokens = true, cx.Call.ID, cx.Call.Index, cx.Call.InputTokens
-		v.InheritedTokens = cx.Call.InheritedTokens
+		v.InheritedTokens, v.Step = cx.Call.InheritedTokens, cx.Call.Step
 		url = "/sessions/" + p.sid() + "/calls/" + cx.Call.ID
+		v.Cache = templates.CacheView{Cached: cx.Call.CachedTokens, Input: cx.Call.InputTokens}
+		markCached(&v, cx.Call.CachedTokens)
 	}
 	inherited, own := cx.Split(agentID)
 	for _, r := range inherited {
@@ -317,57 +282,200 @@ func (p *pageData) contextView(agentID string, cx view.Context, taskCallID strin
 	if v.Inherited, err = p.rangeViews(inherited, view.PaneWindow, url, true, taskCallID); err != nil {
 		return v, err
 	}
-	if v.Messages, err = p.rangeViews(own, view.PaneWindow, url, false, taskCallID); err != nil {
+	if d == nil || p.wholeContexts {
+		v.Messages, err = p.rangeViews(own, view.PaneWindow, url, false, taskCallID)
 		return v, err
 	}
-	if cx.Call != nil {
-		v.Cache = templates.CacheView{Cached: cx.Call.CachedTokens, Input: cx.Call.InputTokens}
-		markCached(&v, cx.Call.CachedTokens)
+	// A parent's pane: its first messages, the task call and the receipt
+	// with a few messages around each, and its last ones.
+	callAt, receiptAt := -1, -1
+	if d.Batch >= 0 {
+		callAt = posIn(own, d.ParentID, d.Batch)
+	}
+	if d.Receipt != nil {
+		receiptAt = posIn(own, d.ParentID, d.Receipt.Index)
+	}
+	if callAt >= 0 {
+		v.CallMessageID = d.CallMessageID
+	}
+	if receiptAt >= 0 {
+		v.ReceiptID = d.Receipt.ID
+	}
+	n := 0
+	for _, r := range own {
+		n += r.Len()
+	}
+	spans := view.ParentFocus.Spans(n, callAt, receiptAt)
+	pos := 0
+	for _, sp := range spans {
+		if sp[0] > pos {
+			v.Messages = append(v.Messages, templates.MessageView{Gap: sp[0] - pos, GapFrom: pos, URL: url})
+			v.Focused = true
+		}
+		views, err := p.spanViews(own, sp[0], sp[1], false, taskCallID)
+		if err != nil {
+			return v, err
+		}
+		v.Messages = append(v.Messages, views...)
+		pos = sp[1]
 	}
 	return v, nil
 }
 
-// pane is one side of a delegation as the page shows it.
-func (p *pageData) pane(pn view.Pane) (templates.ContextView, error) {
-	v, err := p.contextView(pn.AgentID, p.st.PaneContext(pn), pn.TaskCallID)
-	v.PaneID = pn.ID()
+// posIn is the position of message idx of an agent's list in ranges, end
+// to end; -1 when they do not hold it.
+func posIn(rs []delegation.Range, agentID string, idx int) int {
+	pos := 0
+	for _, r := range rs {
+		if r.AgentID == agentID && r.From <= idx && idx < r.To {
+			return pos + idx - r.From
+		}
+		pos += r.Len()
+	}
+	return -1
+}
+
+// stepAt is the step a page shows when it shows one of the past: that
+// model call, and the seq of its model.started. The page is then the
+// session as it was when that call began.
+type stepAt struct {
+	Step int
+	Seq  int64
+	Call db.CallRow
+}
+
+// stepAt reads the step a viewer asked for; nil for now.
+func (p *pageData) stepAt(step int) (*stepAt, error) {
+	if step < 1 || step > p.st.Calls {
+		return nil, nil
+	}
+	rows, err := p.rd.CallsFrom(p.ctx, step, step+1)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return &stepAt{Step: step, Seq: rows[0].Seq, Call: rows[0]}, nil
+}
+
+func (a *stepAt) step() int {
+	if a == nil {
+		return 0
+	}
+	return a.Step
+}
+
+// started reports whether something that began at seq had by the step.
+func (a *stepAt) started(seq int64) bool { return a == nil || (seq > 0 && seq <= a.Seq) }
+
+// countsAt are the agents' calls and tokens at the step, read once.
+func (p *pageData) countsAt(at *stepAt) (map[string]db.AgentCounts, error) {
+	if p.counts == nil {
+		c, err := p.rd.CountsAt(p.ctx, at.Seq)
+		if err != nil {
+			return nil, err
+		}
+		p.counts = c
+	}
+	return p.counts, nil
+}
+
+// callRef names a stored call as a pane or a list shows it.
+func (p *pageData) callRef(c *db.CallRow) *view.CallRef {
+	ref := &view.CallRef{ID: c.ID, Index: c.Index, InputTokens: c.InputTokens, InheritedTokens: c.InheritedTokens}
+	for _, r := range c.Context {
+		ref.Messages += r.Len()
+	}
+	if a := p.st.Agent(c.AgentID); a != nil {
+		ref.Step = a.StepOfCall(c.Index)
+	}
+	return ref
+}
+
+// agentContext is an agent's context now (what its next turn receives), or
+// at a step (what its latest call by then received).
+func (p *pageData) agentContext(agentID string, at *stepAt) (view.Context, error) {
+	if at == nil {
+		if a := p.st.Agent(agentID); a != nil {
+			return a.History, nil
+		}
+		return view.Context{}, nil
+	}
+	c, err := p.rd.LatestCall(p.ctx, agentID, at.Seq)
+	if err != nil || c == nil {
+		return view.Context{}, err
+	}
+	return view.Context{Ranges: c.Context, Call: p.callRef(c)}, nil
+}
+
+// pane is one side of a delegation, or an agent's own context, as the page
+// shows it: now, or at a step.
+func (p *pageData) pane(pn view.Pane, at *stepAt) (templates.ContextView, error) {
+	cx := p.st.PaneContext(pn)
+	if at != nil {
+		var err error
+		if cx, err = p.agentContext(pn.AgentID, at); err != nil {
+			return templates.ContextView{}, err
+		}
+	}
+	var d *view.Delegation
+	if pn.Kind == view.PaneParent {
+		d = p.st.Delegation(pn.Delegation)
+	}
+	v, err := p.contextFocused(pn.AgentID, cx, pn.TaskCallID, d)
+	v.PaneID, v.At = pn.ID(), at.step()
 	if a := p.st.Agent(pn.AgentID); a != nil && pn.Kind == view.PaneChild {
 		v.Prefix = p.st.Prefix(a)
 	}
-	if d := p.st.Delegation(pn.Delegation); pn.Kind == view.PaneChild || (d != nil && d.Frozen == nil) {
-		if p.st.Agent(pn.AgentID) != nil {
-			v.Follows = pn.AgentID
+	if at == nil && cx.Call != nil {
+		if r := p.st.Running[cx.Call.ID]; r != nil {
+			v.StreamCallID, v.Stream = r.ID, r.Stream
 		}
+	}
+	if at == nil && p.st.Agent(pn.AgentID) != nil && (pn.Kind != view.PaneParent || (d != nil && d.Frozen == nil)) {
+		v.Follows = pn.AgentID
+	}
+	if at != nil && pn.Kind == view.PaneParent && d != nil && (d.Receipt == nil || !at.started(d.Receipt.Seq)) {
+		v.ReceiptID = ""
 	}
 	return v, err
 }
 
 // delegationView puts a delegation side by side.
-func (p *pageData) delegationView(d *view.Delegation) (*templates.DelegationView, error) {
+func (p *pageData) delegationView(d *view.Delegation, at *stepAt) (*templates.DelegationView, error) {
 	v := &templates.DelegationView{ChildID: d.ChildID, ChildName: d.SubagentType, Mode: d.Mode, Task: d.Task}
-	if a := p.st.Agent(d.ChildID); a != nil {
+	a := p.st.Agent(d.ChildID)
+	if a != nil {
 		v.ChildName, v.Status = a.Name, a.Status
 	}
 	parent, child := p.st.PanesOf(d)
 	var err error
-	if v.Parent, err = p.pane(parent); err != nil {
+	if v.Parent, err = p.pane(parent, at); err != nil {
 		return nil, err
 	}
-	if v.Child, err = p.pane(child); err != nil {
+	if v.Child, err = p.pane(child, at); err != nil {
 		return nil, err
 	}
-	if v.CameBack, err = p.cameBack(d); err != nil {
+	if v.CameBack, err = p.cameBack(d, at); err != nil {
 		return nil, err
 	}
-	v.HeldBack = p.heldBack(d)
+	if v.Economics, err = p.economics(d, at); err != nil {
+		return nil, err
+	}
+	if v.Calls, err = p.callsList(d.ChildID, at); err != nil {
+		return nil, err
+	}
+	v.HeldBack = p.heldBack(d, v.CameBack.Finished)
 	return v, nil
 }
 
-// heldBack is what of a delegation stayed in the child, its todos as it
-// last wrote them.
-func (p *pageData) heldBack(d *view.Delegation) templates.HeldBackView {
-	v := templates.HeldBackView{ChildID: d.ChildID, Finished: d.Finished, Held: d.HeldBack}
+// heldBack is what of a delegation stayed in the child, counted, its todos
+// as it last wrote them; finished: the receipt is in (by the page's step).
+func (p *pageData) heldBack(d *view.Delegation, finished bool) templates.HeldBackView {
+	v := templates.HeldBackView{ChildID: d.ChildID, Finished: finished}
+	if finished {
+		v.Held = d.HeldBack
+	}
 	if a := p.st.Agent(d.ChildID); a != nil {
+		v.Messages, v.MessageTokens = a.Messages, a.WorkTokens
 		for _, t := range a.Todos {
 			v.Todos = append(v.Todos, templates.TodoView{Content: t.Content, Status: t.Status})
 		}
@@ -375,8 +483,11 @@ func (p *pageData) heldBack(d *view.Delegation) templates.HeldBackView {
 	return v
 }
 
-func (p *pageData) cameBack(d *view.Delegation) (templates.CameBackView, error) {
-	v := templates.CameBackView{ChildID: d.ChildID, Finished: d.Finished, FilesBack: d.FilesBack, FilesBackCount: d.FilesBackCount}
+func (p *pageData) cameBack(d *view.Delegation, at *stepAt) (templates.CameBackView, error) {
+	v := templates.CameBackView{ChildID: d.ChildID, Finished: d.Finished && at.started(d.FinishedSeq)}
+	if at == nil || v.Finished {
+		v.FilesBack, v.FilesBackCount = d.FilesBack, d.FilesBackCount
+	}
 	if a := p.st.Agent(d.ChildID); a != nil {
 		v.ChildStatus = a.Status
 		v.EntryTokens, v.EntryCached = a.EntryTokens, a.EntryCached
@@ -390,8 +501,11 @@ func (p *pageData) cameBack(d *view.Delegation) (templates.CameBackView, error) 
 		if sv.Priced {
 			v.KeptCost = view.Dollars(sv.Cost)
 		}
+		if !at.started(a.EndSeq) {
+			v.ChildStatus = delegation.StatusRunning
+		}
 	}
-	if r := d.Receipt; r != nil {
+	if r := d.Receipt; r != nil && at.started(r.Seq) {
 		m, err := p.rd.MessageAt(p.ctx, r.AgentID, r.Index)
 		if err != nil {
 			return v, err
@@ -405,9 +519,167 @@ func (p *pageData) cameBack(d *view.Delegation) (templates.CameBackView, error) 
 	return v, nil
 }
 
-// delegationPanel is the delegation panel for a viewer who asked for agent.
-func (p *pageData) delegationPanel(agent string) (templates.DelegationPanel, error) {
-	v := templates.DelegationPanel{SessionID: p.sid(), Show: agent}
+// economics counts a delegation: what the child worked through, now or by
+// the step, against what came back.
+func (p *pageData) economics(d *view.Delegation, at *stepAt) (templates.EconomicsView, error) {
+	v := templates.EconomicsView{ChildID: d.ChildID}
+	a := p.st.Agent(d.ChildID)
+	if a == nil {
+		return v, nil
+	}
+	v.Inherited, v.InheritedTokens = a.InheritedMessages, a.InheritedTokens
+	if at == nil {
+		// Its work: its own messages after its task (view.Economics).
+		v.Messages, v.MessageTokens, v.ModelCalls, v.InputTokens, v.ToolCalls = max(a.Messages-1, 0), a.WorkTokens, a.Calls, a.OwnTokens, a.ToolCalls
+	} else {
+		counts, err := p.countsAt(at)
+		if err != nil {
+			return v, err
+		}
+		v.ModelCalls, v.InputTokens = counts[a.ID].Calls, counts[a.ID].Tokens
+		last, err := p.rd.LatestCall(p.ctx, a.ID, at.Seq)
+		if err != nil {
+			return v, err
+		}
+		if last != nil {
+			_, own := view.Context{Ranges: last.Context}.Split(a.ID)
+			for _, r := range own {
+				v.Messages += r.Len()
+			}
+			v.Messages = max(v.Messages-1, 0) // after its task
+			v.MessageTokens = last.MessageTokens - last.InheritedTokens
+			if task, err := p.rd.MessageAt(p.ctx, a.ID, 0); err != nil {
+				return v, err
+			} else if task != nil {
+				v.MessageTokens = max(v.MessageTokens-task.Tokens, 0)
+			}
+		}
+		if a.StartSeq <= at.Seq {
+			tools, err := p.rd.ToolEvents(p.ctx, a.StartSeq, at.Seq)
+			if err != nil {
+				return v, err
+			}
+			for _, ev := range tools {
+				if ev.AgentID == a.ID && ev.Type == delegation.EventToolStarted {
+					v.ToolCalls++
+				}
+			}
+		}
+	}
+	v.Finished = d.Finished && at.started(d.FinishedSeq)
+	if at == nil || v.Finished {
+		v.Files = d.FilesBackCount
+	}
+	if r := d.Receipt; r != nil && at.started(r.Seq) {
+		v.ReceiptTokens = r.Tokens
+		v.Ratio = ratio(v.InputTokens, r.Tokens)
+	}
+	return v, nil
+}
+
+// ratio writes how many tokens the child read per token that came back.
+func ratio(worked, back int) string {
+	if worked <= 0 {
+		return ""
+	}
+	if back <= 0 {
+		return Thousands(worked) + " : 0"
+	}
+	r := float64(worked) / float64(back)
+	if r >= 10 {
+		return Thousands(int(r+0.5)) + " : 1"
+	}
+	return strconv.FormatFloat(r, 'f', 1, 64) + " : 1"
+}
+
+// Thousands writes 12345 as 12,345.
+func Thousands(n int) string { return templates.Thousands(n) }
+
+// callsList is an agent's model calls, now or up to the step: its first
+// and its last, each a link to its whole context.
+func (p *pageData) callsList(agentID string, at *stepAt) (templates.CallsView, error) {
+	a := p.st.Agent(agentID)
+	v := templates.CallsView{AgentID: agentID, AgentName: p.agentName(agentID)}
+	if a == nil {
+		return v, nil
+	}
+	v.Count = a.Calls
+	upTo := int64(1 << 62)
+	if at != nil {
+		counts, err := p.countsAt(at)
+		if err != nil {
+			return v, err
+		}
+		v.Count, upTo = counts[agentID].Calls, at.Seq
+	}
+	from, to := view.CallsWindow.Gap(v.Count)
+	head, err := p.rd.AgentCallsHead(p.ctx, agentID, from)
+	if err != nil {
+		return v, err
+	}
+	for _, c := range head {
+		v.Rows = append(v.Rows, p.callRow(a, c))
+	}
+	if to > from {
+		v.Rows = append(v.Rows, p.callsGap(agentID, to-from))
+		tail, err := p.rd.AgentCallsTail(p.ctx, agentID, upTo, v.Count-to)
+		if err != nil {
+			return v, err
+		}
+		for _, c := range tail {
+			v.Rows = append(v.Rows, p.callRow(a, c))
+		}
+	}
+	return v, nil
+}
+
+func (p *pageData) callRow(a *view.Agent, c db.CallRow) templates.CallRowView {
+	return templates.CallRowView{ID: c.ID, URL: "/sessions/" + p.sid() + "/calls/" + c.ID, Step: a.StepOfCall(c.Index),
+		Number: c.Index + 1, InputTokens: c.InputTokens, Purpose: c.Purpose}
+}
+
+func (p *pageData) callsGap(agentID string, n int) templates.CallRowView {
+	return templates.CallRowView{Gap: n, GapURL: "/sessions/" + p.sid() + "?timeline=all#lane-" + agentID}
+}
+
+// root is the main agent (nil before it starts).
+func (p *pageData) root() *view.Agent {
+	for _, a := range p.st.Agents {
+		if a.ParentID == "" {
+			return a
+		}
+	}
+	return nil
+}
+
+// agentPanel is the main agent's panel: its context, its calls, its
+// delegations, now or by the step.
+func (p *pageData) agentPanel(at *stepAt) (*templates.AgentPanel, error) {
+	v := &templates.AgentPanel{AgentID: "main", Name: "main", Task: p.st.Session.Prompt}
+	a := p.root()
+	if a != nil {
+		v.AgentID, v.Name = a.ID, a.Name
+	}
+	pn := view.Pane{Kind: view.PaneAgent, Delegation: v.AgentID, AgentID: v.AgentID}
+	var err error
+	if v.Context, err = p.pane(pn, at); err != nil {
+		return nil, err
+	}
+	if v.Calls, err = p.callsList(v.AgentID, at); err != nil {
+		return nil, err
+	}
+	for _, d := range p.st.Delegations {
+		if at.started(d.Seq) {
+			v.Delegations = append(v.Delegations, pickOption(p.st, d))
+		}
+	}
+	v.None = len(v.Delegations) == 0
+	return v, nil
+}
+
+// chosen is the delegation a viewer's panel shows: the one asked for, or
+// the first; nil for the main agent's panel.
+func (p *pageData) chosen(agent string, at *stepAt) *view.Delegation {
 	var d *view.Delegation
 	if agent == "" {
 		if len(p.st.Delegations) > 0 {
@@ -416,23 +688,26 @@ func (p *pageData) delegationPanel(agent string) (templates.DelegationPanel, err
 	} else {
 		d = p.st.Delegation(agent)
 	}
-	if d != nil {
-		var err error
-		v.Selected, err = p.delegationView(d)
-		return v, err
+	if d != nil && !at.started(d.Seq) {
+		return nil
 	}
-	v.Children = p.pickPanel().Children
-	return v, nil
+	return d
 }
 
-// pickPanel is the delegation panel of a viewer who asked for no delegation
-// there is: the list of those there are.
-func (p *pageData) pickPanel() templates.DelegationPanel {
-	v := templates.DelegationPanel{SessionID: p.sid()}
-	for _, dl := range p.st.Delegations {
-		v.Children = append(v.Children, pickOption(p.st, dl))
+// delegationPanel is the panel for a viewer who asked for agent.
+func (p *pageData) delegationPanel(agent string, at *stepAt) (templates.DelegationPanel, error) {
+	v := templates.DelegationPanel{SessionID: p.sid(), Show: agent, At: at.step()}
+	var err error
+	if d := p.chosen(agent, at); d != nil {
+		v.Shown = d.ChildID
+		v.Selected, err = p.delegationView(d, at)
+		return v, err
 	}
-	return v
+	v.Agent, err = p.agentPanel(at)
+	if v.Agent != nil {
+		v.Shown = v.Agent.AgentID
+	}
+	return v, err
 }
 
 func pickOption(st *view.State, d *view.Delegation) templates.LessonOption {
@@ -440,32 +715,30 @@ func pickOption(st *view.State, d *view.Delegation) templates.LessonOption {
 	if a := st.Agent(d.ChildID); a != nil {
 		name = a.Name
 	}
-	return templates.LessonOption{Name: d.ChildID, Title: name + " (" + d.ChildID + ")"}
+	return templates.LessonOption{Name: d.ChildID, Title: d.ChildID + " " + name + " (" + d.Mode + "): " + view.Excerpt(d.Task, 80)}
 }
 
-// shown is the delegation a panel shows, the tree's selected node: the one
-// asked for, or the first ("" when it shows none).
-func (p *pageData) shown(agent string) string {
-	if agent == "" && len(p.st.Delegations) > 0 {
-		return p.st.Delegations[0].ChildID
+// shown is the agent a viewer's panel shows: the tree's selected node.
+func (p *pageData) shown(agent string, at *stepAt) string {
+	if d := p.chosen(agent, at); d != nil {
+		return d.ChildID
 	}
-	if p.st.Delegation(agent) != nil {
-		return agent
+	if a := p.root(); a != nil {
+		return a.ID
 	}
 	return ""
 }
 
-// scrub is every agent's context at model call number step (from 1), which
-// stays put as calls come; 0 (or a step not made yet) is the newest call,
-// which the scrubber then follows.
-func (p *pageData) scrub(step int) (templates.ScrubView, error) {
+// scrub is the scrubber: every agent's context at the step, or (at == nil)
+// at the newest call, which it then follows.
+func (p *pageData) scrub(at *stepAt) (templates.ScrubView, error) {
 	n := p.st.Calls
-	v := templates.ScrubView{Steps: n}
+	v := templates.ScrubView{SessionID: p.sid(), Steps: n}
 	if n == 0 {
 		v.Follow = true
 		return v, nil
 	}
-	if step < 1 || step > n {
+	if at == nil {
 		v.Step, v.Follow = n, true
 		var cur *view.Agent
 		for _, a := range p.st.Agents {
@@ -477,21 +750,32 @@ func (p *pageData) scrub(step int) (templates.ScrubView, error) {
 			sa := templates.ScrubAgent{AgentID: a.ID, Name: a.Name, Current: a == cur, NotStarted: a.Last == nil}
 			if a.Last != nil {
 				sa.Calls, sa.Messages, sa.Tokens = a.Calls, a.Last.Messages, a.Last.InputTokens
+				sa.CallURL, sa.CallStep = "/sessions/"+p.sid()+"/calls/"+a.Last.ID, a.Last.Step
 			}
 			v.Agents = append(v.Agents, sa)
 		}
 		if cur != nil {
-			v.CallAgent, v.CallIndex = cur.Name, cur.Last.Index
+			v.CallAgent, v.CallAgentID, v.CallNumber = cur.Name, cur.ID, cur.Last.Index+1
+			v.CallURL, v.InputTokens = "/sessions/"+p.sid()+"/calls/"+cur.Last.ID, cur.Last.InputTokens
+			v.Cache = templates.CacheView{Cached: cur.Last.CachedTokens, Input: cur.Last.InputTokens}
+			if _, done := p.st.Running[cur.Last.ID]; !done {
+				last, err := p.rd.CallsTail(p.ctx, 1, n)
+				if err != nil {
+					return v, err
+				}
+				if len(last) == 1 {
+					v.Answer = answerOf(last[0])
+				}
+			}
 		}
 		return v, nil
 	}
-	v.Step = step
-	at, err := p.rd.CallsFrom(p.ctx, step, step+1)
-	if err != nil || len(at) == 0 {
-		return v, err
-	}
-	cur := at[0]
-	v.CallAgent, v.CallIndex = p.agentName(cur.AgentID), cur.Index
+	v.Step = at.Step
+	cur := at.Call
+	v.CallAgent, v.CallAgentID, v.CallNumber = p.agentName(cur.AgentID), cur.AgentID, cur.Index+1
+	v.CallURL, v.InputTokens = "/sessions/"+p.sid()+"/calls/"+cur.ID, cur.InputTokens
+	v.Cache = templates.CacheView{Cached: cur.CachedPrefixTokens, Input: cur.InputTokens}
+	// The page is the session as the call began: its answer is on its page.
 	for _, a := range p.st.Agents {
 		sa := templates.ScrubAgent{AgentID: a.ID, Name: a.Name, Current: a.ID == cur.AgentID, NotStarted: true}
 		last, err := p.rd.LatestCall(p.ctx, a.ID, cur.Seq)
@@ -504,10 +788,47 @@ func (p *pageData) scrub(step int) (templates.ScrubView, error) {
 			for _, r := range last.Context {
 				sa.Messages += r.Len()
 			}
+			sa.CallURL, sa.CallStep = "/sessions/"+p.sid()+"/calls/"+last.ID, a.StepOfCall(last.Index)
 		}
 		v.Agents = append(v.Agents, sa)
 	}
 	return v, nil
+}
+
+// answerOf quotes a call's answer in a line: its text, or its tool calls.
+func answerOf(c db.CallRow) string {
+	if c.Output == nil {
+		return ""
+	}
+	if t := view.Excerpt(c.Output.Content, 140); t != "" {
+		return t
+	}
+	var names []string
+	for _, tc := range c.Output.ToolCalls {
+		names = append(names, tc.Name)
+	}
+	if len(names) > 0 {
+		return "tool calls: " + strings.Join(names, ", ")
+	}
+	return ""
+}
+
+// cut is the summarization a summary message stands for.
+func (p *pageData) cut(agentID string, idx int) *templates.CutView {
+	a := p.st.Agent(agentID)
+	if a == nil {
+		return nil
+	}
+	for _, sm := range a.Summaries {
+		if sm.Index == idx {
+			c := &templates.CutView{Folded: sm.Folded, TokensBefore: sm.TokensBefore, TokensAfter: sm.TokensAfter, FilePath: sm.FilePath}
+			if sm.FilePath != "" {
+				c.FileURL = "/sessions/" + p.sid() + "/file?path=" + url.QueryEscape(sm.FilePath)
+			}
+			return c
+		}
+	}
+	return nil
 }
 
 // files is the first page of main's files, or the page after a path.
@@ -557,7 +878,24 @@ func (p *pageData) notes() []templates.NoteGroup {
 }
 
 func (p *pageData) tree(selected string) view.TreeLayout {
-	return view.Layout(p.st.Tree(), selected)
+	return view.Layout(p.st.Tree(), view.LayoutOptions{Selected: selected, Prompt: p.st.Session.Prompt})
+}
+
+// treeAt is the tree now, or as it was at the step.
+func (p *pageData) treeAt(selected string, at *stepAt) (view.TreeLayout, error) {
+	if at == nil {
+		return p.tree(selected), nil
+	}
+	counts, err := p.countsAt(at)
+	if err != nil {
+		return view.TreeLayout{}, err
+	}
+	at2 := make(map[string]view.AgentAt, len(counts))
+	for id, c := range counts {
+		at2[id] = view.AgentAt{Calls: c.Calls, Tokens: c.Tokens}
+	}
+	return view.Layout(p.st.TreeAt(at.Seq, at2), view.LayoutOptions{Selected: selected, Current: at.Call.AgentID,
+		Prompt: p.st.Session.Prompt}), nil
 }
 
 // sessionPage is the whole session page for a viewer's choice.
@@ -566,16 +904,22 @@ func (p *pageData) sessionPage(page templates.Page, ch choice, running bool) (te
 	v := templates.SessionPage{Page: page, ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title,
 		Prompt: st.Session.Prompt, Status: st.Session.Status, Error: st.Session.Error, Tokenizer: st.Session.Tokenizer,
 		CreatedAt: st.Session.CreatedAt, Running: running, Answer: st.Session.Answer, LastSeq: st.Seq,
-		Agents: len(st.Agents), Calls: st.Calls, Tokens: st.Tokens, Totals: totals(st), TimelineAll: ch.TimelineAll, Notes: p.notes()}
-	v.Tree = p.tree(p.shown(ch.Agent))
-	var err error
-	if v.Delegation, err = p.delegationPanel(ch.Agent); err != nil {
+		Agents: len(st.Agents), Calls: st.Calls, Tokens: st.Tokens, Totals: totals(st), Notes: p.notes()}
+	at, err := p.stepAt(ch.Step)
+	if err != nil {
 		return v, err
 	}
-	if v.Timeline, err = p.timeline(ch.TimelineAll); err != nil {
+	v.At = at.step()
+	if v.Tree, err = p.treeAt(p.shown(ch.Agent, at), at); err != nil {
 		return v, err
 	}
-	if v.Scrub, err = p.scrub(ch.Step); err != nil {
+	if v.Delegation, err = p.delegationPanel(ch.Agent, at); err != nil {
+		return v, err
+	}
+	if v.Timeline, err = p.waterfall(ch.TimelineAll, at); err != nil {
+		return v, err
+	}
+	if v.Scrub, err = p.scrub(at); err != nil {
 		return v, err
 	}
 	if v.Files, err = p.files(""); err != nil {
@@ -665,6 +1009,9 @@ func (p *pageData) callPage(callID string) (templates.ContextView, bool, error) 
 		n += r.Len()
 	}
 	ref := &view.CallRef{ID: c.ID, Index: c.Index, InputTokens: c.InputTokens, InheritedTokens: c.InheritedTokens, Messages: n}
+	if a := p.st.Agent(c.AgentID); a != nil {
+		ref.Step = a.StepOfCall(c.Index)
+	}
 	v, err := p.contextView(c.AgentID, view.Context{Ranges: rs, Call: ref}, "")
 	return v, true, err
 }

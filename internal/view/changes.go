@@ -2,6 +2,7 @@ package view
 
 import (
 	"slices"
+	"time"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 )
@@ -27,8 +28,10 @@ type Changes struct {
 	// ended (or never will), with their steps.
 	Appended []string
 	Finished []Finished
-	// CallsBefore is the number of model calls before the first event.
+	// CallsBefore is the number of model calls before the first event;
+	// AppendedBy the agent of each call in Appended.
 	CallsBefore int
+	AppendedBy  []string
 	// Scrub: the scrubber's steps or its last step changed.
 	Scrub bool
 	// Started are delegations whose panel appeared.
@@ -44,8 +47,9 @@ type Changes struct {
 	CallChanged []string
 	// Frozen are delegations whose parent pane stopped following the parent.
 	Frozen []string
-	// Crossing are delegations whose "came back" or "held back" changed.
-	Crossing []string
+	// Crossing are delegations whose "came back" changed; HeldBack those
+	// whose "held back" did (they finished).
+	Crossing, HeldBack []string
 	// FilesTouched are main's paths written or deleted; FilesPage is the
 	// first page of main's files before the first change (nil: no change).
 	FilesTouched []string
@@ -58,6 +62,28 @@ type Changes struct {
 	Stream []StreamChange
 	// Spans are received spans that map to nothing of ours, to list.
 	Spans []delegation.Event
+	// AtBefore is the state's LastAt before the first event (Moved: set).
+	AtBefore time.Time
+	Moved    bool
+	// Tools are tool calls that started or finished, in order.
+	Tools []ToolChange
+	// Worked are agents whose own work grew (messages, model or tool
+	// calls): what a delegation's economics count.
+	Worked []string
+}
+
+// ToolChange is a tool call starting or finishing: its bar in the timeline.
+type ToolChange struct {
+	AgentID, ToolCallID, Name string
+	Seq                       int64
+	At                        time.Time
+	// Step is the model call whose answer asked for it (0: none), CallID
+	// that call's id.
+	Step              int
+	CallID            string
+	Finished, IsError bool
+	// Started is when a finished one started.
+	Started time.Time
 }
 
 // StreamChange is text streamed into a running call, starting at At
@@ -72,8 +98,8 @@ type StreamChange struct {
 func (c *Changes) None() bool {
 	return !c.Status && !c.Totals && !c.TreeShape && len(c.Nodes) == 0 && len(c.Appended) == 0 && len(c.Finished) == 0 &&
 		!c.Scrub && len(c.Started) == 0 && len(c.Grown) == 0 && len(c.Replaced) == 0 && len(c.CallChanged) == 0 &&
-		len(c.Frozen) == 0 && len(c.Crossing) == 0 && c.FilesPage == nil && !c.NotesAdded && len(c.Stream) == 0 &&
-		len(c.Spans) == 0
+		len(c.Frozen) == 0 && len(c.Crossing) == 0 && len(c.HeldBack) == 0 && c.FilesPage == nil && !c.NotesAdded && len(c.Stream) == 0 &&
+		len(c.Spans) == 0 && len(c.Tools) == 0 && len(c.Worked) == 0
 }
 
 // Merge adds the changes of the events after c's to c.
@@ -90,6 +116,7 @@ func (c *Changes) Merge(o Changes) {
 		c.CallsBefore = o.CallsBefore
 	}
 	c.Appended = append(c.Appended, o.Appended...)
+	c.AppendedBy = append(c.AppendedBy, o.AppendedBy...)
 	for _, f := range o.Finished {
 		c.finish(f)
 	}
@@ -108,6 +135,7 @@ func (c *Changes) Merge(o Changes) {
 	c.CallChanged = union(c.CallChanged, o.CallChanged...)
 	c.Frozen = union(c.Frozen, o.Frozen...)
 	c.Crossing = union(c.Crossing, o.Crossing...)
+	c.HeldBack = union(c.HeldBack, o.HeldBack...)
 	c.FilesTouched = union(c.FilesTouched, o.FilesTouched...)
 	if c.FilesPage == nil && o.FilesPage != nil {
 		c.FilesPage, c.FilesBefore = o.FilesPage, o.FilesBefore
@@ -117,7 +145,14 @@ func (c *Changes) Merge(o Changes) {
 	}
 	c.Stream = append(c.Stream, o.Stream...)
 	c.Spans = append(c.Spans, o.Spans...)
+	c.Tools = append(c.Tools, o.Tools...)
+	if !c.Moved && o.Moved {
+		c.AtBefore, c.Moved = o.AtBefore, true
+	}
+	c.Worked = union(c.Worked, o.Worked...)
 }
+
+func (c *Changes) worked(agentID string) { c.Worked = union(c.Worked, agentID) }
 
 func union(list []string, add ...string) []string {
 	for _, a := range add {

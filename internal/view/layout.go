@@ -1,17 +1,34 @@
 package view
 
-// TreeLayout is the delegation tree placed for drawing: boxes and the edges
-// between them, in pixels.
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/delegationstudio/studio/internal/delegation"
+)
+
+// TreeLayout is the delegation tree placed for drawing: boxes, the rounds
+// that group them and the edges between them, in pixels.
+//
+// The main agent sits at the top left, where the tree's box opens. Under
+// each agent its rounds follow one another down, in time order (a later
+// round is a later assistant message of that agent), each with its label;
+// the members of a round (the task calls of one message, run at once)
+// stand side by side on one bus, and wrap onto more lines past MaxWidth,
+// so a fan-out of fifty children is a few rows, not a 10,000-pixel line.
 type TreeLayout struct {
 	Width, Height int
 	Nodes         []PlacedNode
 	Edges         []Edge
+	Rounds        []PlacedRound
 }
 
 // PlacedNode is a box of the tree: an agent, or a refused delegation.
 type PlacedNode struct {
 	X, Y, W, H int
 	AgentID    string // "" for a refusal
+	ParentID   string
 	Name       string
 	Mode       string // isolated, fork, or "" for the main agent
 	Status     string // running, done, failed; "refused" for a refusal
@@ -21,75 +38,367 @@ type PlacedNode struct {
 	Cached     int    // own input tokens a prompt cache can serve
 	CostNote   string // ", $0.0123 ($0.0456 with its subagents)" when priced, else ""
 	Reason     string // why a refusal was refused
-	Selected   bool
+	// RefusalMessageID is the tool result that told the parent of a refusal.
+	RefusalMessageID string
+	// Task is the task it was given, whole (main: the session's prompt).
+	Task string
+	// The box's three lines as drawn, each fitted to the box: the name
+	// (and the mode, right-aligned), the id and the task, the status and
+	// calls (and the tokens, right-aligned).
+	NameText, TaskText, StatsText, TokensText string
+	// Label is its accessible name: who it is, what it was asked, how far it got.
+	Label string
+	// Round is its round's number under its parent (0 for the main agent).
+	Round    int
+	Selected bool
+	// Current: its call is the step the page shows.
+	Current bool
 }
 
-// Edge joins a parent's box to a child's; Blocked for a refused delegation.
+// PlacedRound is a round's label: X, Y is where its text starts (baseline).
+type PlacedRound struct {
+	X, Y, W  int
+	ParentID string
+	Number   int
+	Members  int
+	Parallel bool
+	Text     string
+}
+
+// Edge joins a parent to a child along its round's bus, as an SVG path;
+// Blocked for a refused delegation, Parallel for a member of a fan-out.
 type Edge struct {
-	X1, Y1, X2, Y2 int
-	ChildID        string
-	Blocked        bool
+	Path     string
+	ParentID string
+	ChildID  string
+	Blocked  bool
+	Parallel bool
 }
 
-// Sizes of the layout.
+// LayoutOptions say what the tree marks and how wide it may grow.
+type LayoutOptions struct {
+	Selected, Current string
+	// Prompt is the main agent's task: the session's prompt.
+	Prompt string
+	// MaxWidth is where a round wraps (0: DefaultTreeWidth).
+	MaxWidth int
+}
+
+// DefaultTreeWidth is as wide as the session page's tree box at its widest.
+const DefaultTreeWidth = 1140
+
+// Sizes of the layout, in px. The font sizes are the CSS's (.node text).
 const (
-	nodeW = 176
-	nodeH = 58
-	gapX  = 24
-	gapY  = 56
-	pad   = 12
+	nodeH     = 60
+	minNodeW  = 150
+	maxNodeW  = 300
+	padIn     = 10 // inside a box
+	pad       = 12 // around the tree
+	indent    = 28 // a round's members from their parent's left edge
+	spine     = 14 // the parent's spine from its left edge
+	roundHead = 20 // a round's label line
+	busGap    = 12 // from a bus to its members' tops
+	gapX      = 14
+	lineGap   = 14
+	roundGap  = 10
+	nameSize  = 13.0
+	textSize  = 12.0
+	statSize  = 11.0
+	labelGap  = 8.0
+	maxTaskW  = 200.0
+	// callDigits is how many digits of a call count a box holds room for.
+	callDigits = 3
 )
 
-// Layout places a delegation tree: each leaf takes the next column, and a
-// parent sits centred over its children, so parallel siblings stand side
-// by side and nothing overlaps.
-func Layout(root *Node, selected string) TreeLayout {
+// countersWidth is the room a box keeps for its counters line: the widest
+// status, calls of at least callDigits digits, and the widest compact token
+// count. A box grows only when its calls pass a power of ten beyond that,
+// which CountersGrew says.
+func countersWidth(calls int) float64 {
+	digits := max(len(strconv.Itoa(calls)), callDigits)
+	return regular.width("running · "+strings.Repeat("0", digits)+" calls", statSize) + labelGap +
+		regular.width("00.0M tok", statSize)
+}
+
+// CountersGrew reports whether an agent's box needs more room for its
+// counters, going from calls before to calls after: the tree must then be
+// laid out again.
+func CountersGrew(before, after int) bool {
+	return len(strconv.Itoa(after)) > max(len(strconv.Itoa(before)), callDigits)
+}
+
+// CompactTokens writes a token count in at most five characters, to three
+// figures: 9,999, 12.3k, 456k, 2.61M.
+func CompactTokens(n int) string {
+	if n < 10_000 {
+		return thousands(n)
+	}
+	f, unit := float64(n)/1000, "k"
+	if f >= 999.5 {
+		f, unit = f/1000, "M"
+	}
+	if f >= 999.5 {
+		f, unit = f/1000, "G"
+	}
+	digits := 0
+	switch {
+	case f < 9.995:
+		digits = 2
+	case f < 99.95:
+		digits = 1
+	}
+	return strconv.FormatFloat(f, 'f', digits, 64) + unit
+}
+
+// block is a laid-out subtree, its coordinates relative to its top left.
+type block struct {
+	w, h   int
+	nodes  []PlacedNode
+	edges  []Edge
+	rounds []PlacedRound
+}
+
+func (b *block) add(o *block, dx, dy int) {
+	for _, n := range o.nodes {
+		n.X += dx
+		n.Y += dy
+		b.nodes = append(b.nodes, n)
+	}
+	for _, e := range o.edges {
+		e.Path = shiftPath(e.Path, dx, dy)
+		b.edges = append(b.edges, e)
+	}
+	for _, r := range o.rounds {
+		r.X += dx
+		r.Y += dy
+		b.rounds = append(b.rounds, r)
+	}
+}
+
+// Layout places a delegation tree (see TreeLayout). It costs O(agents ×
+// depth): each subtree is laid out once and moved into place.
+func Layout(root *Node, opt LayoutOptions) TreeLayout {
 	var l TreeLayout
 	if root == nil {
 		return l
 	}
-	col := 0
-	var place func(n *Node, depth int) (center int)
-	place = func(n *Node, depth int) int {
-		y := pad + depth*(nodeH+gapY)
-		var centers []int
-		var childIDs []string
-		var blocked []bool
-		for _, c := range n.Children {
-			centers = append(centers, place(c, depth+1))
-			childIDs = append(childIDs, c.Agent.ID)
-			blocked = append(blocked, false)
-		}
-		for _, r := range n.Refused {
-			x := pad + col*(nodeW+gapX)
-			col++
-			l.Nodes = append(l.Nodes, PlacedNode{X: x, Y: y + nodeH + gapY, W: nodeW, H: nodeH,
-				Name: r.SubagentType, Status: "refused", Reason: r.Reason})
-			centers = append(centers, x+nodeW/2)
-			childIDs = append(childIDs, "")
-			blocked = append(blocked, true)
-		}
-		var cx int
-		if len(centers) == 0 {
-			cx = pad + col*(nodeW+gapX) + nodeW/2
-			col++
-		} else {
-			cx = (centers[0] + centers[len(centers)-1]) / 2
-		}
-		a := n.Agent
-		l.Nodes = append(l.Nodes, PlacedNode{X: cx - nodeW/2, Y: y, W: nodeW, H: nodeH, AgentID: a.ID, Name: a.Name,
-			Mode: a.Mode, Status: a.Status, Calls: a.Calls, Tokens: a.OwnTokens, Subtree: n.SubtreeTokens,
-			Cached: a.CachedTokens, CostNote: costNote(n),
-			Selected: a.ID == selected})
-		for i, c := range centers {
-			l.Edges = append(l.Edges, Edge{X1: cx, Y1: y + nodeH, X2: c, Y2: y + nodeH + gapY, ChildID: childIDs[i], Blocked: blocked[i]})
-		}
-		return cx
+	if opt.MaxWidth <= 0 {
+		opt.MaxWidth = DefaultTreeWidth
 	}
-	place(root, 0)
-	for _, n := range l.Nodes {
-		l.Width = max(l.Width, n.X+n.W+pad)
-		l.Height = max(l.Height, n.Y+n.H+pad)
+	if !inTree(root, opt.Selected) {
+		opt.Selected = root.Agent.ID // the agent asked for has not started: its parent is where it will be
 	}
+	b := layoutNode(root, opt, opt.MaxWidth-2*pad)
+	var out block
+	out.add(b, pad, pad)
+	l.Nodes, l.Edges, l.Rounds = out.nodes, out.edges, out.rounds
+	l.Width, l.Height = b.w+2*pad, b.h+2*pad
 	return l
+}
+
+func inTree(n *Node, id string) bool {
+	if n.Agent.ID == id {
+		return true
+	}
+	for _, c := range n.Children {
+		if inTree(c, id) {
+			return true
+		}
+	}
+	return false
+}
+
+func layoutNode(n *Node, opt LayoutOptions, avail int) *block {
+	box := agentBox(n, opt)
+	b := &block{w: box.W, h: nodeH}
+	b.nodes = append(b.nodes, box)
+	cy := nodeH + 6
+	lastBus := -1
+	for _, r := range n.Rounds {
+		label := roundLabel(r)
+		lw := int(regular.width(label, textSize)) + 1
+		b.rounds = append(b.rounds, PlacedRound{X: indent, Y: cy + 14, W: lw, ParentID: n.Agent.ID, Number: r.Number,
+			Members: len(r.Members), Parallel: r.Parallel(), Text: label})
+		b.w = max(b.w, indent+lw)
+		cy += roundHead
+		// Lay the members out, then pack them into lines.
+		var kids []*block
+		for _, m := range r.Members {
+			if m.Child != nil {
+				kb := layoutNode(m.Child, opt, avail-indent)
+				kb.nodes[0].Round = r.Number
+				kids = append(kids, kb)
+			} else {
+				rb := refusalBox(n, m.Refusal, r.Number)
+				kids = append(kids, &block{w: rb.W, h: nodeH, nodes: []PlacedNode{rb}})
+			}
+		}
+		x, lineTop, lineH := indent, cy+busGap, 0
+		for i, kb := range kids {
+			if x > indent && x+kb.w > avail {
+				cy = lineTop + lineH + lineGap
+				x, lineTop, lineH = indent, cy+busGap, 0
+			}
+			b.add(kb, x, lineTop)
+			top := kb.nodes[0]
+			busY := lineTop - busGap/2 - 1
+			cx := x + min(top.W/2, 40)
+			e := Edge{Path: fmt.Sprintf("M%d %dV%dH%dV%d", spine, nodeH, busY, cx, lineTop), ParentID: n.Agent.ID,
+				ChildID: top.AgentID, Blocked: top.AgentID == "", Parallel: r.Parallel()}
+			b.edges = append(b.edges, e)
+			lastBus = busY
+			_ = i
+			x += kb.w + gapX
+			lineH = max(lineH, kb.h)
+			b.w = max(b.w, x-gapX)
+		}
+		cy = lineTop + lineH + roundGap
+	}
+	if lastBus >= 0 {
+		b.h = cy - roundGap
+	}
+	return b
+}
+
+// agentBox is an agent's box, its lines fitted to a width measured from them.
+func agentBox(n *Node, opt LayoutOptions) PlacedNode {
+	a := n.Agent
+	p := PlacedNode{AgentID: a.ID, ParentID: a.ParentID, Name: a.Name, Mode: a.Mode, Status: n.Status, Calls: n.Calls,
+		Tokens: n.Tokens, Subtree: n.SubtreeTokens, Task: a.Task, H: nodeH, Selected: a.ID == opt.Selected,
+		Current: a.ID == opt.Current}
+	if a.ParentID == "" && p.Task == "" {
+		p.Task = opt.Prompt
+	}
+	p.StatsText = p.Status + " · " + plural(p.Calls, "call")
+	p.TokensText = CompactTokens(p.Tokens) + " tok"
+	modeW := 0.0
+	if p.Mode != "" {
+		modeW = regular.width(p.Mode, textSize) + labelGap
+	}
+	// As wide as the name and mode, the counters as wide as they may grow
+	// (so that a box's counters change without moving its neighbours), and
+	// some of the task.
+	idPart := a.ID + " · "
+	want := max(bold.width(p.Name, nameSize)+modeW, countersWidth(p.Calls),
+		min(regular.width(idPart+quote(p.Task), textSize), maxTaskW))
+	p.W = min(max(minNodeW, int(want)+1+2*padIn), maxNodeW)
+	inner := float64(p.W - 2*padIn)
+	p.NameText = bold.fit(p.Name, nameSize, inner-modeW)
+	p.TaskText = regular.fit(idPart+quote(p.Task), textSize, inner)
+	what := "the main agent"
+	if p.Mode != "" {
+		what = p.Mode + " subagent"
+	}
+	p.Label = fmt.Sprintf("%s %s, %s, %s: %s, %s. Task: %s", a.ID, a.Name, what, p.Status, plural(p.Calls, "model call"),
+		plural(p.Tokens, "input token"), oneLine(p.Task))
+	return p
+}
+
+// refusalBox is a refused task call's box.
+func refusalBox(parent *Node, r *Refusal, round int) PlacedNode {
+	p := PlacedNode{ParentID: parent.Agent.ID, Name: r.SubagentType, Status: "refused", Reason: r.Reason, H: nodeH,
+		RefusalMessageID: r.RefusalMessageID(), Round: round}
+	why := refusalWhy(r.Reason)
+	p.StatsText = "asked by " + parent.Agent.ID
+	want := max(bold.width("✗ "+p.Name, nameSize)+regular.width("refused", textSize)+labelGap,
+		regular.width(why, textSize), regular.width(p.StatsText, textSize))
+	p.W = min(max(minNodeW, int(want)+1+2*padIn), maxNodeW)
+	inner := float64(p.W - 2*padIn)
+	p.NameText = bold.fit("✗ "+p.Name, nameSize, inner-regular.width("refused", textSize)-labelGap)
+	p.TaskText = regular.fit(why, textSize, inner)
+	p.Label = fmt.Sprintf("Refused delegation to %s, asked by %s: %s", r.SubagentType, parent.Agent.ID, why)
+	return p
+}
+
+// RefusalMessageID is the tool result that told the parent.
+func (r *Refusal) RefusalMessageID() string { return r.MessageID }
+
+func refusalWhy(reason string) string {
+	switch reason {
+	case delegation.RefusedNested:
+		return "a subagent may not delegate"
+	case delegation.RefusedUnknownType:
+		return "no subagent of that name"
+	}
+	return reason
+}
+
+func roundLabel(r *Round) string {
+	var parts []string
+	parts = append(parts, "round "+strconv.Itoa(r.Number))
+	if r.Parallel() {
+		parts = append(parts, strconv.Itoa(len(r.Members))+" at once")
+	}
+	if r.Step > 0 {
+		parts = append(parts, "step "+strconv.Itoa(r.Step))
+	}
+	return strings.Join(parts, " · ")
+}
+
+func quote(task string) string {
+	t := oneLine(task)
+	if t == "" {
+		return "(no task)"
+	}
+	return "“" + t + "”"
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return thousands(n) + " " + word + "s"
+}
+
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// shiftPath moves an SVG path of absolute M, V and H commands.
+func shiftPath(p string, dx, dy int) string {
+	var b strings.Builder
+	cmd := byte(0)
+	coord := 0 // within an M: 0 for x, 1 for y
+	for i := 0; i < len(p); {
+		c := p[i]
+		if c == 'M' || c == 'V' || c == 'H' {
+			cmd, coord = c, 0
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		if c == ' ' {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		j := i
+		for j < len(p) && (p[j] == '-' || (p[j] >= '0' && p[j] <= '9')) {
+			j++
+		}
+		v, _ := strconv.Atoi(p[i:j])
+		switch {
+		case cmd == 'H' || (cmd == 'M' && coord == 0):
+			v += dx
+		default:
+			v += dy
+		}
+		coord++
+		b.WriteString(strconv.Itoa(v))
+		i = j
+	}
+	return b.String()
 }

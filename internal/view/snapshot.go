@@ -6,6 +6,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/trace"
@@ -13,7 +14,7 @@ import (
 
 // SnapshotVersion numbers the snapshot's encoding: a store that holds
 // another rebuilds the state from the log.
-const SnapshotVersion = 2
+const SnapshotVersion = 3
 
 // snapshot is the state as stored: what a page of a finished session needs.
 type snapshot struct {
@@ -28,13 +29,15 @@ type snapshot struct {
 	Files       int           `json:"files"`
 	Notes       []Note        `json:"notes"`
 	Budget      int           `json:"budget"`
+	LastAt      time.Time     `json:"last_at"`
 }
 
 // MarshalJSON encodes the state for the store. Running calls and the rules'
 // pending work are not kept: a session is snapshotted when it has ended.
 func (s *State) MarshalJSON() ([]byte, error) {
 	return json.Marshal(snapshot{Session: s.Session, Seq: s.Seq, Agents: s.Agents, Delegations: s.Delegations,
-		Calls: s.Calls, Tokens: s.Tokens, Cached: s.Cached, Cost: s.Cost, Files: s.Files.Count(), Notes: s.Notes, Budget: s.budget})
+		Calls: s.Calls, Tokens: s.Tokens, Cached: s.Cached, Cost: s.Cost, Files: s.Files.Count(), Notes: s.Notes, Budget: s.budget,
+		LastAt: s.LastAt})
 }
 
 // Restore decodes a state MarshalJSON wrote.
@@ -44,11 +47,11 @@ func Restore(b []byte) (*State, error) {
 		return nil, fmt.Errorf("read a session's stored view: %w", err)
 	}
 	s := New(Meta{ID: sn.Session.ID, Title: sn.Session.Title, Budget: sn.Budget})
-	s.Session, s.Seq, s.Calls, s.Tokens, s.Notes = sn.Session, sn.Seq, sn.Calls, sn.Tokens, sn.Notes
+	s.Session, s.Seq, s.Calls, s.Tokens, s.Notes, s.LastAt = sn.Session, sn.Seq, sn.Calls, sn.Tokens, sn.Notes, sn.LastAt
 	s.Cached, s.Cost = sn.Cached, sn.Cost
 	s.Files.count = sn.Files
 	for _, a := range sn.Agents {
-		a.summaryAt = -1
+		a.summaryAt, a.lastAssistant = -1, -1
 		s.Agents = append(s.Agents, a)
 		s.agents[a.ID] = a
 	}
@@ -65,13 +68,15 @@ func Restore(b []byte) (*State, error) {
 // page reads the files from the store): the clone knows only their count.
 func (s *State) Clone() *State {
 	c := New(Meta{ID: s.Session.ID, Title: s.Session.Title, Budget: s.budget})
-	c.Session, c.Seq, c.Calls, c.Tokens, c.Cached, c.Cost = s.Session, s.Seq, s.Calls, s.Tokens, s.Cached, s.Cost
+	c.Session, c.Seq, c.Calls, c.Tokens, c.Cached, c.Cost, c.LastAt = s.Session, s.Seq, s.Calls, s.Tokens, s.Cached, s.Cost, s.LastAt
 	c.Notes = slices.Clip(s.Notes)
 	c.Files.count = s.Files.Count()
 	for _, a := range s.Agents {
 		ac := *a
 		ac.History = a.History.clone()
-		ac.Refused = slices.Clip(a.Refused)
+		ac.Refused = slices.Clone(a.Refused) // a refusal's message id is filled in later
+		ac.Summaries = slices.Clip(a.Summaries)
+		ac.CallSteps = slices.Clone(a.CallSteps) // its last run grows
 		if a.Last != nil {
 			l := *a.Last
 			ac.Last = &l
@@ -86,6 +91,7 @@ func (s *State) Clone() *State {
 		c.byChild[dc.ChildID] = &dc
 		c.byTaskCall[dc.TaskCallID] = &dc
 	}
+	c.RunningTools = maps.Clone(s.RunningTools)
 	c.Running = maps.Clone(s.Running)
 	for id, r := range c.Running {
 		rc := *r

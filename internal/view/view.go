@@ -48,12 +48,17 @@ type State struct {
 	// summed over the priced ones.
 	Cached int
 	Cost   Money
-	// Running are the model calls under way, by id.
-	Running map[string]*Running
+	// Running are the model calls under way, by id; RunningTools the tool
+	// calls, by tool call id.
+	Running      map[string]*Running
+	RunningTools map[string]*ToolChange
 	// Files is the main agent's file index.
 	Files Files
 	// Notes are the likely mistakes found so far, in the order found.
 	Notes []Note
+	// LastAt is the time of the last event applied: how far a running call
+	// or tool call has run, as far as the log says.
+	LastAt time.Time
 
 	budget     int
 	agents     map[string]*Agent
@@ -98,6 +103,8 @@ type Agent struct {
 	// that inherited from its parent.
 	Calls, OwnTokens             int
 	EntryTokens, InheritedTokens int
+	// InheritedMessages is how many messages its first call inherited.
+	InheritedMessages int
 	// Messages is the length of its message list.
 	Messages int
 	// Economics: its model and price (when known), and its calls' cached
@@ -111,8 +118,22 @@ type Agent struct {
 	Last *CallRef
 	// Depth is 0 for the main agent, 1 for its children, and so on.
 	Depth int
-	// StartSeq is the seq of its agent.started.
-	StartSeq int64
+	// StartSeq is the seq of its agent.started; EndSeq of its agent.finished
+	// (0 while it runs). StartedAt is when it started.
+	StartSeq, EndSeq int64
+	StartedAt        time.Time
+	// ToolCalls is the tool calls it made.
+	ToolCalls int
+	// Summaries are its summarizations, in order.
+	Summaries []Summary
+	// CallSteps are the steps of its calls, as runs: its call i is the
+	// step of the run that holds it (StepOfCall).
+	CallSteps []StepRun
+	// LastAssistantID is its latest assistant message's id.
+	LastAssistantID string
+	// lastAssistant is the index of its latest assistant message (-1: none):
+	// the message whose task calls start the delegations that follow it.
+	lastAssistant int
 	// summaryAt is the index of a summary message whose summarization event
 	// is still to come.
 	summaryAt int
@@ -138,9 +159,52 @@ type CallRef struct {
 	CachedTokens int
 }
 
+// StepRun is a run of an agent's calls that were consecutive steps of the
+// session: its calls Index … Index+Len-1 were steps Step … Step+Len-1.
+type StepRun struct {
+	Index, Step, Len int
+}
+
+// StepOfCall is the step (from 1) of an agent's call i (from 0); 0 when
+// unknown.
+func (a *Agent) StepOfCall(i int) int {
+	j, _ := slices.BinarySearchFunc(a.CallSteps, i, func(r StepRun, i int) int {
+		if r.Index+r.Len <= i {
+			return -1
+		}
+		if r.Index > i {
+			return 1
+		}
+		return 0
+	})
+	if j < len(a.CallSteps) {
+		if r := a.CallSteps[j]; r.Index <= i && i < r.Index+r.Len {
+			return r.Step + i - r.Index
+		}
+	}
+	return 0
+}
+
 // Refusal is a task call that started no child.
 type Refusal struct {
 	ToolCallID, Reason, SubagentType, Message string
+	// Seq is its event's; Batch and Step say which assistant message and
+	// model call of the parent asked for it (as Delegation's).
+	Seq         int64
+	Batch, Step int
+	// MessageID is the tool result that told the parent, once in.
+	MessageID string
+}
+
+// Summary is one summarization of an agent's history (delegation.md §7):
+// the summary message's place, how many messages it folded and the tokens
+// before and after, and where the folded history was written.
+type Summary struct {
+	Index                     int // of the summary message in the agent's list
+	Seq                       int64
+	Folded                    int
+	TokensBefore, TokensAfter int
+	FilePath                  string
 }
 
 // MessageRef names a message by its place, with what a view says of it
@@ -153,11 +217,22 @@ type MessageRef struct {
 	IsError bool
 	// Empty: it has no text.
 	Empty bool
+	// Seq is its message.added's.
+	Seq int64
 }
 
 // Delegation is a task call that started a child, and what crossed back.
 type Delegation struct {
 	ChildID, ParentID, TaskCallID, SubagentType, Mode, Task string
+	// CallMessageID is the parent's message that holds the task call.
+	CallMessageID string
+	// Batch is the index, in the parent's list, of the assistant message
+	// whose task call started it: delegations of one batch ran at once (a
+	// fan-out), a later batch is a later round. Step is the parent's model
+	// call that wrote that message (0: none known). Seq is the seq of its
+	// delegation.started, FinishedSeq of its delegation.finished.
+	Batch, Step      int
+	Seq, FinishedSeq int64
 	// Receipt is the tool result that brought the report back, once in.
 	Receipt *MessageRef
 	// Finished: delegation.finished is in, with what came back and what
@@ -198,13 +273,16 @@ const maxFilesBack = 50
 func New(meta Meta) *State {
 	return &State{Session: Session{ID: meta.ID, Name: meta.Name, Title: meta.Title, Prompt: meta.Prompt,
 		Tokenizer: meta.Tokenizer, Status: delegation.StatusRunning},
-		Running: map[string]*Running{}, budget: meta.Budget,
+		Running: map[string]*Running{}, RunningTools: map[string]*ToolChange{}, budget: meta.Budget,
 		agents: map[string]*Agent{}, byChild: map[string]*Delegation{}, byTaskCall: map[string]*Delegation{},
 		pending: map[string]string{}}
 }
 
 // Agent returns an agent by id, or nil.
 func (s *State) Agent(id string) *Agent { return s.agents[id] }
+
+// DelegationByTaskCall returns the delegation a task call started, or nil.
+func (s *State) DelegationByTaskCall(id string) *Delegation { return s.byTaskCall[id] }
 
 // Delegation returns the delegation that started a child, or nil.
 func (s *State) Delegation(childID string) *Delegation { return s.byChild[childID] }
@@ -216,6 +294,8 @@ func (s *State) Following(agentID string) []Pane {
 	var out []Pane
 	if a := s.agents[agentID]; a != nil && a.ParentID != "" {
 		out = append(out, Pane{Kind: PaneChild, Delegation: agentID, AgentID: agentID})
+	} else if a != nil {
+		out = append(out, Pane{Kind: PaneAgent, Delegation: agentID, AgentID: agentID})
 	}
 	for _, d := range s.Delegations {
 		if d.ParentID == agentID && d.Frozen == nil {
@@ -225,10 +305,12 @@ func (s *State) Following(agentID string) []Pane {
 	return out
 }
 
-// Pane kinds: a delegation's parent side and child side.
+// Pane kinds: a delegation's parent side and child side, and the own
+// context of an agent no delegation started (the main agent).
 const (
 	PaneParent = "parent"
 	PaneChild  = "child"
+	PaneAgent  = "agent"
 )
 
 // Pane is one side of a delegation.
@@ -294,6 +376,12 @@ func (s *State) ApplyStep(st trace.Step, ch *Changes) error {
 	if ev.Seq > 0 {
 		// A bad event is skipped, not waited on.
 		s.Seq, ch.Seq = ev.Seq, ev.Seq
+		if !ch.Moved {
+			ch.AtBefore, ch.Moved = s.LastAt, true
+		}
+		if at := ev.At.UTC(); at.After(s.LastAt) {
+			s.LastAt = at
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("view of session %s: event %d (%s): %w", s.Session.ID, ev.Seq, ev.Type, err)
@@ -332,6 +420,11 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 			ch.finish(Finished{ID: id, Step: r.Step})
 		}
 		clear(s.Running)
+		for _, t := range s.RunningTools {
+			ch.Tools = append(ch.Tools, ToolChange{AgentID: t.AgentID, ToolCallID: t.ToolCallID, Name: t.Name, Seq: ev.Seq,
+				At: ev.At.UTC(), Step: t.Step, CallID: t.CallID, Finished: true, Started: t.At})
+		}
+		clear(s.RunningTools)
 		s.flushNotes("", ch)
 		ch.Status = true
 
@@ -339,10 +432,13 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 		d := st.AgentStarted
 		a := &Agent{ID: d.Agent.ID, Name: d.Agent.Name, ParentID: d.Agent.ParentID, Mode: string(d.Agent.Mode),
 			TaskCallID: d.Agent.TaskCallID, Invocation: d.Agent.Invocation, Status: delegation.StatusRunning,
-			SystemPrompt: d.SystemPrompt, SystemTokens: d.SystemTokens, Tools: d.Tools, Endpoint: d.Endpoint, summaryAt: -1,
-			Economics: Economics{Model: d.Model, Price: d.Price}}
+			SystemPrompt: d.SystemPrompt, SystemTokens: d.SystemTokens, Tools: d.Tools, Endpoint: d.Endpoint, summaryAt: -1, lastAssistant: -1,
+			StartedAt: ev.At.UTC(), Economics: Economics{Model: d.Model, Price: d.Price}}
 		if p := s.agents[a.ParentID]; p != nil {
 			a.Depth = p.Depth + 1
+			if a.Mode == string(delegation.ModeFork) {
+				a.Todos = slices.Clone(p.Todos) // a fork inherits its parent's todos
+			}
 		}
 		if dl := s.byTaskCall[a.TaskCallID]; dl != nil && dl.ParentID == a.ParentID {
 			a.Task = dl.Task
@@ -361,7 +457,7 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 		if a == nil {
 			return fmt.Errorf("agent.finished for unknown agent %q", ev.AgentID)
 		}
-		a.Status, a.Error, a.Steps = d.Status, d.Error, d.Steps
+		a.Status, a.Error, a.Steps, a.EndSeq = d.Status, d.Error, d.Steps, ev.Seq
 		ch.node(s, a.ID, false)
 		if dl := s.byChild[a.ID]; dl != nil {
 			ch.crossing(dl.ChildID)
@@ -414,12 +510,16 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 		}
 
 	case st.Message != nil:
-		s.messageAdded(ev.AgentID, st.Index, st.Message, ch)
+		s.messageAdded(ev.AgentID, ev.Seq, st.Index, st.Message, ch)
 
 	case st.DelegationStarted != nil:
 		d := st.DelegationStarted
 		dl := &Delegation{ChildID: d.ChildID, ParentID: ev.AgentID, TaskCallID: d.ToolCallID, SubagentType: d.SubagentType,
-			Mode: string(d.Mode), Task: d.Description}
+			Mode: string(d.Mode), Task: d.Description, Seq: ev.Seq, Batch: -1}
+		if p := s.agents[ev.AgentID]; p != nil {
+			dl.Batch, dl.Step = p.batch()
+			dl.CallMessageID = p.LastAssistantID
+		}
 		s.Delegations = append(s.Delegations, dl)
 		s.byChild[dl.ChildID] = dl
 		s.byTaskCall[dl.TaskCallID] = dl
@@ -435,14 +535,17 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 		if dl == nil {
 			return fmt.Errorf("delegation.finished for unknown child %q", d.ChildID)
 		}
-		dl.Finished, dl.Returned, dl.HeldBack = true, d.Returned, d.HeldBack
+		dl.Finished, dl.Returned, dl.HeldBack, dl.FinishedSeq = true, d.Returned, d.HeldBack, ev.Seq
 		ch.crossing(dl.ChildID)
 		s.noteDelegationFinished(dl, ch)
+		ch.HeldBack = union(ch.HeldBack, dl.ChildID)
 
 	case st.DelegationRefused != nil:
 		d := st.DelegationRefused
 		if a := s.agents[ev.AgentID]; a != nil {
-			a.Refused = append(a.Refused, Refusal{ToolCallID: d.ToolCallID, Reason: d.Reason, SubagentType: d.SubagentType, Message: d.Message})
+			r := Refusal{ToolCallID: d.ToolCallID, Reason: d.Reason, SubagentType: d.SubagentType, Message: d.Message, Seq: ev.Seq}
+			r.Batch, r.Step = a.batch()
+			a.Refused = append(a.Refused, r)
 			ch.TreeShape = true
 		}
 
@@ -452,6 +555,8 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 		if a == nil {
 			return fmt.Errorf("summarization of unknown agent %q", ev.AgentID)
 		}
+		a.Summaries = append(a.Summaries, Summary{Index: a.summaryAt, Seq: ev.Seq, Folded: d.FoldedMessages,
+			TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter, FilePath: d.FilePath})
 		// The history is now the summary, then what was kept of it: the
 		// engine's rule (delegation.md §7), read off the event.
 		if a.summaryAt >= 0 {
@@ -490,9 +595,35 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 	case st.SpanReceived != nil:
 		// A received span that maps to nothing of ours: listed as it came.
 		ch.Spans = append(ch.Spans, ev)
+
+	case st.ToolStarted != nil:
+		d := st.ToolStarted
+		a := s.agents[ev.AgentID]
+		if a == nil {
+			return nil
+		}
+		a.ToolCalls++
+		tc := ToolChange{AgentID: a.ID, ToolCallID: d.ToolCallID, Name: d.Name, Seq: ev.Seq, At: ev.At.UTC()}
+		if a.Last != nil {
+			tc.Step, tc.CallID = a.Last.Step, a.Last.ID
+		}
+		ch.Tools = append(ch.Tools, tc)
+		tcc := tc
+		s.RunningTools[d.ToolCallID] = &tcc
+		ch.worked(a.ID)
+
+	case st.ToolFinished != nil:
+		d := st.ToolFinished
+		if a := s.agents[ev.AgentID]; a != nil {
+			tc := ToolChange{AgentID: a.ID, ToolCallID: d.ToolCallID, Name: d.Name, Seq: ev.Seq, At: ev.At.UTC(), Finished: true,
+				IsError: d.IsError}
+			if r := s.RunningTools[d.ToolCallID]; r != nil {
+				tc.Step, tc.CallID, tc.Started = r.Step, r.CallID, r.At
+			}
+			delete(s.RunningTools, d.ToolCallID)
+			ch.Tools = append(ch.Tools, tc)
+		}
 	}
-	// tool.started and tool.finished change nothing here: the timeline
-	// shows tool calls from their assistant message.
 	return nil
 }
 
@@ -511,6 +642,15 @@ func (s *State) interrupted(reason string, ch *Changes) {
 	}
 }
 
+// batch names the assistant message and the model call of an agent whose
+// task calls are being started now.
+func (a *Agent) batch() (msg, step int) {
+	if a.Last != nil {
+		step = a.Last.Step
+	}
+	return a.lastAssistant, step
+}
+
 func (s *State) callStarted(ev delegation.Event, c *trace.ModelCall, ch *Changes) {
 	a := s.agents[c.AgentID]
 	if a == nil {
@@ -525,8 +665,21 @@ func (s *State) callStarted(ev delegation.Event, c *trace.ModelCall, ch *Changes
 	if a.Calls == 0 {
 		a.EntryTokens, a.InheritedTokens = c.InputTokens, c.InheritedTokens
 		a.EntryCached = c.CachedPrefixTokens
+		for _, r := range c.Context {
+			if r.AgentID != a.ID {
+				a.InheritedMessages += r.Len()
+			}
+		}
+	}
+	if n := len(a.CallSteps); n > 0 && a.CallSteps[n-1].Index+a.CallSteps[n-1].Len == a.Calls && a.CallSteps[n-1].Step+a.CallSteps[n-1].Len == s.Calls {
+		a.CallSteps[n-1].Len++
+	} else {
+		a.CallSteps = append(a.CallSteps, StepRun{Index: a.Calls, Step: s.Calls, Len: 1})
 	}
 	a.Calls++
+	if CountersGrew(a.Calls-1, a.Calls) {
+		ch.TreeShape = true // its box widens
+	}
 	a.OwnTokens += c.InputTokens
 	a.CachedTokens += c.CachedPrefixTokens
 	n := 0
@@ -543,7 +696,9 @@ func (s *State) callStarted(ev delegation.Event, c *trace.ModelCall, ch *Changes
 	}
 	s.Running[c.ID] = r
 	ch.Totals, ch.Scrub = true, true
+	ch.worked(a.ID)
 	ch.Appended = append(ch.Appended, c.ID)
+	ch.AppendedBy = append(ch.AppendedBy, a.ID)
 	ch.node(s, a.ID, true)
 	s.economicsChanged(a, ch)
 	for _, dl := range s.Delegations {
@@ -573,7 +728,7 @@ func (s *State) callStarted(ev delegation.Event, c *trace.ModelCall, ch *Changes
 	}
 }
 
-func (s *State) messageAdded(agentID string, idx int, m *trace.Message, ch *Changes) {
+func (s *State) messageAdded(agentID string, seq int64, idx int, m *trace.Message, ch *Changes) {
 	a := s.agents[agentID]
 	if a == nil {
 		return
@@ -581,6 +736,18 @@ func (s *State) messageAdded(agentID string, idx int, m *trace.Message, ch *Chan
 	a.Messages = max(a.Messages, idx+1)
 	if a.ParentID != "" && idx > 0 && m.Kind != string(delegation.KindSummary) {
 		a.WorkTokens += m.Tokens
+	}
+	ch.worked(a.ID)
+	if m.Role == string(delegation.RoleAssistant) {
+		a.lastAssistant, a.LastAssistantID = idx, m.ID
+	}
+	if m.Kind == string(delegation.KindRefusal) && m.ToolCallID != nil {
+		for i := range a.Refused {
+			if a.Refused[i].ToolCallID == *m.ToolCallID && a.Refused[i].MessageID == "" {
+				a.Refused[i].MessageID = m.ID
+				ch.TreeShape = true
+			}
+		}
 	}
 	if m.Kind == string(delegation.KindSummary) {
 		// It heads the history once the summarization event says what was kept.
@@ -597,7 +764,7 @@ func (s *State) messageAdded(agentID string, idx int, m *trace.Message, ch *Chan
 	if m.Kind == string(delegation.KindReceipt) && m.Role == string(delegation.RoleTool) && m.ToolCallID != nil {
 		if dl := s.byTaskCall[*m.ToolCallID]; dl != nil && dl.ParentID == agentID {
 			dl.Receipt = &MessageRef{AgentID: agentID, Index: idx, ID: m.ID, Tokens: m.Tokens, IsError: m.IsError,
-				Empty: m.Content == ""}
+				Empty: m.Content == "", Seq: seq}
 			ch.crossing(dl.ChildID)
 			s.noteReceipt(dl, m, ch)
 		}

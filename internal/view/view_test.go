@@ -129,63 +129,6 @@ func TestForkContext(t *testing.T) {
 	}
 }
 
-func TestLayout(t *testing.T) {
-	tr := runTrace(t, fanOut)
-	l := view.Layout(tree(t, tr), "a2")
-	if len(l.Nodes) != 4 || len(l.Edges) != 3 {
-		t.Fatalf("%d nodes, %d edges; want main, two children and a refusal", len(l.Nodes), len(l.Edges))
-	}
-	var main view.PlacedNode
-	var kids []view.PlacedNode
-	for _, n := range l.Nodes {
-		if n.AgentID == "main" {
-			main = n
-		} else {
-			kids = append(kids, n)
-		}
-	}
-	t.Run("children stand side by side under their parent, without overlap", func(t *testing.T) {
-		for i, a := range kids {
-			if a.Y <= main.Y {
-				t.Fatalf("child %s is not below main", a.Name)
-			}
-			for _, b := range kids[i+1:] {
-				if a.Y == b.Y && a.X < b.X+b.W && b.X < a.X+a.W {
-					t.Fatalf("%s and %s overlap", a.Name, b.Name)
-				}
-			}
-		}
-		left, right := kids[0].X, kids[0].X
-		for _, k := range kids {
-			left, right = min(left, k.X), max(right, k.X+k.W)
-		}
-		if c := main.X + main.W/2; c < left || c > right {
-			t.Fatalf("main's centre %d is not over its children (%d..%d)", c, left, right)
-		}
-	})
-	t.Run("a refused delegation is a blocked edge", func(t *testing.T) {
-		blocked := 0
-		for _, e := range l.Edges {
-			if e.Blocked {
-				blocked++
-			}
-		}
-		if blocked != 1 {
-			t.Fatalf("blocked edges = %d", blocked)
-		}
-	})
-	t.Run("the selected agent is marked and everything fits", func(t *testing.T) {
-		for _, n := range l.Nodes {
-			if n.Selected != (n.AgentID == "a2") {
-				t.Fatalf("node %s selected = %v", n.AgentID, n.Selected)
-			}
-			if n.X+n.W > l.Width || n.Y+n.H > l.Height {
-				t.Fatalf("node %s is outside %dx%d", n.Name, l.Width, l.Height)
-			}
-		}
-	})
-}
-
 func TestNotes(t *testing.T) {
 	kinds := func(doc string) map[string]int {
 		out := map[string]int{}

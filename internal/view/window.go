@@ -1,5 +1,7 @@
 package view
 
+import "slices"
+
 // Window is how a long list shows on a page: its first Head items, a gap
 // standing for the middle, and its last Tail items. A list of up to
 // Head+Tail+1 items shows whole (a gap of one would save nothing).
@@ -58,4 +60,50 @@ func (w Window) Grow(before, after int) Growth {
 		g.HeadTo, g.TailFrom = after, after
 	}
 	return g
+}
+
+// CallsWindow is how an agent's list of model calls shows: its first and
+// its last calls; WaterfallSteps how many of the last steps the timeline
+// shows (all of them on request).
+var (
+	CallsWindow    = Window{Head: 3, Tail: 12}
+	WaterfallSteps = 400
+)
+
+// Focus is how a parent's pane shows a long history around a delegation:
+// its first Head messages (the prompt), Radius messages either side of
+// each point of focus (the task call, the receipt), and its last Tail.
+type Focus struct{ Head, Radius, Tail int }
+
+// ParentFocus is the parent pane's.
+var ParentFocus = Focus{Head: 2, Radius: 2, Tail: 3}
+
+// Spans returns the positions of a list of n shown around the points at,
+// as sorted, disjoint [from, to) spans; gaps of one are shown too (a gap
+// of one would save nothing).
+func (f Focus) Spans(n int, at ...int) [][2]int {
+	var in [][2]int
+	add := func(a, b int) {
+		a, b = max(a, 0), min(b, n)
+		if a < b {
+			in = append(in, [2]int{a, b})
+		}
+	}
+	add(0, f.Head)
+	for _, p := range at {
+		if p >= 0 {
+			add(p-f.Radius, p+f.Radius+1)
+		}
+	}
+	add(n-f.Tail, n)
+	slices.SortFunc(in, func(a, b [2]int) int { return a[0] - b[0] })
+	var out [][2]int
+	for _, s := range in {
+		if k := len(out); k > 0 && s[0] <= out[k-1][1]+1 {
+			out[k-1][1] = max(out[k-1][1], s[1])
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }

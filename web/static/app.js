@@ -86,9 +86,10 @@
 
   // The tree marks the delegation the panel shows.
   function markSelected(page) {
-    var shown = page.querySelector("#delegation [data-came-back]");
-    var id = shown ? shown.getAttribute("data-came-back") : "";
-    var want = id ? page.querySelector('#tree [data-testid="node-' + CSS.escape(id) + '"]') : null;
+    var shown = page.querySelector("#delegation [data-shown]");
+    var id = shown ? shown.getAttribute("data-shown") : "";
+    var want = (id && page.querySelector('#tree [data-testid="node-' + CSS.escape(id) + '"]')) ||
+      page.querySelector("#tree g.node"); // not started yet: the main agent
     page.querySelectorAll("#tree .node-selected").forEach(function (g) { if (g !== want) g.classList.remove("node-selected"); });
     if (want && !want.classList.contains("node-selected")) want.classList.add("node-selected");
   }
@@ -105,30 +106,44 @@
     return out;
   }
 
+  function lastSeq(page) { return parseInt(page.dataset.lastSeq || "0", 10); }
+
+  // A timeline at the bottom of its scroll box stays there as lanes come;
+  // one scrolled up stays put.
+  function keepBottom(page, fn) {
+    var body = page.querySelector("#timeline [data-wf-body]");
+    var at = body && body.scrollTop + body.clientHeight >= body.scrollHeight - 4;
+    fn();
+    body = page.querySelector("#timeline [data-wf-body]");
+    if (at && body) body.scrollTop = body.scrollHeight;
+  }
+
   function live(page) {
     var id = page.dataset.session;
-    var last = parseInt(page.dataset.lastSeq || "0", 10);
     var proto = location.protocol === "https:" ? "wss:" : "ws:";
     var delay = 500;
     function connect() {
       var ws = new WebSocket(proto + "//" + location.host + "/api/sessions/" + encodeURIComponent(id) +
-        "/live?view=1&after=" + last + choice());
+        "/live?view=1&after=" + lastSeq(page) + choice());
       ws.onopen = function () { delay = 500; page.dataset.live = "open"; };
       ws.onmessage = function (m) {
-        // A message is one event, or a burst of them, one JSON value a line.
-        String(m.data).split("\n").forEach(function (line) {
-          if (!line) return;
-          var ev;
-          try { ev = JSON.parse(line); } catch (e) { return; }
-          if (ev.seq > 0) {
-            if (ev.seq <= last) return; // already shown
-            last = ev.seq;
-          }
-          if (ev.type === "sync") page.dataset.syncedAt = String(ev.seq);
-          (ev.patches || []).forEach(applyPatch);
+        keepBottom(page, function () {
+          // A message is one event, or a burst of them, one JSON value a line.
+          String(m.data).split("\n").forEach(function (line) {
+            if (!line) return;
+            var ev;
+            try { ev = JSON.parse(line); } catch (e) { return; }
+            if (ev.seq > 0) {
+              if (ev.seq <= lastSeq(page)) return; // already shown
+              page.dataset.lastSeq = String(ev.seq);
+            }
+            if (ev.type === "sync") page.dataset.syncedAt = String(ev.seq);
+            (ev.patches || []).forEach(applyPatch);
+          });
         });
-        page.dataset.lastSeq = String(last);
         markSelected(page);
+        zoomTree(page, 0);
+        grow();
       };
       ws.onclose = function () {
         page.dataset.live = "closed";
@@ -140,13 +155,119 @@
     connect();
   }
 
-  // A running model call shows how long it has been running.
-  function tick() {
-    var now = Date.now();
-    document.querySelectorAll(".turn.running .elapsed[data-started]").forEach(function (el) {
-      var s = (now - Date.parse(el.dataset.started)) / 1000;
-      el.textContent = "running " + (s < 0 ? 0 : s).toFixed(1) + " s";
+  // Running bars grow with the clock between the server's patches: each
+  // timeline's axis reaches now, counted from the last time the server
+  // said what now was (data-now), so the browser's clock need not agree.
+  var seenNow = new WeakMap();
+  function grow() {
+    var page = document.querySelector(".session[data-session]");
+    var running = page && page.hasAttribute("data-running");
+    document.querySelectorAll("#timeline:not([data-at])").forEach(function (tl) {
+      var t0 = +tl.dataset.t0, span = +tl.dataset.span, now = +tl.dataset.now;
+      var seen = seenNow.get(tl);
+      if (!seen || seen.now !== now) { seen = { now: now, at: Date.now() }; seenNow.set(tl, seen); }
+      if (!running) return;
+      var clientNow = now + (Date.now() - seen.at);
+      var grown = Math.max(span, clientNow - t0, 1);
+      tl.querySelectorAll("svg.track").forEach(function (svg) { svg.setAttribute("viewBox", t0 + " 0 " + grown + " 20"); });
+      tl.querySelectorAll(".bar.running rect[data-s]").forEach(function (r) {
+        r.setAttribute("width", String(Math.max(clientNow - (+r.dataset.s), 0)));
+      });
+      if (grown > span * 1.02) drawAxis(tl, t0, grown);
     });
+  }
+
+  // drawAxis labels a timeline's axis as the server does (waterfall.go).
+  function drawAxis(tl, t0, span) {
+    var axis = tl.querySelector("[data-axis]");
+    if (!axis) return;
+    var step = 1;
+    for (var k = 1; k <= 1e12; k *= 10) {
+      var m = [1, 2, 5].find(function (m) { return span / (m * k) <= 6; });
+      if (m) { step = m * k; break; }
+    }
+    var ns = "http://www.w3.org/2000/svg";
+    axis.replaceChildren();
+    for (var t = Math.ceil(t0 / step) * step; t < t0 + span * 0.95; t += step) {
+      var text = document.createElementNS(ns, "text");
+      text.setAttribute("x", ((t - t0) / span * 100).toFixed(2) + "%");
+      text.setAttribute("y", "12");
+      text.textContent = clock(t, step);
+      axis.appendChild(text);
+    }
+  }
+
+  function clock(ms, step) {
+    if (step < 1000 && ms < 1000) return ms + " ms";
+    if (ms < 60000 || step < 60000) return ms % 1000 === 0 ? (ms / 1000) + " s" : (ms / 1000).toFixed(1) + " s";
+    return Math.floor(ms / 60000) + " min";
+  }
+
+  // The tree zooms (its buttons) and pans (drag it); main, at its top
+  // left, stays where the box opens. A tree drawn again keeps the zoom.
+  var treeZoom = 1;
+  function zoomTree(page, by) {
+    var svg = page.querySelector("#tree svg.tree-svg");
+    if (!svg) return;
+    var w = +svg.dataset.w, h = +svg.dataset.h, box = page.querySelector("#tree");
+    if (by === "fit") treeZoom = Math.min(1, (box.clientWidth - 4) / w);
+    else if (by) treeZoom = Math.min(3, Math.max(0.25, treeZoom * by));
+    svg.setAttribute("width", String(Math.round(w * treeZoom)));
+    svg.setAttribute("height", String(Math.round(h * treeZoom)));
+  }
+
+  function treeTools(page) {
+    var tools = page.querySelector("[data-tree-tools]");
+    if (!tools) return;
+    tools.hidden = false;
+    tools.addEventListener("click", function (e) {
+      var b = e.target.closest("button[data-zoom]");
+      if (!b) return;
+      var z = b.dataset.zoom;
+      zoomTree(page, z === "in" ? 1.25 : z === "out" ? 0.8 : "fit");
+    });
+    var drag = null, moved = false;
+    page.addEventListener("pointerdown", function (e) {
+      var box = e.target.closest && e.target.closest("#tree");
+      if (!box || e.button !== 0) return;
+      drag = { box: box, x: e.clientX, y: e.clientY, left: box.scrollLeft, top: box.scrollTop };
+      moved = false;
+    });
+    document.addEventListener("pointermove", function (e) {
+      if (!drag) return;
+      var dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+      if (!moved && Math.abs(dx) + Math.abs(dy) < 5) return;
+      moved = true;
+      drag.box.classList.add("panning");
+      drag.box.scrollLeft = drag.left - dx;
+      drag.box.scrollTop = drag.top - dy;
+    });
+    document.addEventListener("pointerup", function () {
+      if (drag) drag.box.classList.remove("panning");
+      drag = null;
+    });
+    // A drag is not a click on the box it ends on.
+    page.addEventListener("click", function (e) {
+      if (moved && e.target.closest && e.target.closest("#tree")) { e.preventDefault(); moved = false; }
+    }, true);
+    // A box's whole task shows while it has the focus (the pointer has
+    // its <title>).
+    var tip = document.createElement("div");
+    tip.className = "tree-tip";
+    tip.hidden = true;
+    tip.setAttribute("role", "tooltip");
+    var card = page.querySelector(".tree-card");
+    card.appendChild(tip);
+    page.addEventListener("focusin", function (e) {
+      var a = e.target.closest && e.target.closest("#tree a[aria-label]");
+      if (!a) { tip.hidden = true; return; }
+      var r = a.getBoundingClientRect(), c = card.getBoundingClientRect();
+      tip.textContent = a.getAttribute("aria-label");
+      tip.hidden = false;
+      tip.style.left = Math.max(0, Math.min(r.left - c.left, c.width - 430)) + "px";
+      tip.style.top = (r.bottom - c.top + 4) + "px";
+    });
+    page.addEventListener("focusout", function () { tip.hidden = true; });
   }
 
   // Long message bodies load when opened.
@@ -166,29 +287,53 @@
       });
   });
 
-  // The step scrubber moves without a reload; at the newest call it follows
-  // the calls as they come. The address says the step, so a reload shows it.
+  // The step scrubber moves the whole page to that step without a reload:
+  // it asks for every panel drawn at the step (the patches a reconnecting
+  // page gets) and applies them, the range the user holds left in place.
+  // At the newest step it follows the session again. The address says the
+  // step, so a reload shows it.
+  var scrubTimer = null, scrubAsked = 0;
+  function scrubTo(page, step, follow, again) {
+    var asked = ++scrubAsked;
+    var q = new URLSearchParams(location.search);
+    if (follow) q.delete("step"); else q.set("step", step);
+    history.replaceState(null, "", location.pathname + (q.toString() ? "?" + q.toString() : "") + location.hash);
+    q.set("step", follow ? "0" : step);
+    fetch("/sessions/" + encodeURIComponent(page.dataset.session) + "/panels?" + q.toString(), { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
+      .then(function (ev) {
+        if (asked !== scrubAsked) return; // the user moved on
+        if (ev.seq < lastSeq(page)) { if (!again) scrubTo(page, step, follow, true); return; }
+        keepBottom(page, function () {
+          (ev.patches || []).forEach(function (p) {
+            if (p.sel === "#scrubber" && p.op === "replace") {
+              var tpl = document.createElement("template");
+              tpl.innerHTML = p.html;
+              var box = document.getElementById("scrubber");
+              var view = tpl.content.querySelector("[data-scrub-view]"), old = box && box.querySelector("[data-scrub-view]");
+              if (view && old) old.replaceWith(view);
+              if (box) box.toggleAttribute("data-follow", follow);
+              return;
+            }
+            applyPatch(p);
+          });
+        });
+        page.dataset.lastSeq = String(ev.seq);
+        page.dataset.scrubbedTo = String(step);
+        markSelected(page);
+        zoomTree(page, 0);
+        grow();
+      });
+  }
+
   document.addEventListener("input", function (e) {
     var form = e.target.closest && e.target.closest("form[data-scrub]");
     if (!form) return;
-    var step = e.target.value, box = document.getElementById("scrubber");
-    var follow = step === e.target.max;
-    var out = form.querySelector("[data-scrub-step]");
-    if (out) out.textContent = step;
-    box.toggleAttribute("data-follow", follow);
-    var q = new URLSearchParams(location.search);
-    if (follow) q.delete("step"); else q.set("step", step);
-    var qs = q.toString();
-    history.replaceState(null, "", location.pathname + (qs ? "?" + qs : "") + location.hash);
-    fetch("/sessions/" + encodeURIComponent(form.dataset.scrub) + "/scrub?step=" + (follow ? 0 : step), { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
-      .then(function (html) {
-        var tpl = document.createElement("template");
-        tpl.innerHTML = html;
-        var view = tpl.content.querySelector("[data-scrub-view]");
-        var old = box.querySelector("[data-scrub-view]");
-        if (view && old && (box.hasAttribute("data-follow") === follow)) old.replaceWith(view);
-      });
+    var page = document.querySelector(".session[data-session]");
+    var step = e.target.value, follow = step === e.target.max;
+    form.querySelectorAll("[data-scrub-step]").forEach(function (o) { o.textContent = step; });
+    clearTimeout(scrubTimer);
+    scrubTimer = setTimeout(function () { scrubTo(page, step, follow); }, 120);
   });
 
   // follow keeps a part of a page that shows running sessions up to date
@@ -268,8 +413,11 @@
       history.replaceState(null, "", location.pathname + (qs ? "?" + qs : "") + location.hash);
     }
     var page = document.querySelector(".session[data-session]");
-    if (page && page.hasAttribute("data-running")) live(page);
-    setInterval(tick, 250);
+    if (!page) return;
+    treeTools(page);
+    if (page.hasAttribute("data-running")) live(page);
+    grow();
+    setInterval(grow, 250);
   });
 })();
 

@@ -91,6 +91,19 @@ type MessageView struct {
 	Mark                    string // "call" or "receipt": the delegation's two messages in the parent
 	URL                     string // the whole message
 	Gap                     int    // for a gap: how many messages it stands for (the list is too long to show whole)
+	GapFrom                 int    // for a gap: the position it starts at, in its list
+	// Cut is the summarization a summary message stands for.
+	Cut *CutView
+}
+
+// CutView is where a summarization cut an agent's history: how many
+// messages it folded into the summary, its context's tokens before and
+// after, and the file the folded history went to.
+type CutView struct {
+	Folded                    int
+	TokensBefore, TokensAfter int
+	FilePath, FileURL         string
+	Step                      int // of the call that wrote the summary (0: unknown)
 }
 
 // Key names a message on the page by its place: "<agent>:<index>".
@@ -99,6 +112,9 @@ func (m MessageView) Key() string { return m.AgentID + ":" + itoa(m.Index) }
 // ToolCallView is a tool call of an assistant message.
 type ToolCallView struct {
 	ID, Name, Args string
+	// Others stands for the other calls of a message folded beside the one
+	// a pane marks: how many.
+	Others int
 }
 
 // ToolView is a tool definition's cost.
@@ -111,6 +127,7 @@ type ToolView struct {
 // received, message by message. On a session page it is a pane of a
 // delegation (PaneID), which grows with the agent while it Follows it.
 type ContextView struct {
+	SessionID                   string
 	PaneID, Follows, TaskCallID string
 	AgentID, AgentName, Mode    string
 	NotStarted                  bool // the agent has not started yet
@@ -137,6 +154,17 @@ type ContextView struct {
 	// with: "parent" (a fork with the parent's tools and system prompt),
 	// "own-tools", "own-system" (a fork that lost it), or "own" (isolated).
 	Prefix string
+	// Step is the call's among the session's calls (0: unknown).
+	Step int
+	// CallMessageID and ReceiptID are the delegation's two messages in a
+	// parent's pane, to jump to ("" when not in it, or not in yet).
+	CallMessageID, ReceiptID string
+	// Focused: the pane folds the history around the call and the receipt.
+	Focused bool
+	// At is the step the pane is drawn at (0: it follows its agent).
+	At int
+	// StreamCallID is its call under way, with the text streamed so far.
+	StreamCallID, Stream string
 }
 
 // DelegationView is a delegation side by side: what the parent holds (its
@@ -147,19 +175,68 @@ type DelegationView struct {
 	Child                                  ContextView
 	CameBack                               CameBackView
 	HeldBack                               HeldBackView
+	Economics                              EconomicsView
+	Calls                                  CallsView
 }
 
-// HeldBackView is what of a delegation stayed in the child.
+// HeldBackView is what of a delegation stayed in the child: its own
+// messages, counted, and its todo list.
 type HeldBackView struct {
-	ChildID  string
-	Finished bool
-	Held     []string // the state keys delegation.finished says stayed
-	Todos    []TodoView
+	ChildID                 string
+	Finished                bool
+	Held                    []string // the state keys delegation.finished says stayed
+	Messages, MessageTokens int
+	Todos                   []TodoView
 }
 
 // TodoView is an item of a todo list.
 type TodoView struct {
 	Content, Status string
+}
+
+// EconomicsView is a delegation counted: what the child worked through
+// against what came back to its parent.
+type EconomicsView struct {
+	ChildID                    string
+	Finished                   bool
+	Messages, MessageTokens    int // its own messages
+	Inherited, InheritedTokens int // a fork's inherited history
+	ModelCalls, InputTokens    int // its calls and their input, summed
+	ToolCalls                  int
+	ReceiptTokens              int
+	Files                      int
+	// Ratio is MessageTokens per receipt token, written for a person
+	// ("340 : 1"); "" while nothing came back.
+	Ratio string
+}
+
+// CallsView lists an agent's model calls: each links to its whole context.
+type CallsView struct {
+	AgentID, AgentName string
+	Count              int
+	Rows               []CallRowView
+}
+
+// CallRowView is one model call in an agent's list, or a gap.
+type CallRowView struct {
+	ID, URL     string
+	Step        int // among the session's calls, from 1
+	Number      int // among its agent's calls, from 1
+	InputTokens int
+	Purpose     string
+	Gap         int
+	GapURL      string
+}
+
+// AgentPanel is the panel of an agent that no delegation started (the main
+// agent): its own context now (or at the page's step), its calls and the
+// delegations it made.
+type AgentPanel struct {
+	AgentID, Name, Task string
+	Context             ContextView
+	Calls               CallsView
+	Delegations         []LessonOption // name = child id, title = label
+	None                bool           // no delegation yet
 }
 
 // CameBackView is what came back of a delegation.
@@ -188,9 +265,11 @@ type CameBackView struct {
 // Shown (the one asked for, or the first), or a list to pick one from.
 type DelegationPanel struct {
 	SessionID string
-	Show      string // the child asked for; "" for the first delegation
+	Show      string // the agent asked for; "" for the first delegation
 	Selected  *DelegationView
-	Children  []LessonOption // name = agent id, title = label
+	Agent     *AgentPanel // when the agent shown is one no delegation started
+	At        int         // the step it is drawn at (0: now)
+	Shown     string      // the agent it shows: the tree marks it
 }
 
 // TotalsView counts a session so far: its agents, calls, input tokens, the
@@ -218,26 +297,6 @@ func (c CacheView) New() int { return c.Input - c.Cached }
 // Diff is the endpoint's figure less the studio's estimate.
 func (c CacheView) Diff() int { return c.ReportedCache - c.Cached }
 
-// TimelineRow is a model call in the timeline of turns.
-type TimelineRow struct {
-	CallID, AgentID, AgentName, Purpose string
-	Index                               int
-	Step                                int // among the session's calls, from 1
-	Depth                               int
-	InputTokens, OutputTokens           int
-	DurationMS                          int64
-	Running                             bool
-	StartedAt                           time.Time
-	Stream                              string // text streamed so far, while running
-	Output                              string
-	ToolCalls                           []string
-	Error                               string
-	Reported                            int // input tokens the program reported, 0 when it did not
-	Cache                               CacheView
-	Gap                                 int    // for a gap: how many calls it stands for
-	GapURL                              string // where they all are
-}
-
 // ScrubAgent is what one agent's context held at a step.
 type ScrubAgent struct {
 	AgentID, Name string
@@ -246,17 +305,73 @@ type ScrubAgent struct {
 	Tokens        int // input tokens of its latest call
 	Current       bool
 	NotStarted    bool
+	CallURL       string // its latest call's page
+	CallStep      int    // and its step
 }
 
 // ScrubView is the step scrubber: every agent's context at one model call.
 // It Follows the newest call unless a step was asked for.
 type ScrubView struct {
+	SessionID   string
 	Step, Steps int
 	Follow      bool
-	// The call at the step: its agent's name and its index among its calls.
-	CallAgent string
-	CallIndex int
-	Agents    []ScrubAgent
+	// The call at the step: its agent, its number among its calls (from 1)
+	// and its page; what it received and answered.
+	CallAgent, CallAgentID string
+	CallNumber             int
+	CallURL                string
+	InputTokens            int
+	Cache                  CacheView
+	Answer                 string
+	Agents                 []ScrubAgent
+}
+
+// Waterfall is the timeline: a lane per agent, a bar per model call and
+// per tool call from its start to its end, on one time axis. It shows the
+// last Window steps and follows the session (Follow), or every step (All),
+// or the steps up to the page's step as they were then (At).
+type Waterfall struct {
+	SessionID string
+	Follow    bool
+	All       bool
+	At        int
+	// From and To are the steps shown, from 1; Steps is every step.
+	From, To, Steps int
+	// T0 and Span are the time the bars' axis covers, in ms from the
+	// session's start; Now is the time of the log's last event, how far a
+	// running bar reaches.
+	T0, Span, Now int64
+	Lanes         []Lane
+	Ticks         []Tick
+	// Marker is the start of the step the page shows (-1: none).
+	Marker int64
+	AllURL string
+}
+
+// Lane is an agent's row of the timeline with its bars.
+type Lane struct {
+	AgentID, Name, URL string
+	Depth              int
+	Bars               []Bar
+}
+
+// Bar is a model call or a tool call in its agent's lane.
+type Bar struct {
+	ID      string // element id: "bar-<call>" or "tool-<tool call>"
+	Kind    string // model, summary, tool, task
+	Step    int
+	S, D    int64 // start and duration, ms from the session's start
+	Running bool
+	Error   bool
+	Current bool
+	URL     string
+	Title   string
+}
+
+// Tick is a label of the time axis, at Pct percent of its width.
+type Tick struct {
+	Pct   string
+	Label string
 }
 
 // FileView is a file of the main agent's filesystem.
@@ -284,13 +399,14 @@ type SessionPage struct {
 	Tree                                              view.TreeLayout
 	Agents, Calls, Tokens                             int
 	Totals                                            TotalsView
-	Timeline                                          []TimelineRow
-	TimelineAll                                       bool
+	Timeline                                          Waterfall
 	Delegation                                        DelegationPanel
 	Scrub                                             ScrubView
-	Files                                             FilesView
-	Answer                                            string
-	Notes                                             []NoteGroup
+	// At is the step the page shows (0: now).
+	At     int
+	Files  FilesView
+	Answer string
+	Notes  []NoteGroup
 	// Origin is where the session came from, for a person; Received is
 	// true when someone else's program ran it (nothing to re-run here).
 	Origin   string
@@ -337,6 +453,17 @@ func boolText(b bool) string { return strconv.FormatBool(b) }
 
 // Plural writes "1 message", "3 messages" or "1,234 messages".
 func Plural(n int, word string) string { return plural(n, word) }
+
+func callURL(sessionID, callID string) string { return "/sessions/" + sessionID + "/calls/" + callID }
+
+// refusalURL opens the tool result that told the parent of a refusal, or
+// the parent's panel until it is in.
+func refusalURL(sessionID string, n view.PlacedNode) string {
+	if n.RefusalMessageID != "" {
+		return "/sessions/" + sessionID + "/messages/" + n.RefusalMessageID
+	}
+	return "/sessions/" + sessionID + "?agent=" + n.ParentID + "#delegation"
+}
 
 // plural writes "1 message", "3 messages" or "1,234 messages".
 // signedInt is n with its sign: +12, -3, 0.
@@ -519,4 +646,18 @@ func agentDiffers(p AgentPair) bool {
 	}
 	return p.A.Mode != p.B.Mode || p.A.Entry != p.B.Entry || p.A.Inherited != p.B.Inherited || p.A.Own != p.B.Own || p.A.Subtree != p.B.Subtree ||
 		p.A.EntryCached != p.B.EntryCached || p.A.SubtreeCost != p.B.SubtreeCost
+}
+
+// trackBox is a lane's viewBox: the axis's time across, 20 units down.
+func trackBox(w Waterfall) string {
+	return i64(w.T0) + " 0 " + i64(max(w.Span, 1)) + " 20"
+}
+
+// barWidth is a bar's length in ms: a running one reaches the log's last
+// event (the page's script goes on growing it).
+func barWidth(w Waterfall, b Bar) int64 {
+	if b.Running {
+		return max(w.Now-b.S, 0)
+	}
+	return max(b.D, 0)
 }

@@ -1,0 +1,105 @@
+package view
+
+import (
+	"sync"
+
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/gofont/gobold"
+	"golang.org/x/image/font/gofont/goregular"
+	"golang.org/x/image/font/sfnt"
+	"golang.org/x/image/math/fixed"
+)
+
+// The tree's labels are laid out from their measured widths: the page draws
+// them in the Go fonts (web/static serves these very files, and the SVG's
+// text asks for them with kerning off), so a width measured here is the
+// width the browser draws. A character the Go fonts lack (CJK, most
+// symbols) falls back to another font; it is counted a full em, as CJK
+// ideographs are, which is at least as wide as those fallbacks draw.
+
+// FontRegular and FontBold are the fonts of the tree's labels.
+var (
+	FontRegular = goregular.TTF
+	FontBold    = gobold.TTF
+)
+
+// face is one of the fonts, with the advances of the runes asked for so far.
+type face struct {
+	f    *sfnt.Font
+	upem float64
+	mu   sync.Mutex
+	buf  sfnt.Buffer
+	adv  map[rune]float64 // in ems; 0 for a rune the font lacks
+}
+
+var (
+	regular = mustFace(FontRegular)
+	bold    = mustFace(FontBold)
+)
+
+func mustFace(ttf []byte) *face {
+	f, err := sfnt.Parse(ttf)
+	if err != nil {
+		panic("view: the Go font does not parse: " + err.Error())
+	}
+	return &face{f: f, upem: float64(f.UnitsPerEm()), adv: map[rune]float64{}}
+}
+
+// em is a rune's advance in ems.
+func (fc *face) em(r rune) float64 {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if a, ok := fc.adv[r]; ok {
+		return a
+	}
+	a := 1.0
+	if g, err := fc.f.GlyphIndex(&fc.buf, r); err == nil && g != 0 {
+		if x, err := fc.f.GlyphAdvance(&fc.buf, g, fixed.Int26_6(fc.upem*64), font.HintingNone); err == nil {
+			a = float64(x) / 64 / fc.upem
+		}
+	}
+	fc.adv[r] = a
+	return a
+}
+
+// width is how wide s is drawn at size px.
+func (fc *face) width(s string, size float64) float64 {
+	w := 0.0
+	for _, r := range s {
+		w += fc.em(r)
+	}
+	return w * size
+}
+
+// fit cuts s to at most max px at size, ending it with "…" when cut.
+func (fc *face) fit(s string, size, maxW float64) string {
+	if fc.width(s, size) <= maxW {
+		return s
+	}
+	ell := fc.width("…", size)
+	w := 0.0
+	rs := []rune(s)
+	for i, r := range rs {
+		w += fc.em(r) * size
+		if w+ell > maxW {
+			return trimRight(string(rs[:i])) + "…"
+		}
+	}
+	return s
+}
+
+func trimRight(s string) string {
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == ',') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// TextWidth is how wide the tree draws s, in px, in its regular font (or
+// its bold one) at size px: for tests that check the layout's arithmetic.
+func TextWidth(s string, size float64, isBold bool) float64 {
+	if isBold {
+		return bold.width(s, size)
+	}
+	return regular.width(s, size)
+}
