@@ -473,7 +473,7 @@ func TestEveryPanelLiveEqualsReload(t *testing.T) {
 		"totals":     {"agent.started", "model.started"},
 		"tree":       {"agent.started", "agent.finished", "model.started", "delegation.refused", "message.added"},
 		"notes":      {"delegation.started", "message.added", "agent.finished", "model.started", "session.finished"},
-		"scrubber":   {"agent.started", "model.started"},
+		"scrubber":   {"agent.started", "model.started", "model.finished"}, // it quotes the newest call's answer
 		"timeline":   {"agent.started", "model.started", "model.finished", "tool.started", "tool.finished", "delegation.started", "session.finished"},
 		"files":      {"files.changed", "session.started"},
 		"delegation": {"delegation.started", "agent.started", "message.added", "model.started", "model.finished", "agent.finished", "delegation.finished", "files.changed", "summarization", "tool.started"},
