@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -329,4 +332,33 @@ func TestTimelineFollowsTheBottom(t *testing.T) {
 	}
 	tb.screenshot("2-scrolled-up")
 	s.waitDone(t, id)
+}
+
+// TestSummarizationCut runs the summarized-fork lesson's scenario and looks
+// at main's context after its history was summarized: the cut is marked
+// with the messages it folded and the tokens before and after, and the
+// folded history opens from it, the door code the fork lacks in it.
+func TestSummarizationCut(t *testing.T) {
+	doc, err := os.ReadFile("../internal/lessons/scenarios/summarized-fork.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startStudio(t)
+	id := s.start(t, string(doc))
+	s.waitDone(t, id)
+	tb := newTab(t)
+	tb.navigate(s.URL + "/sessions/" + id + "?agent=main")
+	tb.waitFor("main's context shows the cut", `!!document.querySelector('[data-testid="agent-pane"] [data-testid="cut"]')`, `document.querySelector('#delegation').textContent.replace(/\s+/g, ' ')`)
+	cut := eval[string](tb, `document.querySelector('[data-testid="agent-pane"] [data-testid="cut"]').textContent.replace(/\s+/g, ' ').trim()`)
+	m := regexp.MustCompile(`Summarized at step (\d+): (\d+) messages folded into this summary; the context went from ([\d,]+) tokens to ([\d,]+) tokens\. The folded history: /conversation_history/main\.md`).FindStringSubmatch(cut)
+	if m == nil {
+		t.Fatalf("the cut reads %q; want the step, the messages folded, the tokens before and after, and the history file", cut)
+	}
+	num := func(s string) int { n, _ := strconv.Atoi(strings.ReplaceAll(s, ",", "")); return n }
+	if step, folded, before, after := num(m[1]), num(m[2]), num(m[3]), num(m[4]); step != 5 || folded < 2 || after >= before {
+		t.Errorf("the cut says step %d, %d folded, %d → %d tokens; want step 5 (the summary call), some folded, fewer tokens after", step, folded, before, after)
+	}
+	tb.screenshot("1-cut")
+	tb.do("open the folded history", chromedp.Click(chromedp.CSS(`[data-testid="agent-pane"] [data-testid="cut-file"]`)))
+	tb.waitFor("the history file", `location.pathname.endsWith('/file') && document.body.textContent.includes('4417')`, `document.body.textContent.slice(0, 300)`)
 }

@@ -821,7 +821,7 @@ func (p *pageData) cut(agentID string, idx int) *templates.CutView {
 	}
 	for _, sm := range a.Summaries {
 		if sm.Index == idx {
-			c := &templates.CutView{Folded: sm.Folded, TokensBefore: sm.TokensBefore, TokensAfter: sm.TokensAfter, FilePath: sm.FilePath}
+			c := &templates.CutView{Step: sm.Step, Folded: sm.Folded, TokensBefore: sm.TokensBefore, TokensAfter: sm.TokensAfter, FilePath: sm.FilePath}
 			if sm.FilePath != "" {
 				c.FileURL = "/sessions/" + p.sid() + "/file?path=" + url.QueryEscape(sm.FilePath)
 			}

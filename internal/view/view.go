@@ -202,6 +202,7 @@ type Refusal struct {
 type Summary struct {
 	Index                     int // of the summary message in the agent's list
 	Seq                       int64
+	Step                      int // of the call that wrote the summary: the session's calls by then
 	Folded                    int
 	TokensBefore, TokensAfter int
 	FilePath                  string
@@ -555,7 +556,7 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 		if a == nil {
 			return fmt.Errorf("summarization of unknown agent %q", ev.AgentID)
 		}
-		a.Summaries = append(a.Summaries, Summary{Index: a.summaryAt, Seq: ev.Seq, Folded: d.FoldedMessages,
+		a.Summaries = append(a.Summaries, Summary{Index: a.summaryAt, Seq: ev.Seq, Step: s.Calls, Folded: d.FoldedMessages,
 			TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter, FilePath: d.FilePath})
 		// The history is now the summary, then what was kept of it: the
 		// engine's rule (delegation.md §7), read off the event.
