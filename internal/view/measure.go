@@ -24,12 +24,15 @@ var (
 )
 
 // face is one of the fonts, with the advances of the runes asked for so far.
+// Those of printable ASCII, most of any label, are read once, up front,
+// so that measuring them takes neither a lock nor a map.
 type face struct {
-	f    *sfnt.Font
-	upem float64
-	mu   sync.Mutex
-	buf  sfnt.Buffer
-	adv  map[rune]float64 // in ems; 0 for a rune the font lacks
+	f     *sfnt.Font
+	upem  float64
+	ascii [128]float64 // in ems, from ' ' on
+	mu    sync.Mutex
+	buf   sfnt.Buffer
+	adv   map[rune]float64 // in ems, the other runes asked for so far
 }
 
 var (
@@ -42,11 +45,22 @@ func mustFace(ttf []byte) *face {
 	if err != nil {
 		panic("view: the Go font does not parse: " + err.Error())
 	}
-	return &face{f: f, upem: float64(f.UnitsPerEm()), adv: map[rune]float64{}}
+	fc := &face{f: f, upem: float64(f.UnitsPerEm()), adv: map[rune]float64{}}
+	for r := ' '; r < 128; r++ {
+		fc.ascii[r] = fc.lookup(r)
+	}
+	return fc
 }
 
 // em is a rune's advance in ems.
 func (fc *face) em(r rune) float64 {
+	if r >= ' ' && r < 128 {
+		return fc.ascii[r]
+	}
+	return fc.lookup(r)
+}
+
+func (fc *face) lookup(r rune) float64 {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	if a, ok := fc.adv[r]; ok {
@@ -78,11 +92,10 @@ func (fc *face) fit(s string, size, maxW float64) string {
 	}
 	ell := fc.width("…", size)
 	w := 0.0
-	rs := []rune(s)
-	for i, r := range rs {
+	for i, r := range s {
 		w += fc.em(r) * size
 		if w+ell > maxW {
-			return trimRight(string(rs[:i])) + "…"
+			return trimRight(s[:i]) + "…"
 		}
 	}
 	return s
