@@ -72,6 +72,16 @@ const readDelegation = `(() => {
   };
 })()`
 
+// openInherited opens the child pane's inherited messages, which load
+// when opened, and waits for them.
+func openInherited(tb *tab) {
+	tb.t.Helper()
+	tb.do("open the inherited messages", chromedp.Click(chromedp.CSS(`[data-testid="child-pane"] [data-testid="inherited"] > summary`)))
+	tb.waitFor("the inherited messages loaded", `(() => { const d = document.querySelector('[data-testid="child-pane"] [data-testid="inherited"]');
+  return d.open && !d.querySelector('ol[data-lazy]') && d.querySelectorAll('li').length > 0; })()`,
+		`document.querySelector('[data-testid="child-pane"] [data-testid="inherited"]').outerHTML.slice(0, 400)`)
+}
+
 // statusIs is a predicate: the session's status badge reads s.
 func statusIs(s string) string {
 	return `document.querySelector('[data-testid="status"]').textContent.trim() === ` + jsString(s)
@@ -217,6 +227,7 @@ func TestLiveDelegation(t *testing.T) {
 		tb.waitFor("the page of the delegation to a2 is open",
 			`location.search.includes('agent=a2') && document.readyState === 'complete' && document.querySelector('[data-testid="child-pane"] [data-testid="fork-note"]')`,
 			`location.href`)
+		openInherited(tb)
 		tb.screenshot("2-fork-a2")
 		d = eval[delegationPage](tb, readDelegation)
 		if len(d.Calls) != 1 || !strings.Contains(d.Calls[0], "task") {

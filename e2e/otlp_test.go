@@ -276,6 +276,7 @@ func TestDeepagentsReceived(t *testing.T) {
 			}
 		}
 		tb.navigate(s.URL + "/sessions/" + id + "?agent=" + forkID)
+		openInherited(tb)
 		d := eval[delegationPage](tb, readDelegation)
 		if !d.Fork || d.Inherited < 3 || !strings.Contains(d.InhText, "A-7731") {
 			t.Errorf("the fork's pane: fork note %v, %d inherited messages: %q", d.Fork, d.Inherited, d.InhText)

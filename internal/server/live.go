@@ -159,7 +159,20 @@ func encodeLogged(ev delegation.Event, m *trace.Message, c *trace.ModelCall, pat
 		cc.StartedAt = w.At
 		w.Call = &cc
 	}
-	return json.Marshal(w)
+	return marshalWire(w)
+}
+
+// marshalWire encodes a live message as compact JSON, leaving <, > and &
+// as they are: it is read by JSON.parse, never put in HTML, and patches
+// are mostly HTML, which escaping would grow by a quarter.
+func marshalWire(w wireEvent) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(w); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 func html(c templ.Component) string {
@@ -584,17 +597,12 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 		}
 		ps = append(ps, patch{Sel: sel, Op: "inner", HTML: body})
 		if first {
-			// Viewers of the main agent now have a delegation to pick.
-			main, err := p.delegationPanel("main", nil)
-			if err != nil {
-				return nil, err
-			}
-			main.Show = ""
-			ps = append(ps, patch{Sel: livePanel + ":not(" + attrIs("data-show", "") + "):not(" + attrIs("data-show", child) + ")",
-				Op: "inner", HTML: html(templates.DelegationBody(main))})
-			if a := p.root(); a != nil {
-				fresh[view.Pane{Kind: view.PaneAgent, Delegation: a.ID, AgentID: a.ID}.ID()] = true
-			}
+			// Viewers of the main agent now have a delegation to pick: only
+			// that changes in their panel (its pane grows as it would).
+			var picks templates.AgentPanel
+			p.agentPicks(&picks, nil)
+			ps = append(ps, patch{Sel: livePanel + ":not(" + attrIs("data-show", "") + "):not(" + attrIs("data-show", child) + ") [data-picks]",
+				Op: "replace", HTML: html(templates.AgentPicks(p.sid(), picks))})
 		} else {
 			ps = append(ps, patch{Sel: livePanel + " [data-pick]", Op: "append", HTML: html(templates.PickItem(p.sid(), pickOption(st, d)))})
 		}
@@ -964,7 +972,7 @@ func (s *Server) apiLive(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			data, err := json.Marshal(wireEvent{Seq: st.Seq, Type: "sync", At: time.Now().UTC(), Patches: ps})
+			data, err := marshalWire(wireEvent{Seq: st.Seq, Type: "sync", At: time.Now().UTC(), Patches: ps})
 			return []live.Message{{Seq: st.Seq, Data: data}}, err
 		}
 	} else {

@@ -303,6 +303,30 @@ func (s *Server) scrubFragment(c echo.Context) error {
 	return render(c, http.StatusOK, templates.ScrubberSection(v))
 }
 
+// inheritedFragment draws the messages a pane's agent inherited (?pane=,
+// and ?step= for a page at a step), which the pane loads when opened.
+func (s *Server) inheritedFragment(c echo.Context) error {
+	p, err := s.pageData(c)
+	if err != nil {
+		return err
+	}
+	defer p.rd.Close()
+	pn, ok := p.paneByID(c.QueryParam("pane"))
+	if !ok {
+		return delegation.Errorf(delegation.ENOTFOUND, "no pane %q in this session: name one as the session page does (child:a1, parent:a1, agent:main)", c.QueryParam("pane"))
+	}
+	at, err := p.stepAt(atoiDefault(c.QueryParam("step"), 0))
+	if err != nil {
+		return err
+	}
+	p.inheritedOnly = true
+	v, err := p.pane(pn, at)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, templates.InheritedItems(v))
+}
+
 // panels draws every panel of the session page for a viewer's choice
 // (?agent, ?step, ?timeline) as patches, the way a reconnecting page is
 // brought up to date: the scrubber moves the whole page with it.

@@ -202,25 +202,26 @@ func (s *Server) routes() *echo.Echo {
 	e.Use(s.admit)        // documents are checked a few at a time
 
 	// Pages.
-	e.GET("/", s.sessionsPage)                          // the sessions, the lessons, the start and import forms
-	e.POST("/sessions", s.startSession)                 // start from a lesson or a scenario
-	e.POST("/traces", s.importTrace)                    // import a trace
-	e.GET("/sessions/:id", s.sessionPage)               // tree, timeline, context panes, scrubber
-	e.GET("/sessions/:id/scrub", s.scrubFragment)       // the scrubber at ?step=N
-	e.GET("/sessions/:id/panels", s.panels)             // every panel for ?agent, ?step, ?timeline, as patches (JSON)
-	e.GET("/sessions/:id/file", s.filePage)             // one of main's files whole (?path=)
-	e.GET("/sessions/:id/messages/:mid", s.messagePage) // one whole message (?fragment=1: just its body)
-	e.GET("/sessions/:id/calls/:cid", s.callPage)       // one model call's whole context
-	e.GET("/sessions/:id/files", s.filesPage)           // main's files, a page at a time (?after=PATH)
-	e.POST("/sessions/:id/stop", s.stopSession)         // stop a running session
-	e.GET("/lessons", s.lessonsPage)                    // every lesson
-	e.GET("/lessons/:name", s.lessonPage)               // a lesson, its latest run (or ?run=ID) and its table; &fragment=1 the run alone
-	e.POST("/lessons/:name/run", s.runLesson)           // run every variant of a lesson
-	e.GET("/compare", s.comparePage)                    // the picker; two sessions side by side (?a=ID&b=ID, &fragment=1 the comparison alone)
-	e.POST("/compare", s.bothModes)                     // run a lesson or session in both modes, then compare
-	e.GET("/sign-in", s.signInPage)                     // asks for the access token
-	e.POST("/sign-in", s.signIn)                        // checks it, sets the cookie
-	e.GET("/schema/:name", s.schemaFile)                // the published JSON Schemas
+	e.GET("/", s.sessionsPage)                            // the sessions, the lessons, the start and import forms
+	e.POST("/sessions", s.startSession)                   // start from a lesson or a scenario
+	e.POST("/traces", s.importTrace)                      // import a trace
+	e.GET("/sessions/:id", s.sessionPage)                 // tree, timeline, context panes, scrubber
+	e.GET("/sessions/:id/scrub", s.scrubFragment)         // the scrubber at ?step=N
+	e.GET("/sessions/:id/panels", s.panels)               // every panel for ?agent, ?step, ?timeline, as patches (JSON)
+	e.GET("/sessions/:id/inherited", s.inheritedFragment) // a pane's inherited messages (?pane=, ?step=), loaded when opened
+	e.GET("/sessions/:id/file", s.filePage)               // one of main's files whole (?path=)
+	e.GET("/sessions/:id/messages/:mid", s.messagePage)   // one whole message (?fragment=1: just its body)
+	e.GET("/sessions/:id/calls/:cid", s.callPage)         // one model call's whole context
+	e.GET("/sessions/:id/files", s.filesPage)             // main's files, a page at a time (?after=PATH)
+	e.POST("/sessions/:id/stop", s.stopSession)           // stop a running session
+	e.GET("/lessons", s.lessonsPage)                      // every lesson
+	e.GET("/lessons/:name", s.lessonPage)                 // a lesson, its latest run (or ?run=ID) and its table; &fragment=1 the run alone
+	e.POST("/lessons/:name/run", s.runLesson)             // run every variant of a lesson
+	e.GET("/compare", s.comparePage)                      // the picker; two sessions side by side (?a=ID&b=ID, &fragment=1 the comparison alone)
+	e.POST("/compare", s.bothModes)                       // run a lesson or session in both modes, then compare
+	e.GET("/sign-in", s.signInPage)                       // asks for the access token
+	e.POST("/sign-in", s.signIn)                          // checks it, sets the cookie
+	e.GET("/schema/:name", s.schemaFile)                  // the published JSON Schemas
 	e.StaticFS("/static", echo.MustSubFS(fs.FS(static.Files), "."))
 	e.GET("/favicon.ico", favicon)  // the studio's icon, as SVG
 	e.GET("/fonts/:name", fontFile) // the tree's fonts, the ones its labels are measured in

@@ -195,8 +195,20 @@ func TestStartALessonAndSeeIt(t *testing.T) {
 	t.Run("the fork's pane marks what it inherited", func(t *testing.T) {
 		_, doc := s.get("/sessions/" + id + "?agent=a2")
 		child := doc.Find(`[data-testid="child-pane"]`)
-		if child.Find(`[data-testid="fork-note"]`).Length() != 1 || child.Find(`[data-testid="inherited"] li`).Length() == 0 {
-			t.Fatal("no inherited prefix in the fork's pane")
+		inh := child.Find(`[data-testid="inherited"]`)
+		src, _ := inh.Attr("data-src")
+		if child.Find(`[data-testid="fork-note"]`).Length() != 1 || !strings.Contains(inh.Find("summary").Text(), "Inherited from the parent: 7 messages") ||
+			src != "/sessions/"+id+"/inherited?pane=child%3Aa2" || inh.Find("li").Length() != 0 {
+			t.Fatalf("the fork's pane: fork note %d, inherited %q loading from %q with %d messages drawn; want its count, loaded when opened",
+				child.Find(`[data-testid="fork-note"]`).Length(), inh.Find("summary").Text(), src, inh.Find("li").Length())
+		}
+		// Opened, it loads them: the parent's conversation, its prompt first.
+		res, items := s.get(src)
+		if res.StatusCode != 200 || items.Find("li").Length() != 7 || !strings.Contains(items.Find("li").First().Text(), "order number") {
+			t.Fatalf("GET %s = %d: %q", src, res.StatusCode, items.Text())
+		}
+		if res, _ := s.get("/sessions/" + id + "/inherited?pane=child:a9"); res.StatusCode != 404 {
+			t.Errorf("the inherited messages of a pane there is none of: %d; want 404", res.StatusCode)
 		}
 		if got := strings.TrimSpace(doc.Find(`[data-testid="receipt"]`).Text()); got != "A-7731" {
 			t.Fatalf("receipt = %q", got)

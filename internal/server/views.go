@@ -43,6 +43,9 @@ type pageData struct {
 	rd  db.PageReader
 	// wholeContexts shows every message of a context, for a call's own page.
 	wholeContexts bool
+	// inheritedOnly draws a pane's inherited messages alone, which a pane
+	// otherwise loads when they are opened (InheritedURL).
+	inheritedOnly bool
 	// counts are the agents' counters at the page's step, once read.
 	counts map[string]db.AgentCounts
 }
@@ -279,8 +282,10 @@ func (p *pageData) contextFocused(agentID string, cx view.Context, taskCallID st
 		v.InheritedCount += r.Len()
 	}
 	var err error
-	if v.Inherited, err = p.rangeViews(inherited, view.PaneWindow, url, true, taskCallID); err != nil {
-		return v, err
+	if p.wholeContexts || p.inheritedOnly {
+		if v.Inherited, err = p.rangeViews(inherited, view.PaneWindow, url, true, taskCallID); err != nil || p.inheritedOnly {
+			return v, err
+		}
 	}
 	if d == nil || p.wholeContexts {
 		v.Messages, err = p.rangeViews(own, view.PaneWindow, url, false, taskCallID)
@@ -422,6 +427,12 @@ func (p *pageData) pane(pn view.Pane, at *stepAt) (templates.ContextView, error)
 	}
 	v, err := p.contextFocused(pn.AgentID, cx, pn.TaskCallID, d)
 	v.PaneID, v.At = pn.ID(), at.step()
+	if v.InheritedCount > 0 && !p.inheritedOnly {
+		v.InheritedURL = "/sessions/" + p.sid() + "/inherited?pane=" + url.QueryEscape(pn.ID())
+		if at != nil {
+			v.InheritedURL += "&step=" + strconv.Itoa(at.Step)
+		}
+	}
 	if a := p.st.Agent(pn.AgentID); a != nil && pn.Kind == view.PaneChild {
 		v.Prefix = p.st.Prefix(a)
 	}
@@ -437,6 +448,27 @@ func (p *pageData) pane(pn view.Pane, at *stepAt) (templates.ContextView, error)
 		v.ReceiptID = ""
 	}
 	return v, err
+}
+
+// paneByID is the pane a page names: "parent:CHILD", "child:CHILD" or
+// "agent:AGENT".
+func (p *pageData) paneByID(id string) (view.Pane, bool) {
+	kind, of, _ := strings.Cut(id, ":")
+	if kind == view.PaneAgent {
+		return view.Pane{Kind: view.PaneAgent, Delegation: of, AgentID: of}, p.st.Agent(of) != nil
+	}
+	d := p.st.Delegation(of)
+	if d == nil {
+		return view.Pane{}, false
+	}
+	parent, child := p.st.PanesOf(d)
+	switch kind {
+	case view.PaneParent:
+		return parent, true
+	case view.PaneChild:
+		return child, true
+	}
+	return view.Pane{}, false
 }
 
 // delegationView puts a delegation side by side.
@@ -668,13 +700,18 @@ func (p *pageData) agentPanel(at *stepAt) (*templates.AgentPanel, error) {
 	if v.Calls, err = p.callsList(v.AgentID, at); err != nil {
 		return nil, err
 	}
+	p.agentPicks(v, at)
+	return v, nil
+}
+
+// agentPicks fills in the main agent's delegations to pick, by the step.
+func (p *pageData) agentPicks(v *templates.AgentPanel, at *stepAt) {
 	for _, d := range p.st.Delegations {
 		if at.started(d.Seq) {
 			v.Delegations = append(v.Delegations, pickOption(p.st, d))
 		}
 	}
 	v.None = len(v.Delegations) == 0
-	return v, nil
 }
 
 // chosen is the delegation a viewer's panel shows: the one asked for, or

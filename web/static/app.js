@@ -287,6 +287,25 @@
       });
   });
 
+  // A pane's inherited messages (a fork's whole inherited history) load
+  // when they are opened, and again when a patch drew the pane anew.
+  document.addEventListener("toggle", function (e) {
+    var d = e.target;
+    if (!d.open || !d.matches || !d.matches("details[data-src]")) return;
+    var list = d.querySelector("ol[data-lazy]");
+    if (!list || list.dataset.loading) return;
+    list.dataset.loading = "1";
+    fetch(d.dataset.src, { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (html) {
+        var tpl = document.createElement("template");
+        tpl.innerHTML = html;
+        list.replaceChildren(tpl.content);
+        list.removeAttribute("data-lazy");
+      })
+      .finally(function () { delete list.dataset.loading; });
+  }, true);
+
   // The step scrubber moves the whole page to that step without a reload:
   // it asks for every panel drawn at the step (the patches a reconnecting
   // page gets) and applies them, the range the user holds left in place.

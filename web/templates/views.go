@@ -143,6 +143,10 @@ type ContextView struct {
 	Messages                    []MessageView // its own, with a gap when long
 	InheritedCount              int
 	InheritedTokens             int
+	// InheritedURL, on a delegation's pane, loads the inherited messages
+	// when the user opens them (Inherited is then empty): a fork inherits
+	// the parent's whole history, which a live patch need not carry.
+	InheritedURL string
 	// Cache is what a prompt cache can serve of the call; ToolsCached and
 	// SystemCached say whether the tools and the system prompt are in that
 	// shared prefix (messages say so each, Cached).
