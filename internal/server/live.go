@@ -72,7 +72,7 @@ func (lv *liveViews) Publish(sessionID string, events []delegation.Event, ch vie
 	}
 	lv.publish(sessionID, events[0].Seq, events[len(events)-1].Seq, len(events), func(i int, ps []patch) ([]byte, error) {
 		return encodeWire(events[i], ps)
-	}, ch, v)
+	}, func(i int) delegation.Event { return events[i] }, ch, v)
 }
 
 // PublishStored takes a batch of a session another replica runs, read back
@@ -83,12 +83,14 @@ func (lv *liveViews) PublishStored(sessionID string, events []db.LoggedEvent, ch
 	}
 	lv.publish(sessionID, events[0].Seq, events[len(events)-1].Seq, len(events), func(i int, ps []patch) ([]byte, error) {
 		return encodeLogged(events[i].Event, events[i].Message, events[i].Call, ps)
-	}, ch, v)
+	}, func(i int) delegation.Event { return events[i].Event }, ch, v)
 }
 
 // publish sends a batch of n events, seqs first … last, as one message; line
-// encodes the i-th with its patches (the last event's are the batch's).
-func (lv *liveViews) publish(sessionID string, first, last int64, n int, line func(int, []patch) ([]byte, error), ch view.Changes, v *session.Live) {
+// encodes the i-th with its patches (the last event's are the batch's), head
+// is the i-th event, for a page's line of it.
+func (lv *liveViews) publish(sessionID string, first, last int64, n int, line func(int, []patch) ([]byte, error),
+	head func(int) delegation.Event, ch view.Changes, v *session.Live) {
 	if lv.hub.Viewers(sessionID) == 0 {
 		return
 	}
@@ -97,8 +99,10 @@ func (lv *liveViews) publish(sessionID string, first, last int64, n int, line fu
 		lv.log.Error("live patches", "session", sessionID, "err", err)
 	}
 	// One message for the batch, one event a line: one send to each
-	// viewer, and one write.
-	var data []byte
+	// viewer, and one write. A session page's own stream reads only each
+	// event's head and the patches: its lines leave out what the events
+	// carry (their data, the message or call they introduced).
+	var data, page []byte
 	for i := range n {
 		var ps []patch
 		if i == n-1 {
@@ -109,12 +113,28 @@ func (lv *liveViews) publish(sessionID string, first, last int64, n int, line fu
 			lv.log.Error("encode live event", "session", sessionID, "err", err)
 			return
 		}
-		if i > 0 {
-			data = append(data, '\n')
+		h, err := marshalWire(pageLine(head(i), ps))
+		if err != nil {
+			lv.log.Error("encode live event", "session", sessionID, "err", err)
+			return
 		}
-		data = append(data, l...)
+		if i > 0 {
+			data, page = append(data, '\n'), append(page, '\n')
+		}
+		data, page = append(data, l...), append(page, h...)
 	}
-	lv.hub.Publish(sessionID, live.Message{First: first, Seq: last, Data: data})
+	lv.hub.Publish(sessionID, live.Message{First: first, Seq: last, Data: data, Page: page})
+}
+
+// pageLine is an event as a session page's stream sends it: its head and
+// its patches.
+func pageLine(ev delegation.Event, patches []patch) wireEvent {
+	w := wireEvent{Seq: ev.Seq, Type: string(ev.Type), At: ev.At.UTC(), Patches: patches}
+	if ev.AgentID != "" {
+		id := ev.AgentID
+		w.AgentID = &id
+	}
+	return w
 }
 
 func (lv *liveViews) patches(sessionID string, streamed bool, ch view.Changes, v *session.Live) ([]patch, error) {
@@ -993,5 +1013,5 @@ func (s *Server) apiLive(c echo.Context) error {
 			return out, nil
 		}
 	}
-	return s.hub.Serve(c.Response(), c.Request(), id, after, backlog, live.ServeOptions{})
+	return s.hub.Serve(c.Response(), c.Request(), id, after, backlog, live.ServeOptions{Page: c.QueryParam("view") != ""})
 }

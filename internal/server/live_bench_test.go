@@ -134,7 +134,9 @@ func BenchmarkEventToBrowser(b *testing.B) {
 	bs := newBenchServer(b)
 	for b.Loop() {
 		for _, n := range viewerCounts() {
-			_, rep := bs.run(b, stepsScenario(b, 150, 10, 2000), n)
+			cpu, rep := bs.run(b, stepsScenario(b, 150, 10, 2000), n)
+			b.ReportMetric(float64(cpu.Milliseconds()), fmt.Sprintf("server-cpu-ms-%d", n))
+			b.ReportMetric(float64(rep.Bytes)/float64(n), fmt.Sprintf("bytes-per-viewer-%d", n))
 			b.ReportMetric(rep.P50MS, fmt.Sprintf("p50-ms-%d", n))
 			b.ReportMetric(rep.P99MS, fmt.Sprintf("p99-ms-%d", n))
 			b.ReportMetric(float64(rep.Events), fmt.Sprintf("deliveries-%d", n))
