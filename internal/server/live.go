@@ -485,7 +485,36 @@ func (p *pageData) scrubPatches(ch view.Changes) ([]patch, error) {
 	if grew && ch.CallsBefore == 0 {
 		return []patch{{Sel: "#scrubber", Op: "replace", HTML: html(templates.ScrubberSection(v))}}, nil
 	}
-	ps := []patch{{Sel: "#scrubber[data-follow] [data-scrub-view]", Op: "replace", HTML: html(templates.ScrubTable(v))}}
+	// The call line, and the rows that changed: those of the agents that
+	// made calls, of the one whose call was the newest, and the new ones.
+	box := "#scrubber[data-follow] [data-scrub-view]"
+	ps := []patch{{Sel: box + " [data-testid=scrub-call]", Op: "replace", HTML: html(templates.ScrubCall(v))}}
+	changed, started := map[string]bool{}, map[string]bool{}
+	for _, id := range ch.AppendedBy {
+		changed[id] = true
+	}
+	for _, id := range ch.Agents {
+		started[id] = true
+	}
+	if grew {
+		for _, a := range p.st.Agents {
+			if a.Last != nil && a.Last.Step == ch.CallsBefore {
+				changed[a.ID] = true // no longer the current one
+			}
+		}
+	}
+	var added strings.Builder
+	for _, a := range v.Agents {
+		switch {
+		case started[a.AgentID]:
+			added.WriteString(html(templates.ScrubRow(a)))
+		case changed[a.AgentID]:
+			ps = append(ps, patch{Sel: box + " " + attrIs("data-scrub-agent", a.AgentID), Op: "replace", HTML: html(templates.ScrubRow(a))})
+		}
+	}
+	if added.Len() > 0 {
+		ps = append(ps, patch{Sel: box + " tbody", Op: "append", HTML: added.String()})
+	}
 	// At a step of the past, an agent that starts now had not started.
 	var rows strings.Builder
 	for _, id := range ch.Agents {
