@@ -315,11 +315,11 @@ func (p *pageData) waterfallPatches(ch view.Changes) ([]patch, error) {
 		}
 	}
 	drawn := map[string]bool{}
-	follow, _, err := p.waterfallFrame(false, nil)
+	follow, err := p.waterfallFrame(false, nil)
 	if err != nil {
 		return nil, err
 	}
-	all, _, err := p.waterfallFrame(true, nil)
+	all, err := p.waterfallFrame(true, nil)
 	if err != nil {
 		return nil, err
 	}

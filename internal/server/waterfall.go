@@ -29,7 +29,7 @@ func (p *pageData) ms(t time.Time) int64 {
 
 // waterfallFrame is a waterfall without its lanes: which steps it shows
 // and its axis, for a viewer who follows (all false) or shows every step.
-func (p *pageData) waterfallFrame(all bool, at *stepAt) (templates.Waterfall, []db.CallRow, error) {
+func (p *pageData) waterfallFrame(all bool, at *stepAt) (templates.Waterfall, error) {
 	st := p.st
 	n := st.Calls
 	w := templates.Waterfall{SessionID: p.sid(), Steps: n, Marker: -1,
@@ -44,11 +44,13 @@ func (p *pageData) waterfallFrame(all bool, at *stepAt) (templates.Waterfall, []
 		w.Follow, w.From, w.To = true, max(1, n-view.WaterfallSteps+1), n
 	}
 	w.Now = max(p.ms(now), 0)
-	var first []db.CallRow
-	if n > 0 && !w.All {
-		var err error
-		if first, err = p.rd.CallsFrom(p.ctx, w.From, w.From+1); err != nil {
-			return w, nil, err
+	// The axis starts with the session, or, when the steps shown start
+	// later, with the first of them: while every step fits a following
+	// timeline, it draws what the whole one does.
+	if w.From > 1 {
+		first, err := p.rd.CallsFrom(p.ctx, w.From, w.From+1)
+		if err != nil {
+			return w, err
 		}
 		if len(first) == 1 {
 			w.T0 = p.ms(first[0].StartedAt)
@@ -56,12 +58,12 @@ func (p *pageData) waterfallFrame(all bool, at *stepAt) (templates.Waterfall, []
 	}
 	w.Span = max(w.Now-w.T0, 1)
 	w.Ticks = ticks(w.T0, w.Span)
-	return w, first, nil
+	return w, nil
 }
 
 // waterfall is the timeline for a viewer, bars and all.
 func (p *pageData) waterfall(all bool, at *stepAt) (templates.Waterfall, error) {
-	w, _, err := p.waterfallFrame(all, at)
+	w, err := p.waterfallFrame(all, at)
 	if err != nil {
 		return w, err
 	}
