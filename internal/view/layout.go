@@ -131,7 +131,7 @@ func CountersGrew(before, after int) bool {
 // figures: 9,999, 12.3k, 456k, 2.61M.
 func CompactTokens(n int) string {
 	if n < 10_000 {
-		return thousands(n)
+		return Thousands(n)
 	}
 	f, unit := float64(n)/1000, "k"
 	if f >= 999.5 {
@@ -349,10 +349,11 @@ func plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}
-	return thousands(n) + " " + word + "s"
+	return Thousands(n) + " " + word + "s"
 }
 
-func thousands(n int) string {
+// Thousands writes 12345 as 12,345.
+func Thousands(n int) string {
 	s := strconv.Itoa(n)
 	neg := n < 0
 	if neg {

@@ -491,20 +491,7 @@ func i64(n int64) string          { return strconv.FormatInt(n, 10) }
 func sessionURL(id string) string { return "/sessions/" + id }
 
 // Thousands writes 12345 as 12,345.
-func Thousands(n int) string {
-	s := strconv.Itoa(n)
-	neg := n < 0
-	if neg {
-		s = s[1:]
-	}
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	if neg {
-		s = "-" + s
-	}
-	return s
-}
+func Thousands(n int) string { return view.Thousands(n) }
 
 // Age says how long ago t was, briefly.
 func Age(t time.Time, now time.Time) string {
