@@ -64,6 +64,9 @@ row "big delegation: the tree's SVG of 50 children" "≤ 200 KB" ./internal/serv
 row "big delegation: session page of 50 children after 5,000 steps, server time" "—" ./internal/server/ BenchmarkBigDelegation ms-page-50 1x
 row "event → browser p99, 100 viewers in another process (engine → SQLite → patch → websocket)" "≤ 10 ms" ./internal/server/ BenchmarkEventToBrowser p99-ms-100 1x
 row "event → browser p99, 500 viewers in another process" "≤ 50 ms" ./internal/server/ BenchmarkEventToBrowser p99-ms-500 1x
+row "event → browser: bytes a viewer receives over the 150-turn session (100 viewers)" "—" ./internal/server/ BenchmarkEventToBrowser bytes-per-viewer-100 1x
+row "event → browser: the server's CPU for that session, 100 viewers (ms)" "—" ./internal/server/ BenchmarkEventToBrowser server-cpu-ms-100 1x
+row "event → browser: the server's CPU for that session, 500 viewers (ms)" "—" ./internal/server/ BenchmarkEventToBrowser server-cpu-ms-500 1x
 row "peak RSS of studio run on the 200 + 50 scenario, stored" "—" ./cmd/studio/ BenchmarkPeakRSS peak-RSS-MB 3x
 row "studio run of the example / studio --version, wall time (median)" "≤ 3×" ./cmd/studio/ BenchmarkStartup run/version-time 20x
 row "studio run of the example, wall time (median)" "≤ 25 ms" ./cmd/studio/ BenchmarkStartup run-ms 20x
