@@ -70,9 +70,10 @@ func (lv *liveViews) Publish(sessionID string, events []delegation.Event, ch vie
 	if len(events) == 0 {
 		return
 	}
-	lv.publish(sessionID, events[0].Seq, events[len(events)-1].Seq, len(events), func(i int, ps []patch) ([]byte, error) {
-		return encodeWire(events[i], ps)
-	}, func(i int) delegation.Event { return events[i] }, ch, v)
+	lv.publish(sessionID, events[0].Seq, events[len(events)-1].Seq, len(events), func(i int) (delegation.Event, []byte, error) {
+		line, err := encodeWire(events[i])
+		return events[i], line, err
+	}, ch, v)
 }
 
 // PublishStored takes a batch of a session another replica runs, read back
@@ -81,16 +82,16 @@ func (lv *liveViews) PublishStored(sessionID string, events []db.LoggedEvent, ch
 	if len(events) == 0 {
 		return
 	}
-	lv.publish(sessionID, events[0].Seq, events[len(events)-1].Seq, len(events), func(i int, ps []patch) ([]byte, error) {
-		return encodeLogged(events[i].Event, events[i].Message, events[i].Call, ps)
-	}, func(i int) delegation.Event { return events[i].Event }, ch, v)
+	lv.publish(sessionID, events[0].Seq, events[len(events)-1].Seq, len(events), func(i int) (delegation.Event, []byte, error) {
+		line, err := encodeLogged(events[i].Event, events[i].Message, events[i].Call, nil)
+		return events[i].Event, line, err
+	}, ch, v)
 }
 
 // publish sends a batch of n events, seqs first … last, as one message; line
-// encodes the i-th with its patches (the last event's are the batch's), head
-// is the i-th event, for a page's line of it.
-func (lv *liveViews) publish(sessionID string, first, last int64, n int, line func(int, []patch) ([]byte, error),
-	head func(int) delegation.Event, ch view.Changes, v *session.Live) {
+// is the i-th event and its encoding (the batch's patches go on the last).
+func (lv *liveViews) publish(sessionID string, first, last int64, n int, line func(int) (delegation.Event, []byte, error),
+	ch view.Changes, v *session.Live) {
 	if lv.hub.Viewers(sessionID) == 0 {
 		return
 	}
@@ -102,21 +103,28 @@ func (lv *liveViews) publish(sessionID string, first, last int64, n int, line fu
 	// viewer, and one write. A session page's own stream reads only each
 	// event's head and the patches: its lines leave out what the events
 	// carry (their data, the message or call they introduced).
+	// The patches, most of the bytes, are encoded once for both.
+	var ps []byte
+	if len(patches) > 0 {
+		if ps, err = marshalJSON(patches); err != nil {
+			lv.log.Error("encode live patches", "session", sessionID, "err", err)
+			return
+		}
+	}
 	var data, page []byte
 	for i := range n {
-		var ps []patch
-		if i == n-1 {
-			ps = patches
-		}
-		l, err := line(i, ps)
+		ev, l, err := line(i)
 		if err != nil {
 			lv.log.Error("encode live event", "session", sessionID, "err", err)
 			return
 		}
-		h, err := marshalWire(pageLine(head(i), ps))
+		h, err := marshalWire(pageLine(ev))
 		if err != nil {
 			lv.log.Error("encode live event", "session", sessionID, "err", err)
 			return
+		}
+		if i == n-1 && ps != nil {
+			l, h = withPatches(l, ps), withPatches(h, ps)
 		}
 		if i > 0 {
 			data, page = append(data, '\n'), append(page, '\n')
@@ -126,10 +134,10 @@ func (lv *liveViews) publish(sessionID string, first, last int64, n int, line fu
 	lv.hub.Publish(sessionID, live.Message{First: first, Seq: last, Data: data, Page: page})
 }
 
-// pageLine is an event as a session page's stream sends it: its head and
-// its patches.
-func pageLine(ev delegation.Event, patches []patch) wireEvent {
-	w := wireEvent{Seq: ev.Seq, Type: string(ev.Type), At: ev.At.UTC(), Patches: patches}
+// pageLine is an event's head, as a session page's stream sends it (with
+// the patches on a batch's last line).
+func pageLine(ev delegation.Event) wireEvent {
+	w := wireEvent{Seq: ev.Seq, Type: string(ev.Type), At: ev.At.UTC()}
 	if ev.AgentID != "" {
 		id := ev.AgentID
 		w.AgentID = &id
@@ -155,8 +163,8 @@ func (lv *liveViews) patches(sessionID string, streamed bool, ch view.Changes, v
 }
 
 // encodeWire encodes an event with what it introduced, as the trace has
-// them, and its patches.
-func encodeWire(ev delegation.Event, patches []patch) ([]byte, error) {
+// them.
+func encodeWire(ev delegation.Event) ([]byte, error) {
 	st, err := trace.StepOf(ev)
 	if err != nil {
 		return nil, err
@@ -165,7 +173,7 @@ func encodeWire(ev delegation.Event, patches []patch) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encodeLogged(stored, st.Message, st.Call, patches)
+	return encodeLogged(stored, st.Message, st.Call, nil)
 }
 
 func encodeLogged(ev delegation.Event, m *trace.Message, c *trace.ModelCall, patches []patch) ([]byte, error) {
@@ -185,7 +193,19 @@ func encodeLogged(ev delegation.Event, m *trace.Message, c *trace.ModelCall, pat
 // marshalWire encodes a live message as compact JSON, leaving <, > and &
 // as they are: it is read by JSON.parse, never put in HTML, and patches
 // are mostly HTML, which escaping would grow by a quarter.
-func marshalWire(w wireEvent) ([]byte, error) {
+func marshalWire(w wireEvent) ([]byte, error) { return marshalJSON(w) }
+
+// withPatches adds encoded patches to an encoded line that has none, as
+// its last field.
+func withPatches(line, patches []byte) []byte {
+	out := make([]byte, 0, len(line)+len(patches)+12)
+	out = append(out, line[:len(line)-1]...)
+	out = append(out, `,"patches":`...)
+	out = append(out, patches...)
+	return append(out, '}')
+}
+
+func marshalJSON(w any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -714,7 +734,9 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 				}
 				continue
 			}
+			p.countsOnly = true // its total and its gaps change, not its messages
 			v, err := p.pane(pn, nil)
+			p.countsOnly = false
 			if err != nil {
 				return nil, err
 			}

@@ -46,6 +46,9 @@ type pageData struct {
 	// inheritedOnly draws a pane's inherited messages alone, which a pane
 	// otherwise loads when they are opened (InheritedURL).
 	inheritedOnly bool
+	// countsOnly draws a pane's counts and its gaps, reading none of its
+	// messages: for the patches of a pane whose call changed.
+	countsOnly bool
 	// counts are the agents' counters at the page's step, once read.
 	counts map[string]db.AgentCounts
 }
@@ -205,6 +208,12 @@ func (p *pageData) rangeViews(rs []delegation.Range, w view.Window, url string, 
 	gapFrom, gapTo := w.Gap(n)
 	if p.wholeContexts {
 		gapFrom, gapTo = n, n
+	}
+	if p.countsOnly {
+		if gapTo == gapFrom {
+			return nil, nil
+		}
+		return []templates.MessageView{{Gap: gapTo - gapFrom, GapFrom: gapFrom, URL: url, Inherited: inherited}}, nil
 	}
 	out, err := p.spanViews(rs, 0, gapFrom, inherited, taskCallID)
 	if err != nil || gapTo == gapFrom {

@@ -47,7 +47,9 @@ func (p *pageData) waterfallFrame(all bool, at *stepAt) (templates.Waterfall, er
 	// The axis starts with the session, or, when the steps shown start
 	// later, with the first of them: while every step fits a following
 	// timeline, it draws what the whole one does.
-	if w.From > 1 {
+	if t, ok := p.st.StepStartedAt(w.From); ok && w.From > 1 {
+		w.T0 = p.ms(t) // the fold has it: no read
+	} else if w.From > 1 {
 		first, err := p.rd.CallsFrom(p.ctx, w.From, w.From+1)
 		if err != nil {
 			return w, err

@@ -91,6 +91,7 @@ func (s *State) Clone() *State {
 		c.byChild[dc.ChildID] = &dc
 		c.byTaskCall[dc.TaskCallID] = &dc
 	}
+	c.starts = slices.Clone(s.starts)
 	c.RunningTools = maps.Clone(s.RunningTools)
 	c.Running = maps.Clone(s.Running)
 	for id, r := range c.Running {

@@ -66,7 +66,10 @@ type State struct {
 	byTaskCall map[string]*Delegation
 	// pending holds live-only text of calls whose model.started is not in yet.
 	pending map[string]string
-	notes   noteState
+	// starts are when the last WaterfallSteps steps' calls began, by step
+	// modulo WaterfallSteps (nil before the first).
+	starts []time.Time
+	notes  noteState
 }
 
 // Session is what the page's head shows.
@@ -324,6 +327,16 @@ type Pane struct {
 
 // ID is the pane's name on the page.
 func (p Pane) ID() string { return p.Kind + ":" + p.Delegation }
+
+// StepStartedAt is when the model call of a step began, for the steps of
+// a following timeline (the last WaterfallSteps); false for older ones,
+// which the store has.
+func (s *State) StepStartedAt(step int) (time.Time, bool) {
+	if s.starts == nil || step < 1 || step > s.Calls || step <= s.Calls-WaterfallSteps {
+		return time.Time{}, false
+	}
+	return s.starts[step%WaterfallSteps], true
+}
 
 // Context is what a pane shows now.
 func (s *State) PaneContext(p Pane) Context {
@@ -663,6 +676,10 @@ func (s *State) callStarted(ev delegation.Event, c *trace.ModelCall, ch *Changes
 	s.Calls++
 	s.Tokens += c.InputTokens
 	s.Cached += c.CachedPrefixTokens
+	if s.starts == nil {
+		s.starts = make([]time.Time, WaterfallSteps)
+	}
+	s.starts[s.Calls%WaterfallSteps] = ev.At
 	if a.Calls == 0 {
 		a.EntryTokens, a.InheritedTokens = c.InputTokens, c.InheritedTokens
 		a.EntryCached = c.CachedPrefixTokens
