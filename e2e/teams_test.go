@@ -424,7 +424,7 @@ func TestTeamEditor(t *testing.T) {
 	r := eval[run](tb, `(() => ({
   name: document.querySelector('.session h1').textContent.trim(),
   nodes: [...document.querySelectorAll('#tree g[data-testid^="node-"]')].map(n => n.dataset.testid + ' ' + n.getAttribute('class').replace(' node-selected', '')).sort(),
-  a1: ((document.querySelector('#tree [data-testid="node-a1"] text.name') || {}).textContent || '').replace(/\s+/g, ' ').trim(),
+  a1: [...document.querySelectorAll('#tree [data-testid="node-a1"] text.name, #tree [data-testid="node-a1"] text.mode')].map(t => t.textContent.trim()).join(' '),
   answer: (document.querySelector('[data-testid="answer"] pre') || {}).textContent || '',
 }))()`)
 	if r.Name != teamName {
