@@ -229,6 +229,7 @@ func TestDeepagentsThroughTheRecordingEndpoint(t *testing.T) {
 		tb := &tab{t: t, ctx: tb.ctx}
 		fork, _ := s.fullTrace(t, id).agentNamed("fork-reporter")
 		tb.navigate(s.URL + "/sessions/" + id + "?agent=" + fork)
+		openInherited(tb)
 		d := eval[delegationPage](tb, readDelegation)
 		if !d.Fork || d.Inherited < 7 || !strings.Contains(d.InhText, "A-7731") {
 			t.Errorf("the fork's pane: fork note %v, %d inherited messages: %q", d.Fork, d.Inherited, d.InhText)
