@@ -142,10 +142,5 @@ func plural(n int, word string) string {
 	return thousands(n) + " " + word + "s"
 }
 
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
+// thousands writes 12345 as 12,345, as the pages do.
+func thousands(n int) string { return view.Thousands(n) }
