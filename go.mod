@@ -3,6 +3,7 @@ module github.com/delegationstudio/studio
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/PuerkitoBio/goquery v1.13.0
 	github.com/a-h/templ v0.3.1118
 	github.com/chromedp/cdproto v0.160.1
@@ -13,6 +14,7 @@ require (
 	github.com/jackc/pgxlisten v0.0.0-20250802141604-12b92425684c
 	github.com/labstack/echo/v4 v4.16.4
 	github.com/mattn/go-isatty v0.0.24
+	github.com/nicksnyder/go-i18n/v2 v2.7.0
 	github.com/pkoukk/tiktoken-go v0.1.8
 	github.com/pkoukk/tiktoken-go-loader v0.0.2
 	github.com/prometheus/client_golang v1.25.0

@@ -54,7 +54,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	switch status {
 	case http.StatusInternalServerError:
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-		msg = "Internal error"
+		msg = tr(c).T("error.internal")
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
 		// Busy or storage trouble: for now, not for good.
 		setRetryAfter(c, 5)
@@ -70,7 +70,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		_ = c.JSON(status, apiError{Error: msg, Errors: fields})
 		return
 	}
-	_ = render(c, status, templates.ErrorPage(templates.Page{Title: http.StatusText(status)}, status, msg))
+	_ = render(c, status, templates.ErrorPage(templates.Page{Title: statusText(c, status), Here: c.Request().URL.RequestURI()}, status, msg))
 }
 
 func codeStatus(code string) int {

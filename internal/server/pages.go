@@ -26,7 +26,7 @@ func csrfToken(c echo.Context) string {
 }
 
 func (s *Server) page(c echo.Context, title string) templates.Page {
-	return templates.Page{Title: title, CSRF: csrfToken(c), Nav: navOf(c.Path())}
+	return templates.Page{Title: title, CSRF: csrfToken(c), Nav: navOf(c.Path()), Here: c.Request().URL.RequestURI()}
 }
 
 // navOf is the section of the nav a route belongs to.

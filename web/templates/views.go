@@ -22,6 +22,9 @@ type Page struct {
 	// Summary, after a form came back with problems, heads the page: what
 	// went wrong, each with a link to its field.
 	Summary *ErrorSummary
+	// Here is the page's own address, path and query, which the language
+	// switch links back to.
+	Here string
 }
 
 // ErrorSummary is the list of a form's problems at the top of its page.

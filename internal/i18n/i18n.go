@@ -1,0 +1,306 @@
+// Package i18n is the studio's two languages, English and Simplified
+// Chinese: one catalogue per language (locales/en.toml, locales/zh.toml,
+// read with go-i18n, plural forms by CLDR's rules), the lessons' texts in
+// Chinese (locales/lessons.zh.toml, keyed by their English text, which is
+// written beside each lesson's code), the choice of a language from a
+// request, and numbers, dates and ages as each language writes them.
+package i18n
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"html"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	goi18n "github.com/nicksnyder/go-i18n/v2/i18n"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+//go:embed locales/*.toml
+var locales embed.FS
+
+// The languages, by the code the studio uses for each (in a cookie, a
+// link, the lang attribute, --lang).
+const (
+	English = "en"
+	Chinese = "zh"
+)
+
+// Codes are the languages in the order the switch offers them.
+var Codes = []string{English, Chinese}
+
+var tags = map[string]language.Tag{English: language.English, Chinese: language.SimplifiedChinese}
+
+// Autonym is each language's name in itself, as a switch names it.
+var Autonym = map[string]string{English: "English", Chinese: "中文"}
+
+var bundle = func() *goi18n.Bundle {
+	b := goi18n.NewBundle(language.English)
+	b.RegisterUnmarshalFunc("toml", toml.Unmarshal)
+	files, err := fs.Glob(locales, "locales/*.toml")
+	if err != nil {
+		panic(err)
+	}
+	for _, f := range files {
+		if _, err := b.LoadMessageFileFS(locales, f); err != nil {
+			panic(fmt.Sprintf("i18n: %s: %v", f, err)) // a broken catalogue is a bug, caught by this package's tests
+		}
+	}
+	return b
+}()
+
+var matcher = language.NewMatcher([]language.Tag{language.English, language.SimplifiedChinese})
+
+// Lang is one language's localizer: catalogue messages, lesson texts,
+// numbers and dates.
+type Lang struct {
+	Code    string
+	loc     *goi18n.Localizer
+	printer *message.Printer
+}
+
+var langs = func() map[string]*Lang {
+	out := map[string]*Lang{}
+	for _, c := range Codes {
+		out[c] = &Lang{Code: c, loc: goi18n.NewLocalizer(bundle, tags[c].String()), printer: message.NewPrinter(tags[c])}
+	}
+	return out
+}()
+
+// Get is the language of that code; English for any other.
+func Get(code string) *Lang {
+	if l, ok := langs[code]; ok {
+		return l
+	}
+	return langs[English]
+}
+
+// Valid says whether code names one of the studio's languages.
+func Valid(code string) bool { _, ok := langs[code]; return ok }
+
+// Negotiate picks the language for an Accept-Language header: Chinese for
+// any Chinese (zh, zh-CN, zh-Hans, zh-TW: the studio has Simplified
+// Chinese only, which a reader of Traditional reads better than English),
+// else English.
+func Negotiate(acceptLanguage string) string {
+	prefs, _, err := language.ParseAcceptLanguage(acceptLanguage)
+	if err != nil || len(prefs) == 0 {
+		return English
+	}
+	for _, p := range prefs {
+		base, _ := p.Base()
+		switch base.String() {
+		case "zh":
+			return Chinese
+		case "en":
+			return English
+		}
+	}
+	_, i, conf := matcher.Match(prefs...)
+	if conf == language.No || i != 1 {
+		return English
+	}
+	return Chinese
+}
+
+type ctxKey struct{}
+
+// With returns ctx carrying the language.
+func With(ctx context.Context, l *Lang) context.Context { return context.WithValue(ctx, ctxKey{}, l) }
+
+// From is the language ctx carries; English when it carries none.
+func From(ctx context.Context) *Lang {
+	if ctx != nil {
+		if l, ok := ctx.Value(ctxKey{}).(*Lang); ok && l != nil {
+			return l
+		}
+	}
+	return langs[English]
+}
+
+// T is the catalogue's message id, with its template's data given as
+// name, value pairs: T("run.started", "Age", "3m ago"). A message missing
+// from the catalogue is a bug (this package's tests check that every id
+// the code uses exists in both languages); it shows as its id.
+func (l *Lang) T(id string, kv ...any) string {
+	out, err := l.loc.Localize(&goi18n.LocalizeConfig{MessageID: id, TemplateData: data(kv)})
+	if err != nil {
+		return id
+	}
+	return out
+}
+
+// N is the plural message id for count n: "1 agent", "3 agents",
+// "3 个 Agent". Its template has .Count, written as the language writes
+// numbers, and the other data given as pairs.
+func (l *Lang) N(id string, n int, kv ...any) string {
+	d := data(kv)
+	if d == nil {
+		d = map[string]any{}
+	}
+	d["Count"] = l.Num(n)
+	out, err := l.loc.Localize(&goi18n.LocalizeConfig{MessageID: id, PluralCount: n, TemplateData: d})
+	if err != nil {
+		return id
+	}
+	return out
+}
+
+// HTML is a catalogue message that holds markup of its own (<code>,
+// <em>, <a>): the catalogue is ours and trusted, the data is not and is
+// escaped.
+func (l *Lang) HTML(id string, kv ...any) string {
+	esc := make([]any, len(kv))
+	for i, v := range kv {
+		if i%2 == 1 {
+			v = html.EscapeString(fmt.Sprint(v))
+		}
+		esc[i] = v
+	}
+	return l.T(id, esc...)
+}
+
+func data(kv []any) map[string]any {
+	if len(kv) == 0 {
+		return nil
+	}
+	d := make(map[string]any, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		d[fmt.Sprint(kv[i])] = kv[i+1]
+	}
+	return d
+}
+
+// Num writes an integer as the language does: 12,345 in both (CLDR's
+// grouping for zh-Hans is the comma too).
+func (l *Lang) Num(n int) string { return l.printer.Sprintf("%d", n) }
+
+// Date writes a day: "2 Dec 2026", "2026年12月2日".
+func (l *Lang) Date(t time.Time) string {
+	if l.Code == Chinese {
+		return fmt.Sprintf("%d年%d月%d日", t.Year(), int(t.Month()), t.Day())
+	}
+	return t.Format("2 Jan 2006")
+}
+
+// DateTime writes a day and a time: "2 Dec 2026, 14:05", "2026年12月2日 14:05".
+func (l *Lang) DateTime(t time.Time) string {
+	if l.Code == Chinese {
+		return l.Date(t) + " " + t.Format("15:04")
+	}
+	return l.Date(t) + ", " + t.Format("15:04")
+}
+
+// Age says how long ago t was, briefly: "3m ago", "3 分钟前"; a date past
+// two days.
+func (l *Lang) Age(t, now time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return l.T("age.seconds", "N", int(d.Seconds()))
+	case d < time.Hour:
+		return l.T("age.minutes", "N", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return l.T("age.hours", "N", int(d.Hours()))
+	}
+	return l.Date(t)
+}
+
+// figure is a number or a quoted text in a lesson's English text: what
+// Text carries over into the translation unchanged, by its place ({1},
+// {2}, …), so that one translation serves every figure a run computes.
+var figure = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|“[^”]*”|\d+(?:[.,]\d+)*`)
+
+// Key is the catalogue key of a lesson's English text: its figures and
+// quotations as {1}, {2}, …, and those figures in order.
+func Key(english string) (string, []string) {
+	var figs []string
+	key := figure.ReplaceAllStringFunc(english, func(m string) string {
+		figs = append(figs, m)
+		return "{" + strconv.Itoa(len(figs)) + "}"
+	})
+	return key, figs
+}
+
+var placeholder = regexp.MustCompile(`\{(\d+)\}`)
+
+// Text is a lesson's text (a title, a heading, a note, a check) in the
+// language: in Chinese the catalogue's translation of its key with the
+// text's own figures put back; the English text itself when the language
+// is English or the catalogue has none (a table cell holding a run's data
+// has none, and is data, not interface).
+func (l *Lang) Text(english string) string {
+	if l.Code == English || english == "" {
+		return english
+	}
+	out, ok := l.lookup(english)
+	if !ok {
+		return english
+	}
+	return out
+}
+
+// HasText says whether the catalogue translates the English text.
+func (l *Lang) HasText(english string) bool {
+	_, ok := l.lookup(english)
+	return ok
+}
+
+func (l *Lang) lookup(english string) (string, bool) {
+	key, figs := Key(english)
+	msg, err := l.loc.Localize(&goi18n.LocalizeConfig{MessageID: "lesson." + key})
+	if err != nil {
+		return "", false
+	}
+	return placeholder.ReplaceAllStringFunc(msg, func(m string) string {
+		i, _ := strconv.Atoi(m[1 : len(m)-1])
+		if i < 1 || i > len(figs) {
+			return m
+		}
+		return figs[i-1]
+	}), true
+}
+
+// IDs are the catalogue's message ids in a language, sorted (the lesson
+// texts' keys included, "lesson." before them).
+func IDs(code string) []string {
+	var out []string
+	for _, f := range catalogueFiles(code) {
+		for _, m := range f {
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// catalogueFiles reads the ids of each of a language's files.
+func catalogueFiles(code string) [][]string {
+	files, _ := fs.Glob(locales, "locales/*.toml")
+	var out [][]string
+	for _, f := range files {
+		parts := strings.Split(strings.TrimSuffix(f[len("locales/"):], ".toml"), ".")
+		if parts[len(parts)-1] != code {
+			continue
+		}
+		b, _ := locales.ReadFile(f)
+		msgs, err := goi18n.ParseMessageFileBytes(b, f, map[string]goi18n.UnmarshalFunc{"toml": toml.Unmarshal})
+		if err != nil {
+			continue
+		}
+		var ids []string
+		for _, m := range msgs.Messages {
+			ids = append(ids, m.ID)
+		}
+		out = append(out, ids)
+	}
+	return out
+}

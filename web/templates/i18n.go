@@ -1,0 +1,82 @@
+package templates
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"github.com/delegationstudio/studio/internal/i18n"
+)
+
+// The templates say nothing in a language of their own: every word comes
+// from the catalogue of the language the request's context carries
+// (internal/i18n), through these helpers; a test fails on a literal
+// English text in a .templ file.
+
+// T is a catalogue message, its template data as name, value pairs.
+func T(ctx context.Context, id string, kv ...any) string { return i18n.From(ctx).T(id, kv...) }
+
+// N is a plural catalogue message for n ("3 agents", "3 个 Agent").
+func N(ctx context.Context, id string, n int, kv ...any) string { return i18n.From(ctx).N(id, n, kv...) }
+
+// Rich is a catalogue message that holds markup of its own; its data is
+// escaped.
+func Rich(ctx context.Context, id string, kv ...any) templ.Component {
+	return templ.Raw(i18n.From(ctx).HTML(id, kv...))
+}
+
+// L is a lesson's text (a title, a heading, a note) in the page's
+// language.
+func L(ctx context.Context, english string) string { return i18n.From(ctx).Text(english) }
+
+// Num writes n as the page's language writes numbers.
+func Num(ctx context.Context, n int) string { return i18n.From(ctx).Num(n) }
+
+// age says how long ago t was, in the page's language.
+func age(ctx context.Context, t, now time.Time) string { return i18n.From(ctx).Age(t, now) }
+
+// dateTime writes a moment in the page's language.
+func dateTime(ctx context.Context, t time.Time) string { return i18n.From(ctx).DateTime(t) }
+
+// langOf is the code of the page's language, for <html lang>.
+func langOf(ctx context.Context) string {
+	if i18n.From(ctx).Code == i18n.Chinese {
+		return "zh-Hans"
+	}
+	return "en"
+}
+
+// LangSwitch is a link to the page in each other language.
+type LangSwitch struct {
+	Code, Name, URL string
+}
+
+// switches are the links to the page here in the other languages: the
+// same page, with ?lang=, which the server remembers and drops.
+func switches(ctx context.Context, here string) []LangSwitch {
+	cur := i18n.From(ctx).Code
+	u, err := url.Parse(here)
+	if err != nil || here == "" {
+		u = &url.URL{Path: "/"}
+	}
+	var out []LangSwitch
+	for _, code := range i18n.Codes {
+		if code == cur {
+			continue
+		}
+		q := u.Query()
+		q.Set("lang", code)
+		out = append(out, LangSwitch{Code: code, Name: i18n.Autonym[code], URL: u.Path + "?" + q.Encode()})
+	}
+	return out
+}
+
+// htmlLang is the lang attribute of a language code.
+func htmlLang(code string) string {
+	if code == i18n.Chinese {
+		return "zh-Hans"
+	}
+	return code
+}
