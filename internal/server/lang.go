@@ -3,7 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
-		"time"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -55,7 +55,6 @@ func requestLang(r *http.Request) string {
 
 // tr is the language of a request.
 func tr(c echo.Context) *i18n.Lang { return i18n.From(c.Request().Context()) }
-
 
 // statusText names an HTTP status in the request's language.
 func statusText(c echo.Context, status int) string {

@@ -195,7 +195,7 @@ func (s *Server) routes() *echo.Echo {
 		return err
 	}}))
 	e.Use(securityHeaders)
-	e.Use(s.language) // each page in the reader's language: the switch's cookie, else Accept-Language
+	e.Use(s.language)     // each page in the reader's language: the switch's cookie, else Accept-Language
 	e.Use(s.checkHost)    // the Host names this studio; changes and websockets come from its own pages
 	e.Use(limitBody)      // bodies sized to their route
 	e.Use(s.requireToken) // the access token, when there is one

@@ -19,7 +19,9 @@ import (
 func T(ctx context.Context, id string, kv ...any) string { return i18n.From(ctx).T(id, kv...) }
 
 // N is a plural catalogue message for n ("3 agents", "3 个 Agent").
-func N(ctx context.Context, id string, n int, kv ...any) string { return i18n.From(ctx).N(id, n, kv...) }
+func N(ctx context.Context, id string, n int, kv ...any) string {
+	return i18n.From(ctx).N(id, n, kv...)
+}
 
 // Rich is a catalogue message that holds markup of its own; its data is
 // escaped.
