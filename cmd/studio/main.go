@@ -26,7 +26,8 @@ Usage:
   studio run SCENARIO.json|lesson:NAME[--VARIANT] [--json] [--db FILE] [--model-url URL --model NAME]
                                        run a scenario headless; --json prints the trace
   studio validate SCENARIO.json        check a scenario, run nothing
-  studio lessons                       list the built-in lessons and their variants
+  studio lessons [--lang zh]           list the built-in lessons and their variants
+                                       (--lang zh: their Chinese titles)
   studio sessions [--db FILE]          list stored sessions: id, status, name
   studio export SESSION_ID [--format json|otlp|otlp-proto] [--db FILE]
                                        print a stored session: its trace or its spans

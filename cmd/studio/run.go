@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/model/openai"
 	"github.com/delegationstudio/studio/internal/scenario"
@@ -246,13 +247,19 @@ func printWarnings(w io.Writer, warnings delegation.FieldErrors) {
 }
 
 func cmdLessons(args []string, stdout, stderr io.Writer) int {
-	c := newCommand("lessons", "studio lessons",
-		"Lists the built-in lessons, each with the variants it runs. Run one with\n'studio run lesson:NAME' (its first variant) or 'studio run lesson:NAME--VARIANT'.", stdout, stderr)
+	c := newCommand("lessons", "studio lessons [--lang en|zh]",
+		"Lists the built-in lessons, each with the variants it runs. Run one with\n'studio run lesson:NAME' (its first variant) or 'studio run lesson:NAME--VARIANT'.\nWith --lang zh the titles are the Chinese ones the studio's pages show; the rest stays English.", stdout, stderr)
+	lang := c.String("lang", i18n.English, "en", "the `language` of the titles: en, or zh (Simplified Chinese, the articles' language)", nil)
 	if _, code, ok := c.parse(args); !ok {
 		return code
 	}
+	if !i18n.Valid(*lang) {
+		fmt.Fprintf(stderr, "lang: %q is not a language of the studio: use en or zh\n", *lang)
+		return exitUsage
+	}
+	tr := i18n.Get(*lang)
 	for _, l := range lessons.All() {
-		fmt.Fprintf(stdout, "%-24s %s\n", l.Name, l.Title)
+		fmt.Fprintf(stdout, "%-24s %s\n", l.Name, tr.Text(l.Title))
 		if len(l.Variants) > 1 {
 			refs := make([]string, len(l.Variants))
 			for i, v := range l.Variants {

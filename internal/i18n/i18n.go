@@ -256,7 +256,7 @@ func (l *Lang) HasText(english string) bool {
 
 func (l *Lang) lookup(english string) (string, bool) {
 	key, figs := Key(english)
-	msg, err := l.loc.Localize(&goi18n.LocalizeConfig{MessageID: "lesson." + key})
+	msg, err := l.loc.Localize(&goi18n.LocalizeConfig{MessageID: "text." + key})
 	if err != nil {
 		return "", false
 	}
@@ -270,7 +270,7 @@ func (l *Lang) lookup(english string) (string, bool) {
 }
 
 // IDs are the catalogue's message ids in a language, sorted (the lesson
-// texts' keys included, "lesson." before them).
+// texts' keys included, "text." before them).
 func IDs(code string) []string {
 	var out []string
 	for _, f := range catalogueFiles(code) {

@@ -7,26 +7,32 @@ import (
 )
 
 // Article is one of the three articles the lessons come from, named as a
-// reader would look for it: its title, in English and as published, and
-// its numbered sections.
+// reader would look for it: its title, in English and as published (in
+// Chinese), and its numbered sections, in English and as published.
 type Article struct {
-	Number          int
-	Title, Original string
-	Sections        []string // section n is Sections[n-1]
+	Number           int
+	Title, Original  string
+	Sections         []string // section n is Sections[n-1]
+	OriginalSections []string // as the article heads them, without their numeral
 }
 
 // Articles are the three articles, in the order the lessons number them.
 var Articles = []Article{
 	{Number: 1, Title: "How the task tool hands work to a subagent", Original: "task 工具怎么把活派给子 Agent",
 		Sections: []string{"The tool's face", "What the child has once the work is sent", "What the parent gets on the way back",
-			"Where the middle part goes", "A subagent cannot delegate further", "What build and call time stop", "So when to delegate"}},
+			"Where the middle part goes", "A subagent cannot delegate further", "What build and call time stop", "So when to delegate"},
+		OriginalSections: []string{"先看这个工具的脸", "派出去之后，子 Agent 手上有什么", "回来的路上，父拿到什么", "中间那一段去哪了",
+			"子 Agent 不能再往下派", "装配期和调用期会拦下什么", "所以什么时候该派"}},
 	{Number: 2, Title: "Isolated or fork?", Original: "委派用 isolated 还是 fork",
 		Sections: []string{"One more line on the list", "The first look: an order of magnitude apart", "Prompts are joined, not replaced",
 			"The entry fee: the more the parent did, the more a fork reads", "How detailed a task should be",
-			"What is kept out, put in, summarized away", "How to choose"}},
+			"What is kept out, put in, summarized away", "How to choose"},
+		OriginalSections: []string{"装配的时候，清单上就多一行尾巴", "开局那一眼，两边差一个数量级", "提示词是拼出来的，不是替换",
+			"入场费：父干得越多，fork 读得越多", "任务描述该写多细", "挡什么、塞什么、压缩掉什么", "怎么选"}},
 	{Number: 3, Title: "Subagents: context isolation and three patterns", Original: "子 Agent：上下文隔离与三种编排模式",
 		Sections: []string{"Why subagents: context isolation", "Three patterns: pipeline, fan-out, review loop",
-			"Writing it: spawning a subagent on the harness", "When not to use several agents"}},
+			"Writing it: spawning a subagent on the harness", "When not to use several agents"},
+		OriginalSections: []string{"为什么需要子 Agent：上下文隔离", "三种编排模式", "手写：在基座上实现子 Agent 派生", "什么时候不要用多 Agent"}},
 }
 
 // Cite is a lesson's source as a person reads it: an article by its title
@@ -37,10 +43,11 @@ type Cite struct {
 	Sections []Section
 }
 
-// Section is a numbered section with its title.
+// Section is a numbered section with its title, in English and as the
+// article heads it.
 type Section struct {
-	Number int
-	Title  string
+	Number          int
+	Title, Original string
 }
 
 var (
@@ -66,7 +73,7 @@ func Cites(line string) []Cite {
 				to, _ = strconv.Atoi(s[2])
 			}
 			for k := from; k <= to && k >= 1 && k <= len(a.Sections); k++ {
-				c.Sections = append(c.Sections, Section{Number: k, Title: a.Sections[k-1]})
+				c.Sections = append(c.Sections, Section{Number: k, Title: a.Sections[k-1], Original: a.OriginalSections[k-1]})
 			}
 		}
 		out = append(out, c)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/trace"
@@ -20,13 +21,13 @@ import (
 )
 
 func (s *Server) lessonsPage(c echo.Context) error {
-	v := templates.LessonsPage{Page: s.page(c, "Lessons")}
+	v := templates.LessonsPage{Page: s.page(c, tr(c).T("nav.lessons"))}
 	latest, err := s.latestLessonRuns(c)
 	if err != nil {
 		return err
 	}
 	for _, l := range lessons.Course() {
-		o := lessonOption(l)
+		o := lessonOption(tr(c), l)
 		if r, ok := latest[l.Name]; ok {
 			o.LastRun, o.LastStatus = r.CreatedAt, runStatus(r)
 		}
@@ -64,28 +65,37 @@ func runStatus(r db.Run) string {
 	return delegation.StatusDone
 }
 
-func lessonOption(l lessons.Lesson) templates.LessonOption {
-	return templates.LessonOption{Name: l.Name, Title: l.Title, Description: l.Summary(), Source: citeText(l.Cites), BothModes: l.BothModes}
+// lessonOption is a lesson as a list shows it; its title and description
+// stay English here, the template says them in the page's language (they
+// are lesson texts, keyed by their English), its sources are named in
+// the reader's language already.
+func lessonOption(lang *i18n.Lang, l lessons.Lesson) templates.LessonOption {
+	return templates.LessonOption{Name: l.Name, Title: l.Title, Description: l.Summary(), Source: citeText(lang, l.Cites), BothModes: l.BothModes}
 }
 
 // citeText names a lesson's sources for a line: the articles by title, with
-// their sections.
-func citeText(cs []lessons.Cite) string {
+// their sections. In English the title is glossed with the one the article
+// was published under; in Chinese the article is named as published.
+func citeText(lang *i18n.Lang, cs []lessons.Cite) string {
 	var parts []string
 	for _, c := range cs {
 		if c.Article == nil {
-			parts = append(parts, "the studio's own: "+c.Own)
+			parts = append(parts, lang.T("cite.own", "What", lang.Text(c.Own)))
 			continue
 		}
-		p := "“" + c.Article.Title + "” (" + c.Article.Original + ")"
 		var secs []string
 		for _, sec := range c.Sections {
-			secs = append(secs, "§"+strconv.Itoa(sec.Number)+" "+sec.Title)
+			title := sec.Title
+			if lang.Code == i18n.Chinese {
+				title = sec.Original
+			}
+			secs = append(secs, lang.T("cite.section", "N", sec.Number, "Title", title))
 		}
-		if len(secs) > 0 {
-			p += ", " + strings.Join(secs, "; ")
+		if lang.Code == i18n.Chinese {
+			parts = append(parts, lang.T("cite.article", "Title", c.Article.Original, "Sections", strings.Join(secs, "；")))
+		} else {
+			parts = append(parts, lang.T("cite.article", "Title", c.Article.Title, "Original", c.Article.Original, "Sections", strings.Join(secs, "; ")))
 		}
-		parts = append(parts, p)
 	}
 	return strings.Join(parts, " · ")
 }
@@ -163,7 +173,7 @@ func (s *Server) lessonPage(c echo.Context) error {
 		return delegation.Errorf(delegation.ENOTFOUND, "%v", err)
 	}
 	ctx := c.Request().Context()
-	v := templates.LessonPage{Page: s.page(c, l.Title), Lesson: lessonOption(l), Article: l.Article}
+	v := templates.LessonPage{Page: s.page(c, tr(c).Text(l.Title)), Lesson: lessonOption(tr(c), l), Article: l.Article}
 	runs, err := s.cfg.DB.Runs(ctx, db.RunFilter{Kind: db.RunLesson, Lesson: l.Name, Limit: 20})
 	if err != nil {
 		return err
@@ -187,7 +197,7 @@ func (s *Server) lessonPage(c echo.Context) error {
 				URL: "/lessons/" + url.PathEscape(l.Name) + "?run=" + url.QueryEscape(r.ID)})
 		}
 	}
-	if v.Run, err = s.lessonRun(ctx, l, shown); err != nil {
+	if v.Run, err = s.lessonRun(ctx, tr(c), l, shown); err != nil {
 		return err
 	}
 	if c.QueryParam("fragment") != "" {
@@ -198,7 +208,7 @@ func (s *Server) lessonPage(c echo.Context) error {
 
 // lessonRun is a run of a lesson as its page shows it: each variant's
 // session, and once every one is done, the table and its checks.
-func (s *Server) lessonRun(ctx context.Context, l lessons.Lesson, run *db.Run) (templates.LessonRunView, error) {
+func (s *Server) lessonRun(ctx context.Context, lang *i18n.Lang, l lessons.Lesson, run *db.Run) (templates.LessonRunView, error) {
 	v := templates.LessonRunView{Lesson: l.Name}
 	if run == nil {
 		for _, variant := range l.Variants {
@@ -246,19 +256,18 @@ func (s *Server) lessonRun(ctx context.Context, l lessons.Lesson, run *db.Run) (
 		traces[rs.Variant] = t
 	}
 	if len(traces) != len(l.Variants) {
-		v.Error = "Some of this run's sessions were deleted, so its table cannot be computed: run the lesson again."
+		v.Error = "lesson.error_deleted"
 		return v, nil
 	}
 	tbl, err := l.Table(traces)
 	switch {
 	case err != nil && v.Deepagents:
-		v.Error = "Run as deepagents does, these sessions end differently from ours, and the table, which reads our behaviour, " +
-			"cannot be computed from them (" + err.Error() + "): open the sessions to see what deepagents does."
+		v.Error, v.ErrorDetail = "lesson.error_deepagents", err.Error()
 	case err != nil:
-		v.Error = "The table cannot be computed from these runs: " + err.Error()
+		v.Error, v.ErrorDetail = "lesson.error_table", err.Error()
 	default:
 		v.Table = tableView(tbl)
-		v.Chart = entryChart(tbl)
+		v.Chart = entryChart(lang, tbl)
 		v.Bars = barChart(tbl.Chart)
 	}
 	return v, nil
@@ -292,7 +301,7 @@ func number(cell string) (int, bool) {
 // entryChart draws a table whose rows are the parent's steps and which has
 // an isolated and a fork column — the entry cost lesson — as a line chart
 // of entry cost against parent steps, for both modes.
-func entryChart(t lessons.Table) *templates.Chart {
+func entryChart(lang *i18n.Lang, t lessons.Table) *templates.Chart {
 	iso, fork := -1, -1
 	for i, col := range t.Columns {
 		lc := strings.ToLower(col)
@@ -322,12 +331,11 @@ func entryChart(t lessons.Table) *templates.Chart {
 	const w, h, left, bottom, top, right = 520, 260, 50, 30, 10, 10
 	px := func(x int) int { return left + x*(w-left-right)/maxX }
 	py := func(y int) int { return h - bottom - y*(h-bottom-top)/maxY }
-	c := &templates.Chart{Title: "Entry cost (tokens of the child's first call) against the parent's steps before it delegates",
-		XLabel: "parent steps", YLabel: "tokens", Width: w, Height: h}
+	c := &templates.Chart{Title: lang.T("chart.title"), XLabel: lang.T("chart.x"), YLabel: lang.T("chart.y"), Width: w, Height: h}
 	series := func(name, class string, pts []pt) templates.ChartSeries {
 		s := templates.ChartSeries{Name: name, Class: class}
 		for _, p := range pts {
-			s.Points = append(s.Points, templates.ChartPoint{X: px(p.x), Y: py(p.y), Label: strconv.Itoa(p.x) + " steps: " + strconv.Itoa(p.y) + " tokens"})
+			s.Points = append(s.Points, templates.ChartPoint{X: px(p.x), Y: py(p.y), Label: lang.T("chart.point", "Steps", lang.Num(p.x), "Tokens", lang.Num(p.y))})
 		}
 		return s
 	}

@@ -57,7 +57,7 @@ func summary(form, href string, errs []templates.FieldError) *templates.ErrorSum
 // sessionsPageView builds the sessions page; the form fields carry what the
 // user typed when a form comes back with errors.
 func (s *Server) sessionsPageView(c echo.Context) (templates.SessionsPage, error) {
-	v := templates.SessionsPage{Page: s.page(c, "Sessions")}
+	v := templates.SessionsPage{Page: s.page(c, tr(c).T("nav.sessions"))}
 	for _, e := range s.cfg.Endpoints {
 		v.Endpoints = append(v.Endpoints, templates.Choice{Value: e.Name, Label: e.Label()})
 	}
@@ -70,7 +70,7 @@ func (s *Server) sessionsPageView(c echo.Context) (templates.SessionsPage, error
 			Agents: x.Agents, ModelCalls: x.ModelCalls, InputTokens: x.InputTokens, CreatedAt: x.CreatedAt})
 	}
 	for _, l := range lessons.Course() {
-		v.Lessons = append(v.Lessons, lessonOption(l))
+		v.Lessons = append(v.Lessons, lessonOption(tr(c), l))
 	}
 	return v, nil
 }

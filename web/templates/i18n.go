@@ -82,3 +82,20 @@ func htmlLang(code string) string {
 	}
 	return code
 }
+
+// statusKey is the catalogue's word for a session's or agent's status.
+func statusKey(status string) string {
+	switch status {
+	case "running":
+		return "state.running"
+	case "done":
+		return "state.done"
+	case "failed":
+		return "state.failed"
+	case "interrupted":
+		return "state.interrupted"
+	case "not started", "pending":
+		return "state.pending"
+	}
+	return "state.unknown"
+}
