@@ -34,18 +34,16 @@ func TestCataloguesHaveTheSameIDs(t *testing.T) {
 // with the data the code gives it, and the Chinese differs from the
 // English unless it is a name.
 func TestEveryMessageRenders(t *testing.T) {
-	same := 0
 	for _, id := range IDs(English) {
 		e, z := Get(English).T(id), Get(Chinese).T(id)
 		if e == id || z == id {
 			t.Errorf("%q does not render: en %q, zh %q", id, e, z)
 		}
-		if e == z {
-			same++
+		// A name, a symbol or a JSON example may read the same; a sentence
+		// may not.
+		if e == z && strings.Contains(e, " ") && !strings.HasPrefix(e, "{") && !strings.Contains(e, "<no value>") {
+			t.Errorf("%q is the same in both languages: %q", id, e)
 		}
-	}
-	if same > 2 {
-		t.Errorf("%d messages are the same in both languages: untranslated?", same)
 	}
 }
 

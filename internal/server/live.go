@@ -215,9 +215,12 @@ func marshalJSON(w any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-func html(c templ.Component) string {
+func html(c templ.Component) string { return htmlIn(context.Background(), c) }
+
+// htmlIn renders a fragment in the language ctx carries.
+func htmlIn(ctx context.Context, c templ.Component) string {
 	var b bytes.Buffer
-	_ = c.Render(context.Background(), &b)
+	_ = c.Render(ctx, &b)
 	return b.String()
 }
 

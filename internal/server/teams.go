@@ -20,6 +20,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/tokens"
@@ -162,7 +163,7 @@ func decodeTeam(t *db.Team) (scenario.File, error) {
 // renderTeam renders the team form with its problems at their fields and
 // the preview of what it holds.
 func (s *Server) renderTeam(c echo.Context, status int, id string, form templates.TeamForm, errs []templates.FieldError, notice string) error {
-	title := "New team"
+	title := tr(c).T("team.new")
 	if id != "" {
 		title = form.Name
 	}
@@ -175,7 +176,7 @@ func (s *Server) renderTeam(c echo.Context, status int, id string, form template
 		form.Endpoints = append(form.Endpoints, e.Name)
 	}
 	f, _ := formFile(form)
-	form.Preview = teamPreview(f)
+	form.Preview = teamPreview(tr(c), f)
 	counter := teamCounter(f)
 	form.Agent.Size = size(counter, form.Agent.SystemPrompt)
 	for i := range form.Subagents {
@@ -272,19 +273,19 @@ func (s *Server) teamPreviewFragment(c echo.Context) error {
 	form := readTeamForm(values)
 	if c.QueryParam("check") == "" {
 		f, _ := formFile(form)
-		return render(c, http.StatusOK, templates.TeamPreviewBody(teamPreview(f)))
+		return render(c, http.StatusOK, templates.TeamPreviewBody(teamPreview(tr(c), f)))
 	}
 	// The live check: the preview, and every problem saving would meet,
 	// placed at its field as the page places them.
 	f, errs := checkTeamForm(form)
 	form.SetErrors(viewErrors(errs))
-	pv := teamPreview(f)
-	out := teamCheck{Built: pv.Built, Preview: html(templates.TeamPreviewBody(pv)), Fields: map[string][]string{}, Count: form.ErrorCount()}
+	pv := teamPreview(tr(c), f)
+	out := teamCheck{Built: pv.Built, Preview: htmlIn(c.Request().Context(), templates.TeamPreviewBody(pv)), Fields: map[string][]string{}, Count: form.ErrorCount()}
 	for _, k := range form.ErrorKeys() {
 		out.Fields[k] = form.Errs(k)
 	}
-	out.Notice = html(templates.TeamNotice(form.ErrorCount(), ""))
-	out.Top = html(templates.TeamTopErrors(form.TopErrors))
+	out.Notice = htmlIn(c.Request().Context(), templates.TeamNotice(form.ErrorCount(), ""))
+	out.Top = htmlIn(c.Request().Context(), templates.TeamTopErrors(form.TopErrors))
 	return c.JSON(http.StatusOK, out)
 }
 
@@ -546,14 +547,14 @@ func (s *Server) runTeam(c echo.Context) error {
 	}
 	if strings.TrimSpace(f.Prompt) == "" {
 		errs = append(delegation.FieldErrors{{Field: "prompt",
-			Message: "the team needs a prompt to run: it is the user's opening message to the main agent"}}, errs...)
+			Message: tr(c).T("team.err.prompt")}}, errs...)
 	}
 	if len(errs) > 0 {
 		form := fileForm(f)
 		form.NeedsScript = !hasScript(f) && (f.Model == nil || f.Model.Provider != scenario.ProviderOpenAI)
 		form.RunRefused = true
 		return s.renderTeam(c, http.StatusBadRequest, t.ID, form, viewErrors(errs),
-			"This team cannot run yet: fix the problems marked below, save it, and run it again.")
+			tr(c).T("team.err.cannot_run"))
 	}
 	id, err := s.runner.Start(ctx, sc)
 	if errors.As(err, &errs) {
@@ -562,7 +563,7 @@ func (s *Server) runTeam(c echo.Context) error {
 		form := fileForm(f)
 		form.RunRefused = true
 		return s.renderTeam(c, http.StatusBadRequest, t.ID, form, viewErrors(errs),
-			"This team cannot run in this studio yet: fix the problems marked below, save it, and run it again.")
+			tr(c).T("team.err.cannot_run_here"))
 	}
 	if err != nil {
 		return err
@@ -960,7 +961,7 @@ func size(c tokens.Counter, text string) templates.Size {
 // teamPreview is what the main agent will receive, built by the engine:
 // delegation.BuildTeam, then the task entry of the team's main tools; each
 // tool definition costs the tokens of its JSON, as the engine counts it.
-func teamPreview(f scenario.File) templates.TeamPreview {
+func teamPreview(lang *i18n.Lang, f scenario.File) templates.TeamPreview {
 	counter := teamCounter(f)
 	p := templates.TeamPreview{Tokenizer: counter.Name()}
 	p.Prompts = append(p.Prompts, templates.PromptSize{Key: "agent.system_prompt", Label: "main",
@@ -968,7 +969,7 @@ func teamPreview(f scenario.File) templates.TeamPreview {
 	for i, s := range f.Subagents {
 		label := s.Name
 		if label == "" {
-			label = fmt.Sprintf("subagent %d", i+1)
+			label = lang.T("team.pv.subagent_n", "N", i+1)
 		}
 		p.Prompts = append(p.Prompts, templates.PromptSize{Key: templates.SubKey(i, "system_prompt"), Label: label,
 			Size: size(counter, s.SystemPrompt)})

@@ -1,7 +1,7 @@
 package templates
 
 import (
-	"fmt"
+	"context"
 	"sort"
 	"strconv"
 	"strings"
@@ -123,9 +123,9 @@ type Size struct {
 	Chars, Tokens int
 }
 
-// Text says a size for a person.
-func (s Size) Text() string {
-	return fmt.Sprintf("%s characters · %s tokens", Thousands(s.Chars), Thousands(s.Tokens))
+// sizeText says a size for a person, in the page's language.
+func sizeText(ctx context.Context, s Size) string {
+	return T(ctx, "size.text", "Chars", Num(ctx, s.Chars), "Tokens", Num(ctx, s.Tokens))
 }
 
 // TeamPreview is what the main agent will receive, built with the engine's
@@ -177,16 +177,16 @@ func (f *TeamForm) Action() string {
 }
 
 // Heading is the page's title.
-func (f *TeamForm) Heading() string {
+func (f *TeamForm) Heading(ctx context.Context) string {
 	switch {
 	case f.ID == "":
-		return "New team"
+		return T(ctx, "team.new")
 	case f.Title != "":
 		return f.Title
 	case f.Name != "":
 		return f.Name
 	}
-	return "Team"
+	return T(ctx, "team.legend.team")
 }
 
 // inputKeys are the form's fields that can show a problem.
@@ -323,14 +323,6 @@ func (f *TeamForm) ErrorCount() int {
 	return n
 }
 
-// Problems says how many problems there are: "1 problem", "3 problems".
-func Problems(n int) string {
-	if n == 1 {
-		return "1 problem"
-	}
-	return strconv.Itoa(n) + " problems"
-}
-
 // ToolChoices are the checkboxes of a tool list: every tool offered, then
 // any other name the list holds (an unknown tool stays, checked, so the
 // problem can be seen and fixed).
@@ -371,45 +363,45 @@ func choices(current string, pairs ...string) []Choice {
 }
 
 // ModeChoices are a subagent's modes; an empty mode is isolated.
-func ModeChoices(mode string) []Choice {
+func ModeChoices(ctx context.Context, mode string) []Choice {
 	if mode == "" {
 		mode = "isolated"
 	}
-	pairs := []string{"isolated", "isolated: sees only the task", "fork", "fork: continues the parent's conversation"}
+	pairs := []string{"isolated", T(ctx, "choice.mode.isolated"), "fork", T(ctx, "choice.mode.fork")}
 	if mode == "handoff" {
-		pairs = append(pairs, "handoff", "handoff (the old name of isolated)")
+		pairs = append(pairs, "handoff", T(ctx, "choice.mode.handoff"))
 	}
 	return choices(mode, pairs...)
 }
 
 // MergeChoices are the files_merge settings.
-func MergeChoices(v string) []Choice {
-	return choices(v, "", "default (delta)", "delta", "delta: each child's changes, nothing lost",
-		"snapshot", "snapshot: deepagents' whole-map merge (loses updates)")
+func MergeChoices(ctx context.Context, v string) []Choice {
+	return choices(v, "", T(ctx, "choice.merge.default"), "delta", T(ctx, "choice.merge.delta"),
+		"snapshot", T(ctx, "choice.merge.snapshot"))
 }
 
 // CompatChoices are the engines a team may follow where ours deliberately
 // differs.
-func CompatChoices(v string) []Choice {
-	return choices(v, "", "ours: failure stays in the child, delta merge, capped fan-out",
-		"deepagents", "deepagents: a failure fails the run, whole maps merged, no cap")
+func CompatChoices(ctx context.Context, v string) []Choice {
+	return choices(v, "", T(ctx, "choice.compat.ours"), "deepagents", T(ctx, "choice.compat.deepagents"))
 }
 
 // TokenizerChoices are the tokenizers.
-func TokenizerChoices(v string) []Choice {
-	return choices(v, "", "default (o200k_base)", "o200k_base", "o200k_base", "cl100k_base", "cl100k_base",
-		"approx", "approx (characters / 4, as deepagents estimates)")
+func TokenizerChoices(ctx context.Context, v string) []Choice {
+	return choices(v, "", T(ctx, "choice.tokenizer.default"), "o200k_base", "o200k_base", "cl100k_base", "cl100k_base",
+		"approx", T(ctx, "choice.tokenizer.approx"))
 }
 
 // ProviderChoices are the model providers.
-func ProviderChoices(v string) []Choice {
-	return choices(v, "", "default (scripted)", "scripted", "scripted: plays the script", "openai", "openai: an OpenAI-compatible endpoint")
+func ProviderChoices(ctx context.Context, v string) []Choice {
+	return choices(v, "", T(ctx, "choice.provider.default"), "scripted", T(ctx, "choice.provider.scripted"),
+		"openai", T(ctx, "choice.provider.openai"))
 }
 
 // EndpointChoices are the studio's endpoints for a team to name; none is
 // empty's label ("the studio's first", "the parent's"). A name the studio
 // does not have stays a choice, so that saving the form loses nothing.
-func EndpointChoices(names []string, v, none string) []Choice {
+func EndpointChoices(ctx context.Context, names []string, v, none string) []Choice {
 	pairs := []string{"", none}
 	known := false
 	for _, n := range names {
@@ -417,7 +409,7 @@ func EndpointChoices(names []string, v, none string) []Choice {
 		known = known || n == v
 	}
 	if v != "" && !known {
-		pairs = append(pairs, v, v+" (not an endpoint of this studio)")
+		pairs = append(pairs, v, T(ctx, "choice.endpoint.unknown", "Name", v))
 	}
 	return choices(v, pairs...)
 }
