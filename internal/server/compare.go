@@ -13,6 +13,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
@@ -331,6 +332,7 @@ func (p *pageData) compareSide() (templates.CompareSide, error) {
 // every recent session grouped by the run it belongs to.
 func (s *Server) comparePicker(ctx context.Context, a, b string) (templates.ComparePicker, error) {
 	pk := templates.ComparePicker{A: a, B: b}
+	lang := i18n.From(ctx)
 	runs, err := s.cfg.DB.Runs(ctx, db.RunFilter{Limit: 30})
 	if err != nil {
 		return pk, err
@@ -348,14 +350,14 @@ func (s *Server) comparePicker(ctx context.Context, a, b string) (templates.Comp
 		g := templates.SessionGroup{When: r.CreatedAt}
 		switch r.Kind {
 		case db.RunLesson:
-			g.Label = "Lesson " + lessonTitle(r.Lesson)
+			g.Label = lang.T("compare.group.lesson", "Title", lang.Text(lessonTitle(r.Lesson)))
 			if r.Mode == modeDeepagents {
-				g.Label += " (as deepagents does)"
+				g.Label = lang.T("compare.group.lesson_deepagents", "Title", lang.Text(lessonTitle(r.Lesson)))
 			}
 		case db.RunModes:
-			g.Label = "Both modes of " + orText(lessonTitle(r.Lesson), "a session")
+			g.Label = lang.T("compare.group.modes", "Title", orText(lang.Text(lessonTitle(r.Lesson)), lang.T("compare.group.a_session")))
 		case db.RunTeam:
-			g.Label = "Team " + orText(teams[r.TeamID], r.TeamID)
+			g.Label = lang.T("compare.group.team", "Name", orText(teams[r.TeamID], r.TeamID))
 		}
 		for _, rs := range r.Sessions {
 			g.Options = append(g.Options, templates.SessionOption{ID: rs.SessionID, Label: rs.Variant + " — " + rs.Name, Status: rs.Status})
@@ -377,7 +379,7 @@ func (s *Server) comparePicker(ctx context.Context, a, b string) (templates.Comp
 	if err != nil {
 		return pk, err
 	}
-	g := templates.SessionGroup{Label: "Recent sessions"}
+	g := templates.SessionGroup{Label: lang.T("compare.group.recent")}
 	for _, x := range recent {
 		if !inRun[x.ID] {
 			g.Options = append(g.Options, templates.SessionOption{ID: x.ID, Label: x.Name, Status: x.Status})

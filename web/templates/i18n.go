@@ -99,3 +99,44 @@ func statusKey(status string) string {
 	}
 	return "state.unknown"
 }
+
+// figureKey is the catalogue's name of a comparison's figure.
+func figureKey(key string) string {
+	switch key {
+	case "agents":
+		return "compare.fig.agents"
+	case "children":
+		return "compare.fig.children"
+	case "calls":
+		return "compare.fig.calls"
+	case "tokens":
+		return "compare.fig.tokens"
+	case "entry":
+		return "compare.fig.entry"
+	case "inherited":
+		return "compare.fig.inherited"
+	case "notes":
+		return "compare.fig.notes"
+	case "files":
+		return "compare.fig.files"
+	case "duration":
+		return "compare.fig.duration"
+	}
+	return ""
+}
+
+// figureLabel names a comparison's figure in the page's language.
+func figureLabel(ctx context.Context, f Figure) string {
+	if k := figureKey(f.Key); k != "" {
+		return T(ctx, k)
+	}
+	return f.Label
+}
+
+// percentText is Percent in the page's language ("new" when A is 0).
+func percentText(ctx context.Context, a, b int) string {
+	if a == 0 && b != 0 {
+		return T(ctx, "compare.new")
+	}
+	return Percent(a, b)
+}
