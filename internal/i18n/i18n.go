@@ -241,11 +241,24 @@ func (l *Lang) Text(english string) string {
 	if l.Code == English || english == "" {
 		return english
 	}
-	out, ok := l.lookup(english)
-	if !ok {
-		return english
+	if out, ok := l.lookup(english); ok {
+		return out
 	}
-	return out
+	// "row: column", as a lesson names a cell: each part on its own.
+	if a, b, ok := strings.Cut(english, ": "); ok {
+		ta, oka := l.lookup(a)
+		tb, okb := l.lookup(b)
+		if oka || okb {
+			if !oka {
+				ta = a
+			}
+			if !okb {
+				tb = b
+			}
+			return ta + l.T("punct.colon") + tb
+		}
+	}
+	return english
 }
 
 // HasText says whether the catalogue translates the English text.

@@ -422,7 +422,7 @@ func (s *Server) bothModes(c echo.Context) error {
 		}
 		doc, run.Source = sess.Scenario, sess.ID
 	default:
-		return delegation.Errorf(delegation.EINVALID, "name a lesson or a session to run in both modes")
+		return delegation.Errorf(delegation.EINVALID, "%s", tr(c).T("msg.both_modes_what"))
 	}
 	for _, mode := range []delegation.Mode{delegation.ModeIsolated, delegation.ModeFork} {
 		sc, err := inMode(doc, mode)

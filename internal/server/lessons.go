@@ -121,7 +121,7 @@ func (s *Server) runLesson(c echo.Context) error {
 		mode = modeOurs
 	case modeDeepagents:
 	default:
-		return delegation.Errorf(delegation.EINVALID, "unknown mode %q: run a lesson as written (ours) or as deepagents does (deepagents)", mode)
+		return delegation.Errorf(delegation.EINVALID, "%s", tr(c).T("msg.unknown_mode", "Mode", mode))
 	}
 	run, err := s.startLesson(c.Request().Context(), l, mode)
 	if err != nil {
@@ -185,7 +185,7 @@ func (s *Server) lessonPage(c echo.Context) error {
 			return err
 		}
 		if r.Kind != db.RunLesson || r.Lesson != l.Name {
-			return delegation.Errorf(delegation.ENOTFOUND, "run %s is not a run of the lesson %s", id, l.Name)
+			return delegation.Errorf(delegation.ENOTFOUND, "%s", tr(c).T("msg.not_run_of", "Run", id, "Lesson", l.Name))
 		}
 		shown = r
 	} else if len(runs) > 0 {

@@ -194,7 +194,7 @@ func (s *Server) startSession(c echo.Context) error {
 // name) rather than its own model when one is chosen.
 func (s *Server) start(c echo.Context, doc []byte, endpoint string) (string, error) {
 	if strings.TrimSpace(string(doc)) == "" {
-		return "", delegation.FieldErrors{{Field: "", Message: "the scenario is empty: paste a scenario, choose a file, or run a lesson"}}
+		return "", delegation.FieldErrors{{Field: "", Message: tr(c).T("msg.scenario_empty")}}
 	}
 	sc, err := scenario.ParseContext(c.Request().Context(), doc)
 	if err != nil {
@@ -203,7 +203,7 @@ func (s *Server) start(c echo.Context, doc []byte, endpoint string) (string, err
 	if endpoint != "" {
 		e, ok := s.runner.Endpoints.Lookup(endpoint)
 		if !ok {
-			return "", delegation.FieldErrors{{Field: "endpoint", Message: "no such model endpoint: pick one from the list"}}
+			return "", delegation.FieldErrors{{Field: "endpoint", Message: tr(c).T("msg.no_endpoint")}}
 		}
 		model := ""
 		if sc.File.Model != nil {
@@ -375,7 +375,7 @@ func (s *Server) messagePage(c echo.Context) error {
 		return err
 	}
 	if msg == nil {
-		return delegation.Errorf(delegation.ENOTFOUND, "no message %q in this session", c.Param("mid"))
+		return delegation.Errorf(delegation.ENOTFOUND, "%s", tr(c).T("msg.no_message", "ID", c.Param("mid")))
 	}
 	if c.QueryParam("fragment") != "" {
 		return render(c, http.StatusOK, templates.MessageBody(msg.Content))
@@ -397,7 +397,7 @@ func (s *Server) callPage(c echo.Context) error {
 		return err
 	}
 	if !ok {
-		return delegation.Errorf(delegation.ENOTFOUND, "no model call %q in this session", c.Param("cid"))
+		return delegation.Errorf(delegation.ENOTFOUND, "%s", tr(c).T("msg.no_call", "ID", c.Param("cid")))
 	}
 	return render(c, http.StatusOK, templates.CallPage(s.page(c, "Call "+c.Param("cid")), p.sid(), v))
 }

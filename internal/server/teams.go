@@ -243,7 +243,7 @@ func (s *Server) submitTeam(c echo.Context, id string) error {
 		}
 		return s.renderTeam(c, http.StatusOK, id, form, nil, "")
 	}
-	f, errs := checkTeamForm(form)
+	f, errs := checkTeamForm(tr(c), form)
 	if len(errs) > 0 {
 		return s.renderTeam(c, http.StatusBadRequest, id, form, viewErrors(errs), "")
 	}
@@ -277,7 +277,7 @@ func (s *Server) teamPreviewFragment(c echo.Context) error {
 	}
 	// The live check: the preview, and every problem saving would meet,
 	// placed at its field as the page places them.
-	f, errs := checkTeamForm(form)
+	f, errs := checkTeamForm(tr(c), form)
 	form.SetErrors(viewErrors(errs))
 	pv := teamPreview(tr(c), f)
 	out := teamCheck{Built: pv.Built, Preview: htmlIn(c.Request().Context(), templates.TeamPreviewBody(pv)), Fields: map[string][]string{}, Count: form.ErrorCount()}
@@ -365,7 +365,7 @@ func (s *Server) cloneTeam(c echo.Context) error {
 		}
 		doc, source = l.Scenario, "lesson:"+name
 	default:
-		return delegation.Errorf(delegation.EINVALID, "say what to clone: a session (field session) or a lesson (field lesson)")
+		return delegation.Errorf(delegation.EINVALID, "%s", tr(c).T("msg.what_to_clone"))
 	}
 	id, err := s.storeTeamDocFrom(c, doc, source, "-team")
 	if err != nil {
@@ -426,7 +426,7 @@ func (s *Server) freeTeamName(ctx context.Context, name string) (string, error) 
 func parseTeamDoc(ctx context.Context, doc []byte) (scenario.File, error) {
 	var f scenario.File
 	if len(bytes.TrimSpace(doc)) == 0 {
-		return f, delegation.FieldErrors{{Message: "there is nothing to import: paste a scenario or choose a file"}}
+		return f, delegation.FieldErrors{{Message: i18n.From(ctx).T("msg.nothing_to_import")}}
 	}
 	_, err := scenario.ParseContext(ctx, doc)
 	var fe delegation.FieldErrors
@@ -445,7 +445,7 @@ func parseTeamDoc(ctx context.Context, doc []byte) (scenario.File, error) {
 		return f, errs
 	}
 	if strings.TrimSpace(f.Name) == "" {
-		return f, delegation.FieldErrors{{Field: "name", Message: "a team needs a name"}}
+		return f, delegation.FieldErrors{{Field: "name", Message: i18n.From(ctx).T("msg.team_name")}}
 	}
 	return f, nil
 }
@@ -539,7 +539,7 @@ func (s *Server) runTeam(c echo.Context) error {
 		}
 	} else if endpoint != "" && sc != nil {
 		if _, ok := s.runner.Endpoints.Lookup(endpoint); !ok {
-			return delegation.Errorf(delegation.EINVALID, "no such model endpoint %q: pick one from the list", endpoint)
+			return delegation.Errorf(delegation.EINVALID, "%s", tr(c).T("msg.no_endpoint_named", "Name", endpoint))
 		}
 		if sc, err = scenario.WithEndpoint(sc, scenario.Model{Endpoint: endpoint}); err != nil {
 			return err
@@ -633,10 +633,10 @@ func skeleton(form templates.TeamForm) string {
 // engine's own rules (scenario.Build, hence delegation.BuildTeam), adding
 // the form's own problems: numbers that are not numbers, JSON that is not
 // JSON, a missing name. Every problem is returned at once.
-func checkTeamForm(form templates.TeamForm) (scenario.File, delegation.FieldErrors) {
+func checkTeamForm(lang *i18n.Lang, form templates.TeamForm) (scenario.File, delegation.FieldErrors) {
 	f, errs := formFile(form)
 	if strings.TrimSpace(f.Name) == "" {
-		errs = append(delegation.FieldErrors{{Field: "name", Message: "a team needs a name: the sessions it runs are listed under it"}}, errs...)
+		errs = append(delegation.FieldErrors{{Field: "name", Message: lang.T("msg.team_name_runs")}}, errs...)
 	}
 	_, err := scenario.Build(f, nil)
 	var fe delegation.FieldErrors

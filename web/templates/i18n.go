@@ -3,6 +3,7 @@ package templates
 import (
 	"context"
 	"net/url"
+	"regexp"
 	"time"
 
 	"github.com/a-h/templ"
@@ -140,3 +141,30 @@ func percentText(ctx context.Context, a, b int) string {
 	}
 	return Percent(a, b)
 }
+
+// TextPart is a piece of a lesson's text: its own words, or a quotation
+// of a run's data (a receipt, a task), which no language translates.
+type TextPart struct {
+	Text   string
+	Quoted bool
+}
+
+// quoteParts splits a text at its quotations ("…", “…”), as i18n.Key
+// carries them over untranslated.
+func quoteParts(s string) []TextPart {
+	var out []TextPart
+	last := 0
+	for _, loc := range quotation.FindAllStringIndex(s, -1) {
+		if loc[0] > last {
+			out = append(out, TextPart{Text: s[last:loc[0]]})
+		}
+		out = append(out, TextPart{Text: s[loc[0]:loc[1]], Quoted: true})
+		last = loc[1]
+	}
+	if last < len(s) {
+		out = append(out, TextPart{Text: s[last:]})
+	}
+	return out
+}
+
+var quotation = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|“[^”]*”`)
