@@ -226,6 +226,28 @@ func TestLessons(t *testing.T) {
 	}
 }
 
+// The command line stays English, but --lang zh lists the lessons' Chinese
+// titles, as the pages show them; the names and the rest stay as they are.
+func TestLessonsInChinese(t *testing.T) {
+	_, en, _ := studio(t, "lessons")
+	code, zh, errOut := studio(t, "lessons", "--lang", "zh")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(zh, "one-delegation           一次委派：每次模型调用收到了什么") || strings.Contains(zh, "One delegation: what each model call received") {
+		t.Errorf("--lang zh:\n%s", zh)
+	}
+	if !strings.Contains(en, "One delegation: what each model call received") {
+		t.Errorf("without --lang:\n%s", en)
+	}
+	if strings.Count(zh, "\n") != strings.Count(en, "\n") || !strings.Contains(zh, "variants: entry-cost--1-step") {
+		t.Errorf("--lang zh lists other lines than English does:\n%s", zh)
+	}
+	if code, _, errOut := studio(t, "lessons", "--lang", "fr"); code != exitUsage || !strings.Contains(errOut, "use en or zh") {
+		t.Errorf("--lang fr: exit %d, %s", code, errOut)
+	}
+}
+
 // fakeOpenAI answers chat completions like a model that delegates once: the
 // parent calls task, the child answers, the parent relays the answer.
 func fakeOpenAI(t *testing.T) *httptest.Server {

@@ -83,6 +83,10 @@ func Get(code string) *Lang {
 	return langs[English]
 }
 
+// Tag is a language's BCP 47 tag, for lang attributes and headers:
+// "en", "zh-Hans".
+func Tag(code string) string { return tags[Get(code).Code].String() }
+
 // Valid says whether code names one of the studio's languages.
 func Valid(code string) bool { _, ok := langs[code]; return ok }
 

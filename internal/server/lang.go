@@ -38,8 +38,11 @@ func (s *Server) language(next echo.HandlerFunc) echo.HandlerFunc {
 			back.Scheme, back.Host, back.User = "", "", nil
 			return c.Redirect(http.StatusSeeOther, back.RequestURI())
 		}
-		c.SetRequest(r.WithContext(i18n.With(r.Context(), i18n.Get(requestLang(r)))))
-		c.Response().Header().Add("Vary", "Accept-Language, Cookie")
+		lang := requestLang(r)
+		c.SetRequest(r.WithContext(i18n.With(r.Context(), i18n.Get(lang))))
+		h := c.Response().Header()
+		h.Add("Vary", "Accept-Language, Cookie")
+		h.Set("Content-Language", i18n.Tag(lang))
 		return next(c)
 	}
 }

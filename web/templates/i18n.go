@@ -44,12 +44,7 @@ func age(ctx context.Context, t, now time.Time) string { return i18n.From(ctx).A
 func dateTime(ctx context.Context, t time.Time) string { return i18n.From(ctx).DateTime(t) }
 
 // langOf is the code of the page's language, for <html lang>.
-func langOf(ctx context.Context) string {
-	if i18n.From(ctx).Code == i18n.Chinese {
-		return "zh-Hans"
-	}
-	return "en"
-}
+func langOf(ctx context.Context) string { return i18n.Tag(i18n.From(ctx).Code) }
 
 // LangSwitch is a link to the page in each other language.
 type LangSwitch struct {
@@ -77,12 +72,7 @@ func switches(ctx context.Context, here string) []LangSwitch {
 }
 
 // htmlLang is the lang attribute of a language code.
-func htmlLang(code string) string {
-	if code == i18n.Chinese {
-		return "zh-Hans"
-	}
-	return code
-}
+func htmlLang(code string) string { return i18n.Tag(code) }
 
 // statusKey is the catalogue's word for a session's or agent's status.
 func statusKey(status string) string {
