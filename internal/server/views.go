@@ -14,6 +14,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/trace"
 	"github.com/delegationstudio/studio/internal/view"
 	"github.com/delegationstudio/studio/web/templates"
@@ -918,9 +919,26 @@ func (p *pageData) notes() []templates.NoteGroup {
 			at[n.Kind] = i
 			out = append(out, templates.NoteGroup{Kind: n.Kind})
 		}
-		out[i].Texts = append(out[i].Texts, n.Text)
+		out[i].Texts = append(out[i].Texts, noteText(i18n.From(p.ctx), n))
 	}
 	return out
+}
+
+// noteText is a note in a language: its catalogue message with its data,
+// the engine's error it quotes in that language where the catalogue has
+// it; the English text for a note that has no message (an older snapshot).
+func noteText(lang *i18n.Lang, n view.Note) string {
+	if n.ID == "" || lang.Code == i18n.English {
+		return n.Text
+	}
+	kv := make([]any, len(n.Args))
+	for i, a := range n.Args {
+		if i%2 == 1 && n.Args[i-1] == "Error" {
+			a = lang.Text(a)
+		}
+		kv[i] = a
+	}
+	return lang.T(n.ID, kv...)
 }
 
 func (p *pageData) tree(selected string) view.TreeLayout {

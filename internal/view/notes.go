@@ -1,14 +1,15 @@
 package view
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/trace"
 )
 
@@ -20,7 +21,22 @@ import (
 type Note struct {
 	Kind    string // empty_receipt, context_missing, unsynthesized_fanout, unused_receipt, budget, unattached
 	AgentID string
-	Text    string
+	Text    string // in English
+	// ID is the note's message in the catalogue (internal/i18n) and Args
+	// its data, name and value by turns, for a page to say it in its
+	// reader's language; Text is the same message in English.
+	ID   string   `json:",omitempty"`
+	Args []string `json:",omitempty"`
+}
+
+// note is a note of a kind, its text the catalogue's message id with its
+// data (name, value, ...), in English.
+func note(kind, agentID, id string, args ...string) Note {
+	kv := make([]any, len(args))
+	for i, a := range args {
+		kv[i] = a
+	}
+	return Note{Kind: kind, AgentID: agentID, Text: i18n.Get(i18n.English).T(id, kv...), ID: id, Args: args}
 }
 
 // noteState is what the rules wait on: receipts not used yet and fan-outs
@@ -67,8 +83,7 @@ func (s *State) noteDelegationStarted(dl *Delegation, ch *Changes) {
 	}
 	if loc := deictic.FindStringIndex(dl.Task); loc != nil && !carriesMaterial(dl.Task[loc[1]:]) {
 		w := dl.Task[loc[0]:loc[1]]
-		s.addNote(Note{Kind: "context_missing", AgentID: dl.ChildID, Text: fmt.Sprintf(
-			"%s (%s) is isolated, but its task says %q: it refers to a conversation the child never sees. Put the facts in the task, or make the subagent a fork.", dl.SubagentType, dl.ChildID, w)}, ch)
+		s.addNote(note("context_missing", dl.ChildID, "note.deictic", "Type", dl.SubagentType, "ID", dl.ChildID, "Word", strconv.Quote(w)), ch)
 		return
 	}
 	for _, m := range pathRE.FindAllStringSubmatch(dl.Task, -1) {
@@ -102,8 +117,7 @@ func (s *State) noteDelegationFinished(dl *Delegation, ch *Changes) {
 		if _, found := slices.BinarySearch(s.Files.paths, p); found || slices.Contains(dl.FilesBack, p) {
 			continue
 		}
-		s.addNote(Note{Kind: "context_missing", AgentID: dl.ChildID, Text: fmt.Sprintf(
-			"%s (%s) is isolated and its task names %s, which was not a file it could read and which it did not write: only the parent's conversation could hold it.", dl.SubagentType, dl.ChildID, p)}, ch)
+		s.addNote(note("context_missing", dl.ChildID, "note.unknown_path", "Type", dl.SubagentType, "ID", dl.ChildID, "Path", p), ch)
 		return
 	}
 }
@@ -114,8 +128,7 @@ func (s *State) noteReceipt(dl *Delegation, m *trace.Message, ch *Changes) {
 	switch {
 	case m.IsError:
 	case m.Content == "":
-		s.addNote(Note{Kind: "empty_receipt", AgentID: dl.ChildID, Text: fmt.Sprintf(
-			"%s (%s) came back with an empty receipt: its last message had no text, so its caller learned nothing. Its prompt should ask for the whole answer in the final message.", dl.SubagentType, dl.ChildID)}, ch)
+		s.addNote(note("empty_receipt", dl.ChildID, "note.empty_receipt", "Type", dl.SubagentType, "ID", dl.ChildID), ch)
 	default:
 		words := receiptWords(m.Content)
 		if len(words) == 0 {
@@ -177,10 +190,7 @@ func (s *State) noteAgentStarted(a *Agent, ch *Changes) {
 	if a.ParentID == "" || a.TaskCallID != "" {
 		return
 	}
-	s.addNote(Note{Kind: "unattached", AgentID: a.ID, Text: fmt.Sprintf(
-		"%s (%s) is shown on its own, unattached: its calls continue no agent's conversation and open no task an agent was "+
-			"waiting on, so no delegation explains them — a side call of the program, a history rewritten since, or another program's calls.",
-		a.Name, a.ID)}, ch)
+	s.addNote(note("unattached", a.ID, "note.unattached", "Name", a.Name, "ID", a.ID), ch)
 }
 
 // noteAgentFinished: a child out of steps; and what the agent never did
@@ -188,7 +198,7 @@ func (s *State) noteAgentStarted(a *Agent, ch *Changes) {
 func (s *State) noteAgentFinished(a *Agent, ch *Changes) {
 	// Its own step limit, not a child's that failed it (compat deepagents).
 	if strings.HasPrefix(a.Error, stepLimit) {
-		s.addNote(Note{Kind: "budget", AgentID: a.ID, Text: fmt.Sprintf("%s (%s) %s: give it a narrower task or more max_steps.", a.Name, a.ID, a.Error)}, ch)
+		s.addNote(note("budget", a.ID, "note.step_limit", "Name", a.Name, "ID", a.ID, "Error", a.Error), ch)
 	}
 	s.flushNotes(a.ID, ch)
 }
@@ -210,13 +220,11 @@ func (s *State) flushNotes(agentID string, ch *Changes) {
 			continue
 		}
 		for _, p := range s.notes.receipts[a.ID] {
-			s.addNote(Note{Kind: "unused_receipt", AgentID: p.dl.ChildID, Text: fmt.Sprintf(
-				"Nothing %s said afterwards draws on %s's receipt (%q): was the delegation needed, or did the report not answer the task?", a.ID, p.dl.ChildID, p.excerpt)}, ch)
+			s.addNote(note("unused_receipt", p.dl.ChildID, "note.unused_receipt", "Parent", a.ID, "ID", p.dl.ChildID, "Excerpt", strconv.Quote(p.excerpt)), ch)
 		}
 		delete(s.notes.receipts, a.ID)
 		for _, f := range s.notes.fanouts[a.ID] {
-			s.addNote(Note{Kind: "unsynthesized_fanout", AgentID: a.ID, Text: fmt.Sprintf(
-				"%s sent %d tasks at once (%s), but wrote nothing afterwards: the reports were never brought together.", a.ID, f.tasks, f.messageID)}, ch)
+			s.addNote(note("unsynthesized_fanout", a.ID, "note.unsynthesized", "ID", a.ID, "N", strconv.Itoa(f.tasks), "Message", f.messageID), ch)
 		}
 		delete(s.notes.fanouts, a.ID)
 	}
@@ -228,8 +236,7 @@ func (s *State) noteBudgetCall(c *trace.ModelCall, ch *Changes) {
 		return
 	}
 	s.notes.budgetSeen = true
-	s.addNote(Note{Kind: "budget", AgentID: c.AgentID, Text: fmt.Sprintf(
-		"Call %s received %d input tokens, more than twice the team's summarization threshold of %d.", c.ID, c.InputTokens, s.budget)}, ch)
+	s.addNote(note("budget", c.AgentID, "note.budget_call", "Call", c.ID, "Tokens", strconv.Itoa(c.InputTokens), "Threshold", strconv.Itoa(s.budget)), ch)
 }
 
 // receiptWords are the words a later message would share with a receipt it
