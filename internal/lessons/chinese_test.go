@@ -46,6 +46,18 @@ func checkChinese(t *testing.T, l Lesson, tab Table) {
 	if tab.Article != nil {
 		must = append(must, tab.Article.Columns...)
 	}
+	if c := tab.Chart; c != nil {
+		must = append(must, c.Title)
+		for _, g := range c.Groups {
+			must = append(must, g.Title, g.Unit)
+			for _, b := range g.Bars {
+				must = append(must, b.Label)
+				for _, p := range b.Parts {
+					must = append(must, p.Name)
+				}
+			}
+		}
+	}
 	var may []string
 	for _, x := range tab.Versus {
 		must = append(must, x.Why)

@@ -376,7 +376,7 @@ func barChart(c *lessons.BarChart) *templates.BarChart {
 					w = part.Value / largest * area
 				}
 				row.Parts = append(row.Parts, templates.BarRect{X: int(x + 0.5), Width: max(int(x+w+0.5)-int(x+0.5), 0),
-					Class: "p" + strconv.Itoa(j), Title: part.Name + " " + amount(part.Value, g.Unit)})
+					Class: "p" + strconv.Itoa(j), Part: part.Name, Amount: amount(part.Value, g.Unit)})
 				x += w
 				total += part.Value
 			}

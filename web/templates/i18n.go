@@ -112,6 +112,14 @@ func figureKey(key string) string {
 		return "compare.fig.files"
 	case "duration":
 		return "compare.fig.duration"
+	case "cached":
+		return "compare.fig.cached"
+	case "uncached":
+		return "compare.fig.uncached"
+	case "entry-cached":
+		return "compare.fig.entry_cached"
+	case "cost":
+		return "compare.fig.cost"
 	}
 	return ""
 }
@@ -124,12 +132,12 @@ func figureLabel(ctx context.Context, f Figure) string {
 	return f.Label
 }
 
-// percentText is Percent in the page's language ("new" when A is 0).
-func percentText(ctx context.Context, a, b int) string {
+// percentText is PercentOf in the page's language ("new" when A is 0).
+func percentText(ctx context.Context, a, b float64) string {
 	if a == 0 && b != 0 {
 		return T(ctx, "compare.new")
 	}
-	return Percent(a, b)
+	return PercentOf(a, b)
 }
 
 // TextPart is a piece of a lesson's text: its own words, or a quotation
