@@ -14,7 +14,8 @@ import (
 // English — names of things, not interface — and so may a Chinese page.
 var articleTerms = []string{"Agent", "AI", "API", "task", "fork", "isolated", "token", "mode", "schema", "JSON", "OTLP",
 	"OpenTelemetry", "OpenInference", "protobuf", "deepagents", "DeepAgents", "span", "URL", "ID", "compat", "delta", "snapshot",
-	"approx", "scripted", "openai", "OpenAI", "Findings", "Verdict", "spec", "bug", "docs", "md", "ms", "JS"}
+	"approx", "scripted", "openai", "OpenAI", "Findings", "Verdict", "spec", "bug", "docs", "md", "ms", "JS",
+	"ls", "delete", "glob", "grep"} // the tools, by their names
 
 // englishLeft is a JavaScript expression listing each English word left
 // on the page outside what is not interface: code (<code>, <pre>, a
