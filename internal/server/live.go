@@ -17,6 +17,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/live"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
@@ -92,10 +93,39 @@ func (lv *liveViews) PublishStored(sessionID string, events []db.LoggedEvent, ch
 // is the i-th event and its encoding (the batch's patches go on the last).
 func (lv *liveViews) publish(sessionID string, first, last int64, n int, line func(int) (delegation.Event, []byte, error),
 	ch view.Changes, v *session.Live) {
-	if lv.hub.Viewers(sessionID) == 0 {
-		return
+	for _, code := range i18n.Codes {
+		topic := liveTopic(sessionID, code)
+		if lv.hub.Viewers(topic) == 0 {
+			continue
+		}
+		lv.publishIn(topic, sessionID, i18n.Get(code), first, last, n, line, ch, v)
 	}
-	patches, err := lv.patches(sessionID, first == 0, ch, v)
+}
+
+// liveTopic is where the viewers of a session who read it in a language
+// listen: the session's id for English, as programs use it, and the id
+// and the language for the others, whose patches are drawn in theirs.
+func liveTopic(sessionID, code string) string {
+	if code == i18n.English {
+		return sessionID
+	}
+	return sessionID + "@" + code
+}
+
+// liveViewers counts a session's viewers, in every language.
+func liveViewers(h *live.Hub, sessionID string) int {
+	n := 0
+	for _, code := range i18n.Codes {
+		n += h.Viewers(liveTopic(sessionID, code))
+	}
+	return n
+}
+
+// publishIn sends the batch to the viewers of one language, its patches
+// drawn in that language.
+func (lv *liveViews) publishIn(topic, sessionID string, lang *i18n.Lang, first, last int64, n int, line func(int) (delegation.Event, []byte, error),
+	ch view.Changes, v *session.Live) {
+	patches, err := lv.patches(sessionID, lang, first == 0, ch, v)
 	if err != nil {
 		lv.log.Error("live patches", "session", sessionID, "err", err)
 	}
@@ -131,7 +161,7 @@ func (lv *liveViews) publish(sessionID string, first, last int64, n int, line fu
 		}
 		data, page = append(data, l...), append(page, h...)
 	}
-	lv.hub.Publish(sessionID, live.Message{First: first, Seq: last, Data: data, Page: page})
+	lv.hub.Publish(topic, live.Message{First: first, Seq: last, Data: data, Page: page})
 }
 
 // pageLine is an event's head, as a session page's stream sends it (with
@@ -145,7 +175,7 @@ func pageLine(ev delegation.Event) wireEvent {
 	return w
 }
 
-func (lv *liveViews) patches(sessionID string, streamed bool, ch view.Changes, v *session.Live) ([]patch, error) {
+func (lv *liveViews) patches(sessionID string, lang *i18n.Lang, streamed bool, ch view.Changes, v *session.Live) ([]patch, error) {
 	if ch.None() {
 		return nil, nil
 	}
@@ -158,7 +188,7 @@ func (lv *liveViews) patches(sessionID string, streamed bool, ch view.Changes, v
 		return nil, err
 	}
 	defer rd.Close()
-	p := &pageData{ctx: context.Background(), st: st, rd: rd}
+	p := &pageData{ctx: i18n.With(context.Background(), lang), st: st, rd: rd}
 	return p.patches(ch)
 }
 
@@ -215,7 +245,8 @@ func marshalJSON(w any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-func html(c templ.Component) string { return htmlIn(context.Background(), c) }
+// html renders a fragment of the page, in the page's language.
+func (p *pageData) html(c templ.Component) string { return htmlIn(p.ctx, c) }
 
 // htmlIn renders a fragment in the language ctx carries.
 func htmlIn(ctx context.Context, c templ.Component) string {
@@ -244,19 +275,19 @@ func (p *pageData) patches(ch view.Changes) ([]patch, error) {
 	add := func(more ...patch) { ps = append(ps, more...) }
 
 	if ch.Status {
-		add(patch{Sel: "#status", Op: "replace", HTML: html(templates.StatusBadge(st.Session.Status, st.Session.Error))},
-			patch{Sel: "#session-error", Op: "replace", HTML: html(templates.SessionError(st.Session.Status, st.Session.Error))},
-			patch{Sel: "#answer", Op: "inner", HTML: html(templates.Answer(st.Session.Answer, st.Session.Status))})
+		add(patch{Sel: "#status", Op: "replace", HTML: p.html(templates.StatusBadge(st.Session.Status, st.Session.Error))},
+			patch{Sel: "#session-error", Op: "replace", HTML: p.html(templates.SessionError(st.Session.Status, st.Session.Error))},
+			patch{Sel: "#answer", Op: "inner", HTML: p.html(templates.Answer(st.Session.Answer, st.Session.Status))})
 		if st.Session.Status != delegation.StatusRunning {
 			add(patch{Sel: "#stop", Op: "remove"}, patch{Sel: ".session", Op: "attrs", Attrs: map[string]*string{"data-running": nil}})
 		}
 	}
 	if ch.Totals {
-		add(patch{Sel: "#totals", Op: "inner", HTML: html(templates.Totals(totals(st)))})
+		add(patch{Sel: "#totals", Op: "inner", HTML: p.html(templates.Totals(totals(st)))})
 	}
 	add(p.treePatches(ch)...)
 	if ch.NotesAdded {
-		add(patch{Sel: "#notes", Op: "replace", HTML: html(templates.NotesSection(p.notes()))})
+		add(patch{Sel: "#notes", Op: "replace", HTML: p.html(templates.NotesSection(p.notes()))})
 	}
 	more, err := p.delegationPatches(ch)
 	if err != nil {
@@ -278,7 +309,7 @@ func (p *pageData) patches(ch view.Changes) ([]patch, error) {
 	add(streamPatches(ch)...)
 	for _, ev := range ch.Spans {
 		if r, ok := spanRow(ev); ok {
-			add(patch{Sel: "#spans", Op: "append", HTML: html(templates.SpanItem(r))})
+			add(patch{Sel: "#spans", Op: "append", HTML: p.html(templates.SpanItem(r))})
 		}
 	}
 	return ps, nil
@@ -297,7 +328,7 @@ const (
 // did. The page marks the selected box itself.
 func (p *pageData) treePatches(ch view.Changes) []patch {
 	if ch.TreeShape {
-		return []patch{{Sel: liveTree, Op: "inner", HTML: html(templates.TreeSVG(p.sid(), p.tree("")))}}
+		return []patch{{Sel: liveTree, Op: "inner", HTML: p.html(templates.TreeSVG(p.sid(), p.tree("")))}}
 	}
 	if len(ch.Nodes) == 0 {
 		return nil
@@ -306,7 +337,7 @@ func (p *pageData) treePatches(ch view.Changes) []patch {
 	for _, n := range p.tree("").Nodes {
 		for _, id := range ch.Nodes {
 			if n.AgentID == id {
-				ps = append(ps, patch{Sel: liveTree + " " + attrIs("data-agent", id), Op: "replace", SVG: true, HTML: html(templates.TreeNode(p.sid(), n))})
+				ps = append(ps, patch{Sel: liveTree + " " + attrIs("data-agent", id), Op: "replace", SVG: true, HTML: p.html(templates.TreeNode(p.sid(), n))})
 			}
 		}
 	}
@@ -360,7 +391,7 @@ func (p *pageData) waterfallPatches(ch view.Changes) ([]patch, error) {
 		w := kind.w
 		for _, id := range ch.Agents {
 			if a := st.Agent(id); a != nil {
-				ps = append(ps, patch{Sel: within(kind.bases, " [data-lanes]"), Op: "append", HTML: html(templates.LaneItem(w, p.lane(a)))})
+				ps = append(ps, patch{Sel: within(kind.bases, " [data-lanes]"), Op: "append", HTML: p.html(templates.LaneItem(w, p.lane(a)))})
 			}
 		}
 		if len(ch.Appended) > 0 {
@@ -398,18 +429,18 @@ func (p *pageData) waterfallPatches(ch view.Changes) ([]patch, error) {
 		slices.SortStableFunc(bars, func(a, b newBar) int { return cmp.Compare(a.seq, b.seq) })
 		for _, nb := range bars {
 			drawn[nb.b.ID] = true
-			ps = append(ps, patch{Sel: within(kind.bases, " "+attrIs("data-track", nb.agent)), Op: "append", SVG: true, HTML: html(templates.BarItem(w, nb.b))})
+			ps = append(ps, patch{Sel: within(kind.bases, " "+attrIs("data-track", nb.agent)), Op: "append", SVG: true, HTML: p.html(templates.BarItem(w, nb.b))})
 		}
 		if len(ch.Appended) == 0 && max(p.ms(ch.AtBefore), 0) == w.Now {
 			continue // the axis has not moved
 		}
 		box := trackBoxOf(w)
 		if len(ch.Appended) > 0 {
-			ps = append(ps, patch{Sel: within(kind.bases, " [data-wf-range]"), Op: "replace", HTML: html(templates.WaterfallRange(w))})
+			ps = append(ps, patch{Sel: within(kind.bases, " [data-wf-range]"), Op: "replace", HTML: p.html(templates.WaterfallRange(w))})
 		}
 		var axis strings.Builder
 		for _, t := range w.Ticks {
-			axis.WriteString(html(templates.TickItem(t)))
+			axis.WriteString(p.html(templates.TickItem(t)))
 		}
 		ps = append(ps, patch{Sel: within(kind.bases, " [data-axis]"), Op: "inner", SVG: true, HTML: axis.String()},
 			patch{Sel: within(kind.bases, " svg.track"), Op: "attrs", Attrs: map[string]*string{"viewBox": &box}},
@@ -430,7 +461,7 @@ func (p *pageData) waterfallPatches(ch view.Changes) ([]patch, error) {
 		}
 		c.Step = f.Step
 		w := templates.Waterfall{Now: p.ms(st.LastAt)}
-		ps = append(ps, patch{Sel: liveBars + " " + attrIs("id", "bar-"+f.ID), Op: "replace", SVG: true, HTML: html(templates.BarItem(w, p.callBar(*c, st.Running[c.ID] != nil)))})
+		ps = append(ps, patch{Sel: liveBars + " " + attrIs("id", "bar-"+f.ID), Op: "replace", SVG: true, HTML: p.html(templates.BarItem(w, p.callBar(*c, st.Running[c.ID] != nil)))})
 	}
 	// A task call's bar names its child once the child has started.
 	for _, child := range ch.Started {
@@ -438,7 +469,7 @@ func (p *pageData) waterfallPatches(ch view.Changes) ([]patch, error) {
 			if t := st.RunningTools[d.TaskCallID]; t != nil {
 				drawn["tool-"+d.TaskCallID] = true
 				ps = append(ps, patch{Sel: liveBars + " " + attrIs("id", "tool-"+d.TaskCallID), Op: "replace", SVG: true,
-					HTML: html(templates.BarItem(templates.Waterfall{Now: p.ms(st.LastAt)}, p.toolBar(*t, true)))})
+					HTML: p.html(templates.BarItem(templates.Waterfall{Now: p.ms(st.LastAt)}, p.toolBar(*t, true)))})
 			}
 		}
 	}
@@ -447,7 +478,7 @@ func (p *pageData) waterfallPatches(ch view.Changes) ([]patch, error) {
 			continue
 		}
 		ps = append(ps, patch{Sel: liveBars + " " + attrIs("id", "tool-"+t.ToolCallID), Op: "replace", SVG: true,
-			HTML: html(templates.BarItem(templates.Waterfall{}, p.toolBar(t, true)))})
+			HTML: p.html(templates.BarItem(templates.Waterfall{}, p.toolBar(t, true)))})
 	}
 	// Running bars reach the log's last event.
 	now := p.ms(st.LastAt)
@@ -506,12 +537,12 @@ func (p *pageData) scrubPatches(ch view.Changes) ([]patch, error) {
 	}
 	grew := len(ch.Appended) > 0
 	if grew && ch.CallsBefore == 0 {
-		return []patch{{Sel: "#scrubber", Op: "replace", HTML: html(templates.ScrubberSection(v))}}, nil
+		return []patch{{Sel: "#scrubber", Op: "replace", HTML: p.html(templates.ScrubberSection(v))}}, nil
 	}
 	// The call line, and the rows that changed: those of the agents that
 	// made calls, of the one whose call was the newest, and the new ones.
 	box := "#scrubber[data-follow] [data-scrub-view]"
-	ps := []patch{{Sel: box + " [data-testid=scrub-call]", Op: "replace", HTML: html(templates.ScrubCall(v))}}
+	ps := []patch{{Sel: box + " [data-testid=scrub-call]", Op: "replace", HTML: p.html(templates.ScrubCall(v))}}
 	changed, started := map[string]bool{}, map[string]bool{}
 	for _, id := range ch.AppendedBy {
 		changed[id] = true
@@ -530,9 +561,9 @@ func (p *pageData) scrubPatches(ch view.Changes) ([]patch, error) {
 	for _, a := range v.Agents {
 		switch {
 		case started[a.AgentID]:
-			added.WriteString(html(templates.ScrubRow(a)))
+			added.WriteString(p.html(templates.ScrubRow(a)))
 		case changed[a.AgentID]:
-			ps = append(ps, patch{Sel: box + " " + attrIs("data-scrub-agent", a.AgentID), Op: "replace", HTML: html(templates.ScrubRow(a))})
+			ps = append(ps, patch{Sel: box + " " + attrIs("data-scrub-agent", a.AgentID), Op: "replace", HTML: p.html(templates.ScrubRow(a))})
 		}
 	}
 	if added.Len() > 0 {
@@ -542,7 +573,7 @@ func (p *pageData) scrubPatches(ch view.Changes) ([]patch, error) {
 	var rows strings.Builder
 	for _, id := range ch.Agents {
 		if a := p.st.Agent(id); a != nil {
-			rows.WriteString(html(templates.ScrubRow(templates.ScrubAgent{AgentID: a.ID, Name: a.Name, NotStarted: true})))
+			rows.WriteString(p.html(templates.ScrubRow(templates.ScrubAgent{AgentID: a.ID, Name: a.Name, NotStarted: true})))
 		}
 	}
 	if rows.Len() > 0 {
@@ -568,7 +599,7 @@ func (p *pageData) filePatches(ch view.Changes) ([]patch, error) {
 	count := p.st.Files.Count()
 	if ch.FilesBefore == 0 || count == 0 {
 		v, err := p.files("")
-		return []patch{{Sel: "#files", Op: "inner", HTML: html(templates.Files(v))}}, err
+		return []patch{{Sel: "#files", Op: "inner", HTML: p.html(templates.Files(v))}}, err
 	}
 	if page := ch.FilesPage; len(page) == view.FilesPage && page[len(page)-1] < minPath(ch.FilesTouched) {
 		// Every change is past a full first page: only the count moves.
@@ -580,7 +611,7 @@ func (p *pageData) filePatches(ch view.Changes) ([]patch, error) {
 			v.Next = "/sessions/" + p.sid() + "/files?after=" + url.QueryEscape(page[len(page)-1])
 		}
 		return []patch{{Sel: "#files [data-files-count]", Op: "text", HTML: templates.Plural(count, "file")},
-			{Sel: "#files [data-files-more]", Op: "replace", HTML: html(templates.FilesMore(v))}}, nil
+			{Sel: "#files [data-files-more]", Op: "replace", HTML: p.html(templates.FilesMore(v))}}, nil
 	}
 	v, err := p.files("")
 	if err != nil {
@@ -607,7 +638,7 @@ func (p *pageData) filePatches(ch view.Changes) ([]patch, error) {
 	}
 	// New rows go in before the next row that was there already.
 	for i, f := range v.Files {
-		item := html(templates.FileItem(f))
+		item := p.html(templates.FileItem(f))
 		switch {
 		case before[f.Path] && touched[f.Path]:
 			ps = append(ps, patch{Sel: list + " > " + attrIs("data-file", f.Path), Op: "replace", HTML: item})
@@ -628,7 +659,7 @@ func (p *pageData) filePatches(ch view.Changes) ([]patch, error) {
 	}
 	if count != ch.FilesBefore {
 		ps = append(ps, patch{Sel: "#files [data-files-count]", Op: "text", HTML: templates.Plural(count, "file")},
-			patch{Sel: "#files [data-files-more]", Op: "replace", HTML: html(templates.FilesMore(v))})
+			patch{Sel: "#files [data-files-more]", Op: "replace", HTML: p.html(templates.FilesMore(v))})
 	}
 	return ps, nil
 }
@@ -661,7 +692,7 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 		if err != nil {
 			return nil, err
 		}
-		body := html(templates.DelegationBody(panel))
+		body := p.html(templates.DelegationBody(panel))
 		sel := livePanel + attrIs("data-show", child)
 		first := st.Delegations[0] == d
 		if first {
@@ -674,9 +705,9 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 			var picks templates.AgentPanel
 			p.agentPicks(&picks, nil)
 			ps = append(ps, patch{Sel: livePanel + ":not(" + attrIs("data-show", "") + "):not(" + attrIs("data-show", child) + ") [data-picks]",
-				Op: "replace", HTML: html(templates.AgentPicks(p.sid(), picks))})
+				Op: "replace", HTML: p.html(templates.AgentPicks(p.sid(), picks))})
 		} else {
-			ps = append(ps, patch{Sel: livePanel + " [data-pick]", Op: "append", HTML: html(templates.PickItem(p.sid(), pickOption(st, d)))})
+			ps = append(ps, patch{Sel: livePanel + " [data-pick]", Op: "append", HTML: p.html(templates.PickItem(p.sid(), pickOption(st, d)))})
 		}
 		pp, cp := st.PanesOf(d)
 		fresh[pp.ID()], fresh[cp.ID()] = true, true
@@ -744,9 +775,9 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 				return nil, err
 			}
 			base := livePanel + " " + attrIs("data-pane", pn.ID())
-			ps = append(ps, patch{Sel: base + " [data-total]", Op: "replace", HTML: html(templates.PaneTotal(v))})
+			ps = append(ps, patch{Sel: base + " [data-total]", Op: "replace", HTML: p.html(templates.PaneTotal(v))})
 			if d := st.Delegation(pn.Delegation); pn.Kind == view.PaneChild && d != nil && d.Mode == string(delegation.ModeFork) {
-				ps = append(ps, patch{Sel: base + " [data-note]", Op: "replace", HTML: html(templates.ChildNote(d.Mode, v))})
+				ps = append(ps, patch{Sel: base + " [data-note]", Op: "replace", HTML: p.html(templates.ChildNote(d.Mode, v))})
 			}
 			for _, list := range [][]templates.MessageView{v.Inherited, v.Messages} {
 				for _, m := range list {
@@ -755,7 +786,7 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 						if m.Inherited {
 							which = "ol.inherited"
 						}
-						ps = append(ps, patch{Sel: base + " " + which + " > [data-testid=gap]", Op: "replace", HTML: html(templates.MessageItem(m))})
+						ps = append(ps, patch{Sel: base + " " + which + " > [data-testid=gap]", Op: "replace", HTML: p.html(templates.MessageItem(m))})
 					}
 				}
 			}
@@ -778,8 +809,8 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 		if err != nil {
 			return nil, err
 		}
-		ps = append(ps, patch{Sel: livePanel + " " + attrIs("data-came-back", child), Op: "replace", HTML: html(templates.CameBack(v.CameBack))},
-			patch{Sel: livePanel + " " + attrIs("data-held-back", child), Op: "replace", HTML: html(templates.HeldBack(v.HeldBack))})
+		ps = append(ps, patch{Sel: livePanel + " " + attrIs("data-came-back", child), Op: "replace", HTML: p.html(templates.CameBack(v.CameBack))},
+			patch{Sel: livePanel + " " + attrIs("data-held-back", child), Op: "replace", HTML: p.html(templates.HeldBack(v.HeldBack))})
 	}
 	// What a delegation cost grows with its child's work and its receipt.
 	for _, d := range st.Delegations {
@@ -790,7 +821,7 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 		if err != nil {
 			return nil, err
 		}
-		ps = append(ps, patch{Sel: livePanel + " " + attrIs("data-economics", d.ChildID), Op: "replace", HTML: html(templates.Economics(e))})
+		ps = append(ps, patch{Sel: livePanel + " " + attrIs("data-economics", d.ChildID), Op: "replace", HTML: p.html(templates.Economics(e))})
 	}
 	more, err := p.callsPatches(ch, fresh)
 	return append(ps, more...), err
@@ -822,7 +853,7 @@ func (p *pageData) callsPatches(ch view.Changes, fresh map[string]bool) ([]patch
 			var b strings.Builder
 			for _, c := range rows {
 				if c.Index >= from && c.Index < to {
-					b.WriteString(html(templates.CallItem(p.callRow(a, c))))
+					b.WriteString(p.html(templates.CallItem(p.callRow(a, c))))
 				}
 			}
 			return b.String()
@@ -834,7 +865,7 @@ func (p *pageData) callsPatches(ch view.Changes, fresh map[string]bool) ([]patch
 		if g.HeadTo > g.HeadFrom {
 			ps = append(ps, patch{Sel: list, Op: "append", HTML: rowsHTML(g.HeadFrom, g.HeadTo)})
 		}
-		gap := html(templates.CallItem(p.callsGap(id, g.GapTo-g.GapFrom)))
+		gap := p.html(templates.CallItem(p.callsGap(id, g.GapTo-g.GapFrom)))
 		if g.Appears {
 			ps = append(ps, patch{Sel: list + " > " + attrIs("data-pos", strconv.Itoa(g.GapFrom-1)), Op: "after", HTML: gap})
 		} else if g.Changes {
@@ -856,9 +887,9 @@ func (p *pageData) paneHTML(pn view.Pane) (string, error) {
 	}
 	switch pn.Kind {
 	case view.PaneParent:
-		return html(templates.ParentPane(p.sid(), v)), nil
+		return p.html(templates.ParentPane(p.sid(), v)), nil
 	case view.PaneAgent:
-		return html(templates.AgentPane(p.sid(), v)), nil
+		return p.html(templates.AgentPane(p.sid(), v)), nil
 	}
 	d := p.st.Delegation(pn.Delegation)
 	name := pn.AgentID
@@ -869,7 +900,7 @@ func (p *pageData) paneHTML(pn view.Pane) (string, error) {
 	if d != nil {
 		mode = d.Mode
 	}
-	return html(templates.ChildPane(p.sid(), mode, name, v)), nil
+	return p.html(templates.ChildPane(p.sid(), mode, name, v)), nil
 }
 
 // growPatches: the panes that showed an agent's context as it grew get its
@@ -955,7 +986,7 @@ func (p *pageData) paneGrowth(pn view.Pane, before int) ([]patch, error) {
 		views, err := p.spanViews(own, from, to, false, pn.TaskCallID)
 		var b strings.Builder
 		for _, m := range views {
-			b.WriteString(html(templates.MessageItem(m)))
+			b.WriteString(p.html(templates.MessageItem(m)))
 		}
 		return patch{Op: "append", HTML: b.String()}, err
 	}
@@ -971,7 +1002,7 @@ func (p *pageData) paneGrowth(pn view.Pane, before int) ([]patch, error) {
 		}
 		ps = append(ps, x)
 	}
-	gap := html(templates.MessageItem(templates.MessageView{Gap: g.GapTo - g.GapFrom, GapFrom: g.GapFrom, URL: url}))
+	gap := p.html(templates.MessageItem(templates.MessageView{Gap: g.GapTo - g.GapFrom, GapFrom: g.GapFrom, URL: url}))
 	if g.Appears {
 		ps = append(ps, patch{Sel: " > " + attrIs("data-k", keyAt(own, g.GapFrom-1)), Op: "after", HTML: gap})
 	} else if g.Changes {
@@ -995,16 +1026,16 @@ func (p *pageData) syncPatches(c choice, running bool) ([]patch, error) {
 		return nil, err
 	}
 	ps := []patch{
-		{Sel: "#status", Op: "replace", HTML: html(templates.StatusBadge(v.Status, v.Error))},
-		{Sel: "#session-error", Op: "replace", HTML: html(templates.SessionError(v.Status, v.Error))},
-		{Sel: "#totals", Op: "inner", HTML: html(templates.Totals(v.Totals))},
-		{Sel: "#tree", Op: "replace", HTML: html(templates.TreeBox(v.ID, v.Tree, v.At, v.Scrub.Steps))},
-		{Sel: "#notes", Op: "replace", HTML: html(templates.NotesSection(v.Notes))},
-		{Sel: "#delegation", Op: "replace", HTML: html(templates.DelegationSection(v.Delegation))},
-		{Sel: "#scrubber", Op: "replace", HTML: html(templates.ScrubberSection(v.Scrub))},
-		{Sel: "#timeline", Op: "replace", HTML: html(templates.WaterfallView(v.Timeline))},
-		{Sel: "#answer", Op: "inner", HTML: html(templates.Answer(v.Answer, v.Status))},
-		{Sel: "#files", Op: "inner", HTML: html(templates.Files(v.Files))},
+		{Sel: "#status", Op: "replace", HTML: p.html(templates.StatusBadge(v.Status, v.Error))},
+		{Sel: "#session-error", Op: "replace", HTML: p.html(templates.SessionError(v.Status, v.Error))},
+		{Sel: "#totals", Op: "inner", HTML: p.html(templates.Totals(v.Totals))},
+		{Sel: "#tree", Op: "replace", HTML: p.html(templates.TreeBox(v.ID, v.Tree, v.At, v.Scrub.Steps))},
+		{Sel: "#notes", Op: "replace", HTML: p.html(templates.NotesSection(v.Notes))},
+		{Sel: "#delegation", Op: "replace", HTML: p.html(templates.DelegationSection(v.Delegation))},
+		{Sel: "#scrubber", Op: "replace", HTML: p.html(templates.ScrubberSection(v.Scrub))},
+		{Sel: "#timeline", Op: "replace", HTML: p.html(templates.WaterfallView(v.Timeline))},
+		{Sel: "#answer", Op: "inner", HTML: p.html(templates.Answer(v.Answer, v.Status))},
+		{Sel: "#files", Op: "inner", HTML: p.html(templates.Files(v.Files))},
 	}
 	if !running {
 		ps = append(ps, patch{Sel: "#stop", Op: "remove"}, patch{Sel: ".session", Op: "attrs", Attrs: map[string]*string{"data-running": nil}})
@@ -1030,8 +1061,13 @@ func (s *Server) apiLive(c echo.Context) error {
 		return err
 	}
 	var backlog live.Backlog
+	// A session page listens in its reader's language: its patches are
+	// drawn in it. A program's stream is the session's own, in English.
+	topic := id
 	if c.QueryParam("view") != "" {
 		ch := choiceOf(c)
+		lang := i18n.Get(requestLang(c.Request()))
+		topic = liveTopic(id, lang.Code)
 		backlog = func(ctx context.Context, from int64, limit int) ([]live.Message, error) {
 			st, rd, err := s.runner.View(ctx, id)
 			if err != nil {
@@ -1041,7 +1077,7 @@ func (s *Server) apiLive(c echo.Context) error {
 			if st.Seq <= from {
 				return nil, nil // nothing to send: the page is up to date
 			}
-			p := &pageData{ctx: ctx, st: st, rd: rd}
+			p := &pageData{ctx: i18n.With(ctx, lang), st: st, rd: rd}
 			ps, err := p.syncPatches(ch, s.running(ctx, id, st.Session.Status))
 			if err != nil {
 				return nil, err
@@ -1067,5 +1103,5 @@ func (s *Server) apiLive(c echo.Context) error {
 			return out, nil
 		}
 	}
-	return s.hub.Serve(c.Response(), c.Request(), id, after, backlog, live.ServeOptions{Page: c.QueryParam("view") != ""})
+	return s.hub.Serve(c.Response(), c.Request(), topic, after, backlog, live.ServeOptions{Page: c.QueryParam("view") != ""})
 }

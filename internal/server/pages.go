@@ -479,17 +479,18 @@ func (s *Server) runOf(c echo.Context, id string) (templates.RunLink, error) {
 			break
 		}
 	}
+	lang := tr(c)
 	switch r.Kind {
 	case db.RunLesson:
-		return templates.RunLink{Label: "a run of the lesson " + lessonTitle(r.Lesson), Link: "its table",
+		return templates.RunLink{Label: lang.T("runof.lesson", "Title", lang.Text(lessonTitle(r.Lesson))), Link: lang.T("runof.lesson_link"),
 			URL: "/lessons/" + url.PathEscape(r.Lesson) + "?run=" + url.QueryEscape(r.ID)}, nil
 	case db.RunModes:
 		if other != "" {
-			return templates.RunLink{Label: "a run in both modes", Link: "compare the two",
+			return templates.RunLink{Label: lang.T("runof.modes"), Link: lang.T("runof.modes_link"),
 				URL: "/compare?a=" + url.QueryEscape(r.Sessions[0].SessionID) + "&b=" + url.QueryEscape(r.Sessions[len(r.Sessions)-1].SessionID)}, nil
 		}
 	case db.RunTeam:
-		return templates.RunLink{Label: "a team's runs", Link: "the team", URL: "/teams/" + url.PathEscape(r.TeamID)}, nil
+		return templates.RunLink{Label: lang.T("runof.team"), Link: lang.T("runof.team_link"), URL: "/teams/" + url.PathEscape(r.TeamID)}, nil
 	}
 	return templates.RunLink{}, nil
 }

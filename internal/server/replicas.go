@@ -61,7 +61,7 @@ func (r *replicas) listen(ctx context.Context) {
 
 // grown: a session's log grew to seq, here or on another replica.
 func (r *replicas) grown(id string, _ int64) {
-	if r.s.hub.Viewers(id) == 0 || r.s.runner.Running(id) {
+	if liveViewers(r.s.hub, id) == 0 || r.s.runner.Running(id) {
 		// Nobody watches it here (any more), or its recorder publishes it:
 		// its state here, if any, goes (a catch-up under way sees that
 		// too, and ends).
@@ -113,7 +113,7 @@ func (r *replicas) catchUp(id string, f *followed) {
 	for {
 		done := r.read(ctx, id, f)
 		r.mu.Lock()
-		if done || r.s.hub.Viewers(id) == 0 {
+		if done || liveViewers(r.s.hub, id) == 0 {
 			delete(r.followed, id)
 			r.mu.Unlock()
 			return

@@ -811,7 +811,7 @@ func (p *pageData) scrub(at *stepAt) (templates.ScrubView, error) {
 					return v, err
 				}
 				if len(last) == 1 {
-					v.Answer = answerOf(last[0])
+					v.Answer = answerOf(i18n.From(p.ctx), last[0])
 				}
 			}
 		}
@@ -843,7 +843,7 @@ func (p *pageData) scrub(at *stepAt) (templates.ScrubView, error) {
 }
 
 // answerOf quotes a call's answer in a line: its text, or its tool calls.
-func answerOf(c db.CallRow) string {
+func answerOf(lang *i18n.Lang, c db.CallRow) string {
 	if c.Output == nil {
 		return ""
 	}
@@ -855,7 +855,7 @@ func answerOf(c db.CallRow) string {
 		names = append(names, tc.Name)
 	}
 	if len(names) > 0 {
-		return "tool calls: " + strings.Join(names, ", ")
+		return lang.T("sess.tool_calls", "Names", strings.Join(names, ", "))
 	}
 	return ""
 }
@@ -989,7 +989,7 @@ func (p *pageData) sessionPage(page templates.Page, ch choice, running bool) (te
 	if v.Files, err = p.files(""); err != nil {
 		return v, err
 	}
-	v.Origin, v.Received = originLine(st.Session.Origin), st.Session.Origin.OriginKind() != delegation.OriginEngine
+	v.Origin, v.Received = originLine(i18n.From(p.ctx), st.Session.Origin), st.Session.Origin.OriginKind() != delegation.OriginEngine
 	v.Traced = st.Session.Origin.OriginKind() == delegation.OriginOTLP
 	if v.Received {
 		spans, err := p.rd.EventsOfType(p.ctx, delegation.EventSpanReceived)
@@ -1007,35 +1007,35 @@ func (p *pageData) sessionPage(page templates.Page, ch choice, running bool) (te
 
 // originLine says, for a person, where a session came from: the studio's
 // engine, or someone else's program and what it said of itself.
-func originLine(o *delegation.Origin) string {
+func originLine(lang *i18n.Lang, o *delegation.Origin) string {
 	switch o.OriginKind() {
 	case delegation.OriginEngine:
-		return "the studio's engine"
+		return lang.T("origin.engine")
 	case delegation.OriginProxy:
-		line := "the recording endpoint: " + orText(o.Service, "an OpenAI-compatible client")
+		line := lang.T("origin.proxy", "Service", orText(o.Service, lang.T("origin.openai_client")))
 		if o.Upstream != "" {
-			line += " · answered by " + o.Upstream
+			line += " · " + lang.T("origin.answered_by", "Upstream", o.Upstream)
 		}
 		return line
 	}
-	parts := []string{"an OTLP trace"}
+	parts := []string{lang.T("origin.otlp")}
 	if o.Service != "" {
-		parts = append(parts, "from "+o.Service)
+		parts = append(parts, lang.T("origin.from", "Service", o.Service))
 	}
 	switch o.Convention {
 	case "openinference":
-		parts = append(parts, "OpenInference spans")
+		parts = append(parts, lang.T("origin.openinference"))
 	case "genai":
-		parts = append(parts, "OpenTelemetry GenAI spans")
+		parts = append(parts, lang.T("origin.genai"))
 	}
 	if len(o.Instrumentation) > 0 {
-		parts = append(parts, "instrumented by "+strings.Join(o.Instrumentation, ", "))
+		parts = append(parts, lang.T("origin.instrumented", "Names", strings.Join(o.Instrumentation, ", ")))
 	}
 	if o.SDK != "" {
 		parts = append(parts, "SDK "+o.SDK)
 	}
 	if o.TraceID != "" {
-		parts = append(parts, "trace "+o.TraceID)
+		parts = append(parts, lang.T("origin.trace", "ID", o.TraceID))
 	}
 	return strings.Join(parts, " · ")
 }

@@ -1,13 +1,13 @@
 package server
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 	"time"
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/view"
 	"github.com/delegationstudio/studio/web/templates"
 )
@@ -59,7 +59,7 @@ func (p *pageData) waterfallFrame(all bool, at *stepAt) (templates.Waterfall, er
 		}
 	}
 	w.Span = max(w.Now-w.T0, 1)
-	w.Ticks = ticks(w.T0, w.Span)
+	w.Ticks = ticks(i18n.From(p.ctx), w.T0, w.Span)
 	return w, nil
 }
 
@@ -150,7 +150,7 @@ func (p *pageData) waterfall(all bool, at *stepAt) (templates.Waterfall, error) 
 			if x, ok := toolAt[d.ToolCallID]; ok {
 				b := &w.Lanes[x[0]].Bars[x[1]]
 				b.Running, b.Error, b.D = false, d.IsError, max(p.ms(ev.At)-b.S, 0)
-				b.Title = toolTitle(b, d.Name, p.st.DelegationByTaskCall(d.ToolCallID), p.st)
+				b.Title = toolTitle(i18n.From(p.ctx), b, d.Name, p.st.DelegationByTaskCall(d.ToolCallID), p.st)
 			}
 		}
 	}
@@ -183,25 +183,26 @@ func (p *pageData) callBar(c db.CallRow, running bool) templates.Bar {
 	}
 	b.Running = running
 	b.Error = !b.Running && c.Error != ""
-	what := "model call"
+	lang := i18n.From(p.ctx)
+	id := "bar.model"
 	if b.Kind == "summary" {
-		what = "summary call"
+		id = "bar.summary"
 	}
-	b.Title = fmt.Sprintf("step %d: %s %s, its %s %d · %s in", c.Step, c.AgentID, p.agentName(c.AgentID), what, c.Index+1,
-		templates.Plural(c.InputTokens, "token"))
+	b.Title = lang.T(id, "Step", c.Step, "ID", c.AgentID, "Name", p.agentName(c.AgentID), "N", c.Index+1,
+		"Tokens", lang.N("sess.tokens_in", c.InputTokens))
 	if b.Running {
-		b.Title += " · running"
+		b.Title += " · " + lang.T("state.running")
 	} else {
-		b.Title += " · " + duration(b.D)
+		b.Title += " · " + duration(lang, b.D)
 	}
 	if cv := cacheView(c.ModelCall); cv.Cached > 0 || cv.Cost != "" {
-		b.Title += " · " + Thousands(cv.Cached) + " cached"
+		b.Title += " · " + lang.T("sess.cached", "N", lang.Num(cv.Cached))
 		if cv.Cost != "" {
 			b.Title += " · " + cv.Cost
 		}
 	}
 	if b.Error {
-		b.Title += " · failed: " + view.Excerpt(c.Error, 80)
+		b.Title += " · " + lang.T("bar.failed", "Error", view.Excerpt(c.Error, 80))
 	}
 	return b
 }
@@ -221,41 +222,41 @@ func (p *pageData) toolBar(t view.ToolChange, now bool) templates.Bar {
 		b.S = p.ms(t.Started)
 		b.Running, b.Error, b.D = false, t.IsError, max(p.ms(t.At)-b.S, 0)
 	}
-	b.Title = toolTitle(&b, t.Name, d, p.st)
+	b.Title = toolTitle(i18n.From(p.ctx), &b, t.Name, d, p.st)
 	return b
 }
 
-func toolTitle(b *templates.Bar, name string, d *view.Delegation, st *view.State) string {
-	t := "tool " + name
+func toolTitle(lang *i18n.Lang, b *templates.Bar, name string, d *view.Delegation, st *view.State) string {
+	t := lang.T("bar.tool", "Name", name)
 	if d != nil {
 		t = "task → " + d.ChildID + " " + d.SubagentType
 		if a := st.Agent(d.ChildID); a != nil {
 			t = "task → " + a.ID + " " + a.Name
 		}
 	}
-	t += fmt.Sprintf(", asked for in step %d", b.Step)
+	t += lang.T("bar.asked_in", "Step", b.Step)
 	if b.Running {
-		return t + " · running"
+		return t + " · " + lang.T("state.running")
 	}
 	if b.Error {
-		t += " · failed"
+		t += " · " + lang.T("state.failed")
 	}
-	return t + " · " + duration(b.D)
+	return t + " · " + duration(lang, b.D)
 }
 
 // duration writes ms for a person: 820 ms, 1.4 s, 2 min 5 s.
-func duration(ms int64) string {
+func duration(lang *i18n.Lang, ms int64) string {
 	switch {
 	case ms < 1000:
-		return strconv.FormatInt(ms, 10) + " ms"
+		return lang.T("dur.ms", "N", ms)
 	case ms < 60_000:
-		return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + " s"
+		return lang.T("dur.s", "N", strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64))
 	}
-	return fmt.Sprintf("%d min %d s", ms/60_000, ms%60_000/1000)
+	return lang.T("dur.min_s", "M", ms/60_000, "S", ms%60_000/1000)
 }
 
 // ticks are the axis's labels: round times from t0 across span, a few.
-func ticks(t0, span int64) []templates.Tick {
+func ticks(lang *i18n.Lang, t0, span int64) []templates.Tick {
 	step := int64(1)
 	// The smallest of 1, 2, 5 × 10^k ms that makes at most 6 intervals.
 	for k := int64(1); ; k *= 10 {
@@ -274,21 +275,21 @@ func ticks(t0, span int64) []templates.Tick {
 	first := int64(math.Ceil(float64(t0)/float64(step))) * step
 	for t := first; t < t0+span*95/100; t += step {
 		pct := float64(t-t0) / float64(span) * 100
-		out = append(out, templates.Tick{Pct: strconv.FormatFloat(pct, 'f', 2, 64) + "%", Label: clock(t, step)})
+		out = append(out, templates.Tick{Pct: strconv.FormatFloat(pct, 'f', 2, 64) + "%", Label: clock(lang, t, step)})
 	}
 	return out
 }
 
 // clock writes a time of the axis: 0 s, 500 ms, 1.5 s, 2 min.
-func clock(ms, step int64) string {
+func clock(lang *i18n.Lang, ms, step int64) string {
 	switch {
 	case step < 1000 && ms < 1000:
-		return strconv.FormatInt(ms, 10) + " ms"
+		return lang.T("dur.ms", "N", ms)
 	case ms < 60_000 || step < 60_000:
 		if ms%1000 == 0 {
-			return strconv.FormatInt(ms/1000, 10) + " s"
+			return lang.T("dur.s", "N", ms/1000)
 		}
-		return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + " s"
+		return lang.T("dur.s", "N", strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64))
 	}
-	return strconv.FormatInt(ms/60_000, 10) + " min"
+	return lang.T("dur.min", "N", ms/60_000)
 }

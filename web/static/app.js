@@ -192,15 +192,18 @@
       var text = document.createElementNS(ns, "text");
       text.setAttribute("x", ((t - t0) / span * 100).toFixed(2) + "%");
       text.setAttribute("y", "12");
-      text.textContent = clock(t, step);
+      text.textContent = clock(tl, t, step);
       axis.appendChild(text);
     }
   }
 
-  function clock(ms, step) {
-    if (step < 1000 && ms < 1000) return ms + " ms";
-    if (ms < 60000 || step < 60000) return ms % 1000 === 0 ? (ms / 1000) + " s" : (ms / 1000).toFixed(1) + " s";
-    return Math.floor(ms / 60000) + " min";
+  // clock writes a time of the axis in the page's language: the timeline
+  // carries its units' formats (data-fmt-ms, -s, -min: "{n} ms").
+  function clock(tl, ms, step) {
+    var f = function (unit, n) { return (tl.dataset["fmt" + unit] || "{n} " + unit.toLowerCase()).replace("{n}", n); };
+    if (step < 1000 && ms < 1000) return f("Ms", ms);
+    if (ms < 60000 || step < 60000) return f("S", ms % 1000 === 0 ? (ms / 1000) : (ms / 1000).toFixed(1));
+    return f("Min", Math.floor(ms / 60000));
   }
 
   // The tree zooms (its buttons) and pans (drag it); main, at its top
