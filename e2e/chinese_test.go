@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/delegationstudio/studio/internal/i18n"
 )
 
 // The tests of issue 23: the studio in the articles' language.
@@ -17,26 +20,33 @@ var articleTerms = []string{"Agent", "AI", "API", "task", "fork", "isolated", "t
 	"approx", "scripted", "openai", "OpenAI", "Findings", "Verdict", "spec", "bug", "docs", "md", "ms", "JS",
 	"ls", "delete", "glob", "grep"} // the tools, by their names
 
-// englishLeft is a JavaScript expression listing each English word left
-// on the page outside what is not interface: code (<code>, <pre>, a
-// textarea's text), a run's data (marked translate="no": names,
-// messages, receipts), and what is in another language on purpose (the
-// switch to English names itself in English, lang="en"). Identifiers (with
-// _, -, . or digits) are code too.
+// englishLeft lists each English word left on the page outside what is
+// not interface: code (<code>, <pre>, a textarea's text), a run's data
+// (marked translate="no": names, prompts, receipts, tasks), and what is in
+// another language on purpose (the switch to English names itself in
+// English, lang="en"). Identifiers (with _, -, . or digits) are code too.
+// A word of the page's data is data wherever it is quoted (an agent's name
+// in a tree box's title, a task in its accessible name).
 func englishLeft(tb *tab) []string {
 	tb.t.Helper()
 	return eval[[]string](tb, `(function(allowed){
 		const ok = new Set(allowed);
-		const skip = el => el.closest('code, pre, textarea, script, style, [translate="no"], [lang]:not([lang^="zh"])');
+		const skipSel = 'code, pre, textarea, script, style, noscript, [translate="no"], [lang]:not([lang^="zh"])';
+		const skip = el => el.closest(skipSel);
+		const words = t => t.match(/[A-Za-z][A-Za-z0-9_.\-\/]*/g) || [];
+		const data = new Set();
+		for (const el of document.querySelectorAll('code, pre, textarea, [translate="no"]')) {
+			for (const w of words(el.textContent)) data.add(w.replace(/[.\-]+$/, ''));
+		}
+		const english = w => w.length >= 2 && !/[_\-.\/0-9]/.test(w) && !ok.has(w) && !data.has(w);
 		const out = [];
 		const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
 		for (let n = walker.nextNode(); n; n = walker.nextNode()) {
 			const el = n.parentElement;
-			if (!el || skip(el) || el.closest('[hidden]') || getComputedStyle(el).display === 'none') continue;
-			for (const tok of n.textContent.match(/[A-Za-z][A-Za-z0-9_.\-\/]*/g) || []) {
+			if (!el || skip(el) || el.closest('[hidden]')) continue;
+			for (const tok of words(n.textContent)) {
 				const w = tok.replace(/[.\-]+$/, '');
-				if (w.length < 2 || /[_\-.\/0-9]/.test(w) || ok.has(w)) continue;
-				out.push(w + ' in <' + el.tagName.toLowerCase() + (el.className ? '.' + el.className : '') + '> "' + n.textContent.trim().slice(0, 60) + '"');
+				if (english(w)) out.push(w + ' in <' + el.tagName.toLowerCase() + '> "' + n.textContent.trim().slice(0, 60) + '"');
 			}
 		}
 		for (const el of document.querySelectorAll('[title], [placeholder], [aria-label]')) {
@@ -44,14 +54,52 @@ func englishLeft(tb *tab) []string {
 			for (const a of ['title', 'placeholder', 'aria-label']) {
 				const v = el.getAttribute(a) || '';
 				if (/^[{\[]/.test(v)) continue; // a JSON example
-				for (const tok of v.match(/[A-Za-z][A-Za-z0-9_.\-\/]*/g) || []) {
-					if (tok.length < 2 || /[_\-.\/0-9]/.test(tok) || ok.has(tok)) continue;
-					out.push(tok + ' in ' + a + '="' + v.slice(0, 60) + '"');
+				for (const w of words(v)) {
+					if (english(w)) out.push(w + ' in ' + a + '="' + v.slice(0, 60) + '"');
 				}
 			}
 		}
 		return out;
 	})(`+jsList(articleTerms)+`)`)
+}
+
+// englishMessages lists the interface's English messages (their fixed
+// parts, from the English catalogue) that the page still shows: a check
+// of the words above that no data can hide.
+func englishMessages(tb *tab) []string {
+	tb.t.Helper()
+	text := eval[string](tb, `document.body.innerText + ' ' + [...document.querySelectorAll('[title],[aria-label],[placeholder]')].map(e => [e.getAttribute('title'), e.getAttribute('aria-label'), e.getAttribute('placeholder')].join(' ')).join(' ')`)
+	var out []string
+	for _, f := range englishFragments() {
+		if strings.Contains(text, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// englishFragments are the fixed parts of every English catalogue message
+// of three words or more (its text between template actions and markup).
+func englishFragments() []string {
+	en, zh := i18n.Get(i18n.English), i18n.Get(i18n.Chinese)
+	split := regexp.MustCompile(`\{\{[^}]*\}\}|<[^>]*>|&[a-z]+;`)
+	var out []string
+	for _, id := range i18n.IDs(i18n.English) {
+		if strings.HasPrefix(id, "text.") {
+			continue
+		}
+		msg := en.Raw(id)
+		if msg == zh.Raw(id) {
+			continue
+		}
+		for _, part := range split.Split(msg, -1) {
+			part = strings.TrimSpace(part)
+			if len(strings.Fields(part)) >= 3 {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
 }
 
 func jsList(ss []string) string {
@@ -76,6 +124,9 @@ func (tb *tab) inChinese(page string) {
 	tb.screenshot(page)
 	if left := englishLeft(tb); len(left) > 0 {
 		tb.t.Errorf("%s in Chinese still shows English:\n  %s", page, strings.Join(left, "\n  "))
+	}
+	if left := englishMessages(tb); len(left) > 0 {
+		tb.t.Errorf("%s in Chinese still shows the English interface's messages:\n  %s", page, strings.Join(left, "\n  "))
 	}
 }
 

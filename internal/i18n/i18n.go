@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -158,6 +159,20 @@ func (l *Lang) N(id string, n int, kv ...any) string {
 	return out
 }
 
+// Raw is a message as the catalogue writes it, its template unexecuted
+// (the "other" form of a plural); "" when there is none.
+func (l *Lang) Raw(id string) string {
+	for _, f := range catalogueMessages(l.Code) {
+		if m, ok := f[id]; ok {
+			if m.Other != "" {
+				return m.Other
+			}
+			return m.One
+		}
+	}
+	return ""
+}
+
 // HTML is a catalogue message that holds markup of its own (<code>,
 // <em>, <a>): the catalogue is ours and trusted, the data is not and is
 // escaped.
@@ -290,19 +305,27 @@ func (l *Lang) lookup(english string) (string, bool) {
 // texts' keys included, "text." before them).
 func IDs(code string) []string {
 	var out []string
-	for _, f := range catalogueFiles(code) {
-		for _, m := range f {
-			out = append(out, m)
+	for _, f := range catalogueMessages(code) {
+		for id := range f {
+			out = append(out, id)
 		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// catalogueFiles reads the ids of each of a language's files.
-func catalogueFiles(code string) [][]string {
+var parsed = map[string][]map[string]*goi18n.Message{}
+var parsedMu sync.Mutex
+
+// catalogueMessages are each of a language's files, message by id.
+func catalogueMessages(code string) []map[string]*goi18n.Message {
+	parsedMu.Lock()
+	defer parsedMu.Unlock()
+	if out, ok := parsed[code]; ok {
+		return out
+	}
 	files, _ := fs.Glob(locales, "locales/*.toml")
-	var out [][]string
+	var out []map[string]*goi18n.Message
 	for _, f := range files {
 		parts := strings.Split(strings.TrimSuffix(f[len("locales/"):], ".toml"), ".")
 		if parts[len(parts)-1] != code {
@@ -311,13 +334,14 @@ func catalogueFiles(code string) [][]string {
 		b, _ := locales.ReadFile(f)
 		msgs, err := goi18n.ParseMessageFileBytes(b, f, map[string]goi18n.UnmarshalFunc{"toml": toml.Unmarshal})
 		if err != nil {
-			continue
+			continue // the bundle's load, above, panics on it
 		}
-		var ids []string
-		for _, m := range msgs.Messages {
-			ids = append(ids, m.ID)
+		m := map[string]*goi18n.Message{}
+		for _, x := range msgs.Messages {
+			m[x.ID] = x
 		}
-		out = append(out, ids)
+		out = append(out, m)
 	}
+	parsed[code] = out
 	return out
 }
