@@ -1,12 +1,20 @@
 package server
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/coder/websocket"
+
+	"github.com/delegationstudio/studio/internal/delegation"
 )
 
 func (s *studio) getLang(path, acceptLanguage string) (*http.Response, *goquery.Document) {
@@ -91,5 +99,64 @@ func TestLanguage(t *testing.T) {
 	res, _ = fresh.getLang("/api/sessions?lang=zh", "zh")
 	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Language") != "" {
 		t.Errorf("the API answers %d", res.StatusCode)
+	}
+}
+
+// TestLiveInTheReadersLanguage: a session page's socket gets its patches in
+// its reader's language: two pages of one running session, one in Chinese
+// and one in English, each see the session end in their own words.
+func TestLiveInTheReadersLanguage(t *testing.T) {
+	s := newStudio(t, "")
+	var turns []string
+	for i := 0; i < 4; i++ {
+		turns = append(turns, `{"content": "step", "delay_ms": 60, "tool_calls": [{"name": "ls", "args": {"path": "/"}}]}`)
+	}
+	doc := `{"name": "slow", "prompt": "go", "script": {"main": [` + strings.Join(turns, ",") + `, {"content": "done"}]}}`
+	res, body := s.api("POST", "/api/sessions", "application/json", []byte(doc))
+	var created struct{ ID string }
+	if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
+		t.Fatalf("status %d: %s", res.StatusCode, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(s.ts.URL, "http") + "/api/sessions/" + created.ID + "/live?view=1&after=1"
+	read := func(header http.Header) string {
+		conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: header})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.CloseNow()
+		var patches strings.Builder
+		for {
+			_, data, err := conn.Read(ctx)
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			finished := false
+			for line := range bytes.SplitSeq(data, []byte("\n")) {
+				var ev wireEvent
+				if err := json.Unmarshal(line, &ev); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range ev.Patches {
+					patches.WriteString(p.HTML)
+				}
+				finished = finished || ev.Type == string(delegation.EventSessionFinished) || (ev.Type == "sync" && !s.srv.runner.Running(created.ID))
+			}
+			if finished {
+				return patches.String()
+			}
+		}
+	}
+	zh, en := make(chan string, 1), make(chan string, 1)
+	go func() { zh <- read(http.Header{"Cookie": {langCookie + "=zh"}}) }()
+	go func() { en <- read(http.Header{"Accept-Language": {"en-US"}}) }()
+	inZh, inEn := <-zh, <-en
+	status := regexp.MustCompile(`data-status="done"[^>]*>([^<]*)<`)
+	if m := status.FindStringSubmatch(inZh); m == nil || m[1] != "完成" || strings.Contains(inZh, "input token") {
+		t.Errorf("the Chinese page's patches do not end the session in Chinese: %q", m)
+	}
+	if m := status.FindStringSubmatch(inEn); m == nil || m[1] != "done" || strings.Contains(inEn, "输入") {
+		t.Errorf("the English page's patches: %q", m)
 	}
 }
