@@ -29,7 +29,7 @@ import (
 func (s *Server) comparePage(c echo.Context) error {
 	ctx := c.Request().Context()
 	a, b := c.QueryParam("a"), c.QueryParam("b")
-	v := templates.ComparePage{Page: s.page(c, "Compare")}
+	v := templates.ComparePage{Page: s.page(c, tr(c).T("nav.compare"))}
 	if a != "" && b != "" {
 		body, err := s.compareBody(ctx, a, b)
 		if err != nil {

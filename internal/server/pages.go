@@ -383,7 +383,7 @@ func (s *Server) messagePage(c echo.Context) error {
 	p := &pageData{ctx: c.Request().Context(), rd: rd}
 	v := p.messageView(*msg)
 	v.Reasoning = msg.Reasoning
-	return render(c, http.StatusOK, templates.MessagePage(s.page(c, "Message "+msg.ID), rd.Session().ID, v, msg.Content))
+	return render(c, http.StatusOK, templates.MessagePage(s.page(c, tr(c).T("title.message", "ID", msg.ID)), rd.Session().ID, v, msg.Content))
 }
 
 func (s *Server) callPage(c echo.Context) error {
@@ -399,7 +399,7 @@ func (s *Server) callPage(c echo.Context) error {
 	if !ok {
 		return delegation.Errorf(delegation.ENOTFOUND, "%s", tr(c).T("msg.no_call", "ID", c.Param("cid")))
 	}
-	return render(c, http.StatusOK, templates.CallPage(s.page(c, "Call "+c.Param("cid")), p.sid(), v))
+	return render(c, http.StatusOK, templates.CallPage(s.page(c, tr(c).T("title.call", "ID", c.Param("cid"))), p.sid(), v))
 }
 
 // filesPage lists main's files a page at a time, after ?after=PATH.
@@ -413,7 +413,7 @@ func (s *Server) filesPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, templates.FilesPageView(templates.FilesPage{Page: s.page(c, "Files of "+p.st.Session.Name),
+	return render(c, http.StatusOK, templates.FilesPageView(templates.FilesPage{Page: s.page(c, tr(c).T("sess.files_of", "Name", p.st.Session.Name)),
 		SessionID: p.sid(), Name: p.st.Session.Name, Files: v}))
 }
 
@@ -432,7 +432,7 @@ func (s *Server) stopSession(c echo.Context) error {
 }
 
 func (s *Server) signInPage(c echo.Context) error {
-	return render(c, http.StatusOK, templates.SignInPage(s.page(c, "Sign in"), false))
+	return render(c, http.StatusOK, templates.SignInPage(s.page(c, tr(c).T("signin.title")), false))
 }
 
 // signIn checks the token typed and sets the sign-in cookie: a signed
@@ -448,7 +448,7 @@ func (s *Server) signIn(c echo.Context) error {
 	}
 	if !a.matches(c.FormValue("token")) {
 		a.failed(c.Request())
-		return render(c, http.StatusUnauthorized, templates.SignInPage(s.page(c, "Sign in"), true))
+		return render(c, http.StatusUnauthorized, templates.SignInPage(s.page(c, tr(c).T("signin.title")), true))
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: a.newSession(), Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https", Expires: s.now().Add(signInAge)})

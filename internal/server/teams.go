@@ -47,7 +47,7 @@ func (s *Server) teamRoutes(e *echo.Echo) {
 
 // teamsPageView builds the teams page.
 func (s *Server) teamsPageView(c echo.Context) (templates.TeamsPage, error) {
-	v := templates.TeamsPage{Page: s.page(c, "Teams")}
+	v := templates.TeamsPage{Page: s.page(c, tr(c).T("nav.teams"))}
 	list, err := s.cfg.DB.Teams(c.Request().Context())
 	if err != nil {
 		return v, err
