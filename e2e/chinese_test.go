@@ -18,7 +18,8 @@ import (
 var articleTerms = []string{"Agent", "AI", "API", "task", "fork", "isolated", "token", "mode", "schema", "JSON", "OTLP",
 	"OpenTelemetry", "OpenInference", "protobuf", "deepagents", "DeepAgents", "span", "URL", "ID", "compat", "delta", "snapshot",
 	"approx", "scripted", "openai", "OpenAI", "Findings", "Verdict", "spec", "bug", "docs", "md", "ms", "JS",
-	"ls", "delete", "glob", "grep"} // the tools, by their names
+	"ls", "delete", "glob", "grep", // the tools, by their names
+	"skills", "Schema"} // a spec's field; JSON Schema, a standard's name
 
 // englishLeft lists each English word left on the page outside what is
 // not interface: code (<code>, <pre>, a textarea's text), a run's data
@@ -68,7 +69,13 @@ func englishLeft(tb *tab) []string {
 // of the words above that no data can hide.
 func englishMessages(tb *tab) []string {
 	tb.t.Helper()
-	text := eval[string](tb, `document.body.innerText + ' ' + [...document.querySelectorAll('[title],[aria-label],[placeholder]')].map(e => [e.getAttribute('title'), e.getAttribute('aria-label'), e.getAttribute('placeholder')].join(' ')).join(' ')`)
+	// The page's text without its data (code, a run's texts), and the
+	// attributes a person reads.
+	text := eval[string](tb, `(function(){
+		const body = document.body.cloneNode(true);
+		body.querySelectorAll('code, pre, textarea, script, style, noscript, [translate="no"], [lang]:not([lang^="zh"])').forEach(e => e.remove());
+		return body.textContent + ' ' + [...body.querySelectorAll('[title],[aria-label],[placeholder]')].map(e => [e.getAttribute('title'), e.getAttribute('aria-label'), e.getAttribute('placeholder')].join(' ')).join(' ');
+	})()`)
 	var out []string
 	for _, f := range englishFragments() {
 		if strings.Contains(text, f) {
@@ -160,6 +167,19 @@ func TestChinese(t *testing.T) {
 	tb.waitFor("the session is done", `(document.querySelector('#status') || {}).dataset?.status === 'done' || /完成/.test((document.querySelector('#status') || {}).textContent || '')`,
 		`(document.querySelector('#status') || document.body).textContent.slice(0, 200)`)
 	tb.inChinese("session")
+
+	// The other pages too.
+	for _, pg := range []struct{ name, path string }{
+		{"lessons", "/lessons"}, {"compare", "/compare"}, {"teams", "/teams"}, {"team-editor", "/teams/new"},
+		{"files", eval[string](tb, `location.pathname`) + "/files"},
+	} {
+		tb.navigate(s.URL + pg.path)
+		tb.loaded(pg.name, pg.path)
+		tb.inChinese(pg.name)
+	}
+	tb.navigate(s.URL + lesson)
+	tb.click("the first variant's session", `[data-testid="runs"] a[href^="/sessions/"]`)
+	tb.loaded("the session page", "/sessions/")
 
 	// The switch: the same page in English, remembered on the next one.
 	session := eval[string](tb, `location.pathname`)
