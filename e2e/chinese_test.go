@@ -169,7 +169,12 @@ func TestChinese(t *testing.T) {
 	tb.inChinese("session")
 
 	// The other pages too.
+	call := eval[string](tb, `(document.querySelector('[data-testid="pane-call"]') || {}).pathname || ''`)
+	if call == "" {
+		t.Fatal("the session page links to no call")
+	}
 	for _, pg := range []struct{ name, path string }{
+		{"call", call},
 		{"lessons", "/lessons"}, {"compare", "/compare"}, {"teams", "/teams"}, {"team-editor", "/teams/new"},
 		{"files", eval[string](tb, `location.pathname`) + "/files"},
 	} {

@@ -180,12 +180,21 @@ func (l *Lang) HTML(id string, kv ...any) string {
 	esc := make([]any, len(kv))
 	for i, v := range kv {
 		if i%2 == 1 {
-			v = html.EscapeString(fmt.Sprint(v))
+			if d, ok := v.(Data); ok {
+				v = `<span translate="no">` + html.EscapeString(string(d)) + `</span>`
+			} else {
+				v = html.EscapeString(fmt.Sprint(v))
+			}
 		}
 		esc[i] = v
 	}
 	return l.T(id, esc...)
 }
+
+// Data is a value of a message that is a run's data, not the interface —
+// an agent's name, a task — which HTML marks as such (translate="no"), so
+// that no language translates it and a reader's tools leave it alone.
+type Data string
 
 func data(kv []any) map[string]any {
 	if len(kv) == 0 {

@@ -106,3 +106,12 @@ func TestKeyCarriesFiguresOver(t *testing.T) {
 		t.Fatalf("Key: %q %q", key, figs)
 	}
 }
+
+// HTML escapes a message's data, and marks a run's data as such.
+func TestHTMLEscapesAndMarksData(t *testing.T) {
+	got := Get(Chinese).HTML("sess.call_title", "Step", 4, "ID", Data("<a1>"), "Name", "x&y", "N", 2)
+	want := `第 4 步：<span translate="no">&lt;a1&gt;</span> x&amp;y 的第 2 次调用——它的完整上下文和回答`
+	if got != want {
+		t.Errorf("HTML = %q, want %q", got, want)
+	}
+}

@@ -30,6 +30,9 @@ func Rich(ctx context.Context, id string, kv ...any) templ.Component {
 	return templ.Raw(i18n.From(ctx).HTML(id, kv...))
 }
 
+// Data marks a message's value as a run's data (for Rich).
+func Data(s string) i18n.Data { return i18n.Data(s) }
+
 // L is a lesson's text (a title, a heading, a note) in the page's
 // language.
 func L(ctx context.Context, english string) string { return i18n.From(ctx).Text(english) }
