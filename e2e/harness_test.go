@@ -414,11 +414,14 @@ func (tb *tab) waitFor(what, predicate, describe string) {
 	}
 }
 
-// poll reports whether a predicate came true within limit.
+// poll reports whether a predicate came true within limit, on a page the
+// browser has parsed whole: after a click that navigates, the new page's
+// first elements exist while its later ones are still arriving, and a
+// predicate about the first would let the test read the rest too soon.
 func (tb *tab) poll(predicate string, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(tb.ctx, limit)
 	defer cancel()
-	expr := "!!(function(){ try { return (" + predicate + "); } catch (e) { return false; } })()"
+	expr := "!!(function(){ try { return document.readyState !== 'loading' && (" + predicate + "); } catch (e) { return false; } })()"
 	var lastErr error
 	for {
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
