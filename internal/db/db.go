@@ -40,6 +40,8 @@ type DB struct {
 	// pg is a PostgreSQL store: w and r are one pool, and dsn its URL.
 	pg  bool
 	dsn string
+	// stmts are the writer's statements, prepared once (prepared.go).
+	stmts *sharedStmts
 	// Clock is the store's clock; tests replace it.
 	Clock func() time.Time
 }
@@ -104,7 +106,7 @@ func OpenWith(ctx context.Context, path string, opt Options) (*DB, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
-	db := &DB{path: path, w: w, r: r, Clock: time.Now}
+	db := &DB{path: path, w: w, r: r, stmts: newSharedStmts(w), Clock: time.Now}
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -114,6 +116,7 @@ func OpenWith(ctx context.Context, path string, opt Options) (*DB, error) {
 
 // Close closes the database.
 func (db *DB) Close() error {
+	db.stmts.close()
 	if db.w == db.r {
 		return db.w.Close()
 	}
@@ -237,7 +240,9 @@ func (db *DB) tryTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		_ = tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	err = tx.Commit()
+	db.stmts.prepareMissed(ctx)
+	return err
 }
 
 // isBusy reports whether err is SQLite's "another connection holds the lock".

@@ -30,12 +30,14 @@ type logHead struct {
 	calls   int64 // model calls so far: the next one's step is calls+1
 	// notify: an append tells the other replicas (a PostgreSQL store).
 	notify bool
+	// stmts are the writer's statements, prepared once.
+	stmts *sharedStmts
 }
 
 // readHead reads a session's head within a write transaction, its row
 // locked until the transaction ends.
 func (db *DB) readHead(ctx context.Context, q querier, id string) (logHead, error) {
-	h := logHead{id: id, notify: db.pg}
+	h := logHead{id: id, notify: db.pg, stmts: db.stmts}
 	err := q.QueryRowContext(ctx, `SELECT sid, created_at, status, last_seq, model_calls FROM sessions WHERE id = ?`+lockRow, id).
 		Scan(&h.sid, &h.created, &h.status, &h.last, &h.calls)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -131,6 +133,7 @@ type place struct {
 
 func newAppender(ctx context.Context, tx *sql.Tx, h logHead) (*appender, error) {
 	q := newStmtCache(tx)
+	q.shared = h.stmts
 	a := &appender{ctx: ctx, tx: tx, q: q, h: h, start: h.last, agentN: map[string]int{}, asked: map[string]asked{},
 		placed: map[string]place{}, folding: map[string]*trace.ModelCall{}, files: &contentWriter{ctx: ctx, q: q, sid: h.sid}}
 	var err error
@@ -162,7 +165,7 @@ func newAppender(ctx context.Context, tx *sql.Tx, h logHead) (*appender, error) 
 		{&a.call, insertCallSQL},
 		{&a.fin, finishCallSQL},
 	} {
-		if *p.st, err = tx.PrepareContext(ctx, p.sql); err != nil {
+		if *p.st, err = q.prepare(ctx, p.sql); err != nil {
 			a.close()
 			return nil, err
 		}
@@ -170,14 +173,8 @@ func newAppender(ctx context.Context, tx *sql.Tx, h logHead) (*appender, error) 
 	return a, nil
 }
 
-func (a *appender) close() {
-	for _, st := range []*sql.Stmt{a.msg, a.call, a.fin} {
-		if st != nil {
-			st.Close()
-		}
-	}
-	a.q.close()
-}
+// close closes its statements (its own; the shared ones stay).
+func (a *appender) close() { a.q.close() }
 
 // add appends one step: its event to the log, and what it introduced or
 // changed to its rows.

@@ -59,7 +59,7 @@ func openPostgres(ctx context.Context, dsn string) (*DB, error) {
 	pool.SetMaxOpenConns(16)
 	pool.SetMaxIdleConns(16)
 	pool.SetConnMaxIdleTime(5 * time.Minute)
-	db := &DB{path: redact(dsn), dsn: dsn, pg: true, w: pool, r: pool, Clock: time.Now}
+	db := &DB{path: redact(dsn), dsn: dsn, pg: true, w: pool, r: pool, stmts: newSharedStmts(pool), Clock: time.Now}
 	if err := pool.PingContext(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open database %s: %w (is PostgreSQL running there, and does the database exist?)", db.path, err)
