@@ -625,17 +625,14 @@ func ratio(worked, back int) string {
 		return ""
 	}
 	if back <= 0 {
-		return Thousands(worked) + " : 0"
+		return templates.Thousands(worked) + " : 0"
 	}
 	r := float64(worked) / float64(back)
 	if r >= 10 {
-		return Thousands(int(r+0.5)) + " : 1"
+		return templates.Thousands(int(r+0.5)) + " : 1"
 	}
 	return strconv.FormatFloat(r, 'f', 1, 64) + " : 1"
 }
-
-// Thousands writes 12345 as 12,345.
-func Thousands(n int) string { return templates.Thousands(n) }
 
 // callsList is an agent's model calls, now or up to the step: its first
 // and its last, each a link to its whole context.
