@@ -169,3 +169,13 @@ func quoteParts(s string) []TextPart {
 }
 
 var quotation = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|“[^”]*”`)
+
+// keptEnd ends the sentence of what a receipt kept out of the parent: its
+// price when priced, else a full stop — right after the figure, with no
+// space before it.
+func keptEnd(ctx context.Context, c CameBackView) string {
+	if c.KeptCost != "" {
+		return T(ctx, "sess.econ.kept_cost", "Cost", c.KeptCost)
+	}
+	return T(ctx, "punct.stop")
+}
