@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"slices"
@@ -591,43 +592,56 @@ func (p *pageData) scrubPatches(ch view.Changes) ([]patch, error) {
 }
 
 // filePatches redraw the rows of main's first page of files that changed,
-// put in the new ones and take out those that left it.
+// put in the new ones and take out those that left it. The state knows the
+// page's paths; only the rows drawn anew are read from the store.
 func (p *pageData) filePatches(ch view.Changes) ([]patch, error) {
 	if ch.FilesPage == nil {
 		return nil, nil
 	}
 	count := p.st.Files.Count()
-	if ch.FilesBefore == 0 || count == 0 {
+	page := p.st.Files.Page()
+	if ch.FilesBefore == 0 || count == 0 || len(page) != min(count, view.FilesPage) {
+		// A first file, none left, or a state that keeps only the count
+		// (restored once the session ended): the whole list.
 		v, err := p.files("")
 		return []patch{{Sel: "#files", Op: "inner", HTML: p.html(templates.Files(v))}}, err
 	}
-	if page := ch.FilesPage; len(page) == view.FilesPage && page[len(page)-1] < minPath(ch.FilesTouched) {
-		// Every change is past a full first page: only the count moves.
-		if count == ch.FilesBefore {
-			return nil, nil
-		}
-		v := templates.FilesView{SessionID: p.sid(), Count: count}
-		if count > view.FilesPage {
-			v.Next = "/sessions/" + p.sid() + "/files?after=" + url.QueryEscape(page[len(page)-1])
-		}
-		return []patch{{Sel: "#files [data-files-count]", Op: "text", HTML: templates.Plural(count, "file")},
-			{Sel: "#files [data-files-more]", Op: "replace", HTML: p.html(templates.FilesMore(v))}}, nil
+	more := templates.FilesView{SessionID: p.sid(), Count: count}
+	if count > view.FilesPage {
+		more.Next = "/sessions/" + p.sid() + "/files?after=" + url.QueryEscape(page[len(page)-1])
 	}
-	v, err := p.files("")
-	if err != nil {
-		return nil, err
+	countPatches := func() []patch {
+		if count == ch.FilesBefore {
+			return nil
+		}
+		return []patch{{Sel: "#files [data-files-count]", Op: "text", HTML: templates.N(p.ctx, "count.files", count)},
+			{Sel: "#files [data-files-more]", Op: "replace", HTML: p.html(templates.FilesMore(more))}}
+	}
+	if before := ch.FilesPage; len(before) == view.FilesPage && before[len(before)-1] < minPath(ch.FilesTouched) {
+		// Every change is past a full first page: only the count moves.
+		return countPatches(), nil
 	}
 	before := map[string]bool{}
 	for _, path := range ch.FilesPage {
 		before[path] = true
 	}
 	now := map[string]bool{}
-	for _, f := range v.Files {
-		now[f.Path] = true
+	for _, path := range page {
+		now[path] = true
 	}
 	touched := map[string]bool{}
 	for _, path := range ch.FilesTouched {
 		touched[path] = true
+	}
+	var drawn []string // the rows drawn anew: new on the page, or changed
+	for _, path := range page {
+		if !before[path] || touched[path] {
+			drawn = append(drawn, path)
+		}
+	}
+	rows, err := p.rd.FilesAt(p.ctx, drawn, filePreview)
+	if err != nil {
+		return nil, err
 	}
 	const list = "#files [data-files]"
 	var ps []patch
@@ -637,31 +651,33 @@ func (p *pageData) filePatches(ch view.Changes) ([]patch, error) {
 		}
 	}
 	// New rows go in before the next row that was there already.
-	for i, f := range v.Files {
-		item := p.html(templates.FileItem(f))
-		switch {
-		case before[f.Path] && touched[f.Path]:
-			ps = append(ps, patch{Sel: list + " > " + attrIs("data-file", f.Path), Op: "replace", HTML: item})
-		case !before[f.Path]:
-			next := ""
-			for _, g := range v.Files[i+1:] {
-				if before[g.Path] {
-					next = g.Path
-					break
-				}
-			}
-			if next == "" {
-				ps = append(ps, patch{Sel: list, Op: "append", HTML: item})
-			} else {
-				ps = append(ps, patch{Sel: list + " > " + attrIs("data-file", next), Op: "before", HTML: item})
+	for i, path := range page {
+		if before[path] && !touched[path] {
+			continue
+		}
+		f, ok := rows[path]
+		if !ok {
+			return nil, fmt.Errorf("file %s of the page state is not in the store", path)
+		}
+		item := p.html(templates.FileItem(fileView(f)))
+		if before[path] {
+			ps = append(ps, patch{Sel: list + " > " + attrIs("data-file", path), Op: "replace", HTML: item})
+			continue
+		}
+		next := ""
+		for _, g := range page[i+1:] {
+			if before[g] {
+				next = g
+				break
 			}
 		}
+		if next == "" {
+			ps = append(ps, patch{Sel: list, Op: "append", HTML: item})
+		} else {
+			ps = append(ps, patch{Sel: list + " > " + attrIs("data-file", next), Op: "before", HTML: item})
+		}
 	}
-	if count != ch.FilesBefore {
-		ps = append(ps, patch{Sel: "#files [data-files-count]", Op: "text", HTML: templates.Plural(count, "file")},
-			patch{Sel: "#files [data-files-more]", Op: "replace", HTML: p.html(templates.FilesMore(v))})
-	}
-	return ps, nil
+	return append(ps, countPatches()...), nil
 }
 
 func minPath(paths []string) string {
@@ -874,7 +890,7 @@ func (p *pageData) callsPatches(ch view.Changes, fresh map[string]bool) ([]patch
 		if g.TailTo > g.TailFrom {
 			ps = append(ps, patch{Sel: list, Op: "append", HTML: rowsHTML(g.TailFrom, g.TailTo)})
 		}
-		ps = append(ps, patch{Sel: livePanel + " " + attrIs("data-calls-count", id), Op: "text", HTML: templates.Plural(after, "model call")})
+		ps = append(ps, patch{Sel: livePanel + " " + attrIs("data-calls-count", id), Op: "text", HTML: templates.N(p.ctx, "count.model_calls", after)})
 	}
 	return ps, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/view"
@@ -193,6 +194,7 @@ func markSelected(doc *goquery.Document) {
 // patchRun is a session run event by event against pages kept live.
 type patchRun struct {
 	t       *testing.T
+	ctx     context.Context // the pages' language
 	d       *db.DB
 	id      string
 	st      *view.State
@@ -219,13 +221,13 @@ func (r *patchRun) fresh(c choice) *goquery.Document {
 		r.t.Fatal(err)
 	}
 	defer rd.Close()
-	p := &pageData{ctx: context.Background(), st: r.st, rd: rd}
+	p := &pageData{ctx: r.ctx, st: r.st, rd: rd}
 	v, err := p.sessionPage(templates.Page{}, c, r.st.Session.Status == delegation.StatusRunning)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := templates.SessionPageView(v).Render(context.Background(), &b); err != nil {
+	if err := templates.SessionPageView(v).Render(r.ctx, &b); err != nil {
 		r.t.Fatal(err)
 	}
 	doc, err := goquery.NewDocumentFromReader(&b)
@@ -291,7 +293,7 @@ func (r *patchRun) flush() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pageData{ctx: context.Background(), st: r.st, rd: rd}
+	p := &pageData{ctx: r.ctx, st: r.st, rd: rd}
 	ps, err := p.patches(ch)
 	rd.Close()
 	if debugPatches {
@@ -346,7 +348,7 @@ func (r *patchRun) flush() {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sync, err := (&pageData{ctx: context.Background(), st: r.st, rd: rd}).syncPatches(c, r.st.Session.Status == delegation.StatusRunning)
+			sync, err := (&pageData{ctx: r.ctx, st: r.st, rd: rd}).syncPatches(c, r.st.Session.Status == delegation.StatusRunning)
 			rd.Close()
 			if err != nil {
 				t.Fatal(err)
@@ -402,6 +404,12 @@ func firstDiffAt(a, b string) string {
 // runPatched runs a scenario with every panel checked after each batch.
 func runPatched(t *testing.T, doc string, batch int, choices []choice) *patchRun {
 	t.Helper()
+	return runPatchedIn(t, i18n.English, doc, batch, choices)
+}
+
+// runPatchedIn is runPatched with pages in a language.
+func runPatchedIn(t *testing.T, lang, doc string, batch int, choices []choice) *patchRun {
+	t.Helper()
 	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -415,7 +423,7 @@ func runPatched(t *testing.T, doc string, batch int, choices []choice) *patchRun
 	if err := d.CreateSession(context.Background(), &db.Session{ID: id, Name: sc.File.Name, Prompt: sc.File.Prompt, Scenario: sc.Raw}); err != nil {
 		t.Fatal(err)
 	}
-	r := &patchRun{t: t, d: d, id: id, batch: batch, changedBy: map[string]map[string]bool{}, patchedBy: map[string]map[string]bool{},
+	r := &patchRun{t: t, ctx: i18n.With(context.Background(), i18n.Get(lang)), d: d, id: id, batch: batch, changedBy: map[string]map[string]bool{}, patchedBy: map[string]map[string]bool{},
 		st: view.New(view.Meta{ID: id, Name: sc.File.Name, Prompt: sc.File.Prompt, Tokenizer: sc.Tokenizer(), Budget: sc.Team.Main.Summarization.MaxTokens})}
 	r.twin = view.New(view.Meta{ID: id, Name: sc.File.Name, Prompt: sc.File.Prompt, Tokenizer: sc.Tokenizer(), Budget: sc.Team.Main.Summarization.MaxTokens})
 	r.start = map[string]*goquery.Document{}
@@ -523,6 +531,11 @@ func TestLivePageEqualsReload(t *testing.T) {
 			})
 		}
 	}
+	// Patches are drawn in the viewer's language, as its reload is.
+	t.Run("every panel, in Chinese", func(t *testing.T) {
+		r := runPatchedIn(t, i18n.Chinese, everyPanel, 1, viewerChoices)
+		t.Logf("%d events, every panel equal to a reload after each batch", r.events)
+	})
 }
 
 // TestEachPanelIsPatchedByWhatChangesIt: a test per panel, that the events

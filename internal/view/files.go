@@ -14,14 +14,16 @@ var FilesPage = 100
 type Files struct {
 	paths []string
 	// count stands in for paths in a state restored from a snapshot, which
-	// no event will change again.
+	// no event will change again, and for those past the first page in a
+	// clone.
 	count int
 }
 
 // Count is the number of files.
 func (f *Files) Count() int { return max(len(f.paths), f.count) }
 
-// Page returns the paths of the first page, in order.
+// Page returns the paths of the first page, in order; none in a state
+// restored from a snapshot.
 func (f *Files) Page() []string {
 	return append([]string{}, f.paths[:min(len(f.paths), FilesPage)]...)
 }

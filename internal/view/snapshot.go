@@ -64,13 +64,14 @@ func Restore(b []byte) (*State, error) {
 }
 
 // Clone copies what a view renders, so it can render without holding the
-// lock of a state that goes on changing. The file index is not copied (a
-// page reads the files from the store): the clone knows only their count.
+// lock of a state that goes on changing. Of the file index it copies the
+// first page's paths (what a page lists) and the count; the store has the
+// rest.
 func (s *State) Clone() *State {
 	c := New(Meta{ID: s.Session.ID, Title: s.Session.Title, Budget: s.budget})
 	c.Session, c.Seq, c.Calls, c.Tokens, c.Cached, c.Cost, c.LastAt = s.Session, s.Seq, s.Calls, s.Tokens, s.Cached, s.Cost, s.LastAt
 	c.Notes = slices.Clip(s.Notes)
-	c.Files.count = s.Files.Count()
+	c.Files = Files{paths: s.Files.Page(), count: s.Files.Count()}
 	for _, a := range s.Agents {
 		ac := *a
 		ac.History = a.History.clone()

@@ -458,9 +458,6 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 func boolText(b bool) string { return strconv.FormatBool(b) }
 
-// Plural writes "1 message", "3 messages" or "1,234 messages".
-func Plural(n int, word string) string { return plural(n, word) }
-
 func callURL(sessionID, callID string) string { return "/sessions/" + sessionID + "/calls/" + callID }
 
 // refusalURL opens the tool result that told the parent of a refusal, or
@@ -472,7 +469,6 @@ func refusalURL(sessionID string, n view.PlacedNode) string {
 	return "/sessions/" + sessionID + "?agent=" + n.ParentID + "#delegation"
 }
 
-// plural writes "1 message", "3 messages" or "1,234 messages".
 // signedInt is n with its sign: +12, -3, 0.
 func signedInt(n int) string {
 	if n > 0 {
@@ -484,12 +480,6 @@ func signedInt(n int) string {
 	return "0"
 }
 
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return Thousands(n) + " " + word + "s"
-}
 func i64(n int64) string          { return strconv.FormatInt(n, 10) }
 func sessionURL(id string) string { return "/sessions/" + id }
 
