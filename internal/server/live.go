@@ -355,13 +355,10 @@ func (p *pageData) waterfallPatches(ch view.Changes) ([]patch, error) {
 		return nil, nil
 	}
 	var ps []patch
-	before, after := ch.CallsBefore, st.Calls
-	var rows []db.CallRow
-	if len(ch.Appended) > 0 && after > before {
-		var err error
-		if rows, err = p.rd.CallsTail(p.ctx, after-before, after); err != nil {
-			return nil, err
-		}
+	before := ch.CallsBefore
+	rows, err := p.startedCalls(ch)
+	if err != nil {
+		return nil, err
 	}
 	finishedNow := map[string]bool{} // tool calls that started and ended in this batch
 	for _, t := range ch.Tools {
@@ -853,6 +850,10 @@ func (p *pageData) callsPatches(ch view.Changes, fresh map[string]bool) ([]patch
 		}
 		added[id]++
 	}
+	started, err := p.startedCalls(ch)
+	if err != nil {
+		return nil, err
+	}
 	var ps []patch
 	for _, id := range order {
 		a := p.st.Agent(id)
@@ -861,14 +862,10 @@ func (p *pageData) callsPatches(ch view.Changes, fresh map[string]bool) ([]patch
 		}
 		list := livePanel + " " + attrIs("data-calls", id)
 		before, after := a.Calls-added[id], a.Calls
-		rows, err := p.rd.AgentCallsTail(p.ctx, id, 1<<62, added[id])
-		if err != nil {
-			return nil, err
-		}
 		rowsHTML := func(from, to int) string {
 			var b strings.Builder
-			for _, c := range rows {
-				if c.Index >= from && c.Index < to {
+			for _, c := range started {
+				if c.AgentID == id && c.Index >= from && c.Index < to {
 					b.WriteString(p.html(templates.CallItem(p.callRow(a, c))))
 				}
 			}

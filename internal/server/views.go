@@ -52,6 +52,22 @@ type pageData struct {
 	countsOnly bool
 	// counts are the agents' counters at the page's step, once read.
 	counts map[string]db.AgentCounts
+	// started are the model calls a batch's patches started, once read.
+	started     []db.CallRow
+	startedRead bool
+}
+
+// startedCalls are the model calls that started in the batch ch describes,
+// in order, read once for every panel that draws them.
+func (p *pageData) startedCalls(ch view.Changes) ([]db.CallRow, error) {
+	if !p.startedRead && len(ch.Appended) > 0 && p.st.Calls > ch.CallsBefore {
+		rows, err := p.rd.CallsTail(p.ctx, p.st.Calls-ch.CallsBefore, p.st.Calls)
+		if err != nil {
+			return nil, err
+		}
+		p.started, p.startedRead = rows, true
+	}
+	return p.started, nil
 }
 
 // choice is what a viewer of a session page asked to see: from its URL.
