@@ -31,9 +31,6 @@ type Message struct {
 	Seq   int64
 	First int64
 	Data  []byte
-	// Page is the same lines as a page needs them (ServeOptions.Page), when
-	// that is less than Data; nil: Data.
-	Page []byte
 }
 
 // first is the seq of the message's first line.

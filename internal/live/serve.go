@@ -25,7 +25,6 @@ type ServeOptions struct {
 	PingInterval   time.Duration // default 20s; keeps proxies from closing idle sockets, and detects dead peers; negative: no pings
 	WriteTimeout   time.Duration // default 10s per write; a peer that cannot take a write in time is dropped; negative: no limit
 	OriginPatterns []string      // passed to websocket.AcceptOptions (same-host only by default)
-	Page           bool          // send messages' Page lines, where they have them
 }
 
 // Defaults for ServeOptions.
@@ -337,18 +336,10 @@ func (s *stream) sendBacklog(ctx context.Context) error {
 	}
 }
 
-// data is a message's lines for this viewer.
-func (s *stream) data(msg Message) []byte {
-	if s.opts.Page && msg.Page != nil {
-		return msg.Page
-	}
-	return msg.Data
-}
-
 // forward queues one live message unless the backlog already sent it.
 func (s *stream) forward(ctx context.Context, msg Message) error {
 	if msg.Seq == 0 {
-		s.queue(s.data(msg))
+		s.queue(msg.Data)
 		return nil
 	}
 	if msg.Seq <= s.last {
@@ -384,7 +375,7 @@ func (s *stream) forward(ctx context.Context, msg Message) error {
 // after is a message's data without its lines of seqs already sent: a
 // batch the backlog sent part of.
 func (s *stream) after(msg Message) []byte {
-	data := s.data(msg)
+	data := msg.Data
 	for seq := msg.first(); seq <= s.last && seq < msg.Seq; seq++ {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {

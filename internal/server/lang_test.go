@@ -104,7 +104,9 @@ func TestLanguage(t *testing.T) {
 
 // TestLiveInTheReadersLanguage: a session page's socket gets its patches in
 // its reader's language: two pages of one running session, one in Chinese
-// and one in English, each see the session end in their own words.
+// and one in English, each see the session end in their own words. A
+// program watching it meanwhile gets each event whole (what it carries,
+// the message it introduced), which pages never get, and English patches.
 func TestLiveInTheReadersLanguage(t *testing.T) {
 	s := newStudio(t, "")
 	var turns []string
@@ -119,14 +121,19 @@ func TestLiveInTheReadersLanguage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	url := "ws" + strings.TrimPrefix(s.ts.URL, "http") + "/api/sessions/" + created.ID + "/live?view=1&after=1"
-	read := func(header http.Header) string {
+	base := "ws" + strings.TrimPrefix(s.ts.URL, "http") + "/api/sessions/" + created.ID + "/live?after=1"
+	type seen struct {
+		patches string
+		whole   int // lines carrying an event's data or message
+	}
+	watch := func(url string, header http.Header) seen {
 		conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: header})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer conn.CloseNow()
 		var patches strings.Builder
+		whole := 0
 		for {
 			_, data, err := conn.Read(ctx)
 			if err != nil {
@@ -141,17 +148,31 @@ func TestLiveInTheReadersLanguage(t *testing.T) {
 				for _, p := range ev.Patches {
 					patches.WriteString(p.HTML)
 				}
+				if ev.Data != nil || ev.Message != nil {
+					whole++
+				}
 				finished = finished || ev.Type == string(delegation.EventSessionFinished) || (ev.Type == "sync" && !s.srv.runner.Running(created.ID))
 			}
 			if finished {
-				return patches.String()
+				return seen{patches.String(), whole}
 			}
 		}
 	}
-	zh, en := make(chan string, 1), make(chan string, 1)
-	go func() { zh <- read(http.Header{"Cookie": {langCookie + "=zh"}}) }()
-	go func() { en <- read(http.Header{"Accept-Language": {"en-US"}}) }()
-	inZh, inEn := <-zh, <-en
+	zh, en, program := make(chan seen, 1), make(chan seen, 1), make(chan seen, 1)
+	go func() { zh <- watch(base+"&view=1", http.Header{"Cookie": {langCookie + "=zh"}}) }()
+	go func() { en <- watch(base+"&view=1", http.Header{"Accept-Language": {"en-US"}}) }()
+	go func() { program <- watch(base, http.Header{"Cookie": {langCookie + "=zh"}}) }()
+	szh, sen, sprog := <-zh, <-en, <-program
+	inZh, inEn := szh.patches, sen.patches
+	if szh.whole+sen.whole > 0 {
+		t.Errorf("pages got %d events whole: they read only heads and patches", szh.whole+sen.whole)
+	}
+	if sprog.whole == 0 {
+		t.Errorf("the program's stream carried no event's data or message")
+	}
+	if m := regexp.MustCompile(`data-status="done"[^>]*>([^<]*)<`).FindStringSubmatch(sprog.patches); m == nil || m[1] != "done" {
+		t.Errorf("the program's patches are not the English ones: %q", m)
+	}
 	status := regexp.MustCompile(`data-status="done"[^>]*>([^<]*)<`)
 	if m := status.FindStringSubmatch(inZh); m == nil || m[1] != "完成" || strings.Contains(inZh, "input token") {
 		t.Errorf("the Chinese page's patches do not end the session in Chinese: %q", m)

@@ -72,10 +72,8 @@ func (lv *liveViews) Publish(sessionID string, events []delegation.Event, ch vie
 	if len(events) == 0 {
 		return
 	}
-	lv.publish(sessionID, events[0].Seq, events[len(events)-1].Seq, len(events), func(i int) (delegation.Event, []byte, error) {
-		line, err := encodeWire(events[i])
-		return events[i], line, err
-	}, ch, v)
+	lv.publish(sessionID, batchOf{n: len(events), event: func(i int) delegation.Event { return events[i] },
+		full: func(i int) ([]byte, error) { return encodeWire(events[i]) }}, ch, v)
 }
 
 // PublishStored takes a batch of a session another replica runs, read back
@@ -84,85 +82,105 @@ func (lv *liveViews) PublishStored(sessionID string, events []db.LoggedEvent, ch
 	if len(events) == 0 {
 		return
 	}
-	lv.publish(sessionID, events[0].Seq, events[len(events)-1].Seq, len(events), func(i int) (delegation.Event, []byte, error) {
-		line, err := encodeLogged(events[i].Event, events[i].Message, events[i].Call, nil)
-		return events[i].Event, line, err
-	}, ch, v)
+	lv.publish(sessionID, batchOf{n: len(events), event: func(i int) delegation.Event { return events[i].Event },
+		full: func(i int) ([]byte, error) {
+			return encodeLogged(events[i].Event, events[i].Message, events[i].Call, nil)
+		}}, ch, v)
 }
 
-// publish sends a batch of n events, seqs first … last, as one message; line
-// is the i-th event and its encoding (the batch's patches go on the last).
-func (lv *liveViews) publish(sessionID string, first, last int64, n int, line func(int) (delegation.Event, []byte, error),
-	ch view.Changes, v *session.Live) {
+// batchOf is a batch of n events to publish: the i-th event, and its
+// encoding with what it introduced (for programs' streams).
+type batchOf struct {
+	n     int
+	event func(i int) delegation.Event
+	full  func(i int) ([]byte, error)
+}
+
+// publish sends a batch as one message to each of the session's topics
+// that has viewers: to its pages in each language (each event's head, the
+// patches drawn in that language on the last line), and to programs (each
+// event whole, the patches in English on the last line). Nothing is drawn
+// or encoded for a topic nobody listens to.
+func (lv *liveViews) publish(sessionID string, b batchOf, ch view.Changes, v *session.Live) {
+	first, last := b.event(0).Seq, b.event(b.n-1).Seq
+	programs := lv.hub.Viewers(sessionID) > 0
 	for _, code := range i18n.Codes {
-		topic := liveTopic(sessionID, code)
-		if lv.hub.Viewers(topic) == 0 {
+		pages := lv.hub.Viewers(pageTopic(sessionID, code)) > 0
+		if !pages && !(programs && code == i18n.English) {
 			continue
 		}
-		lv.publishIn(topic, sessionID, i18n.Get(code), first, last, n, line, ch, v)
-	}
-}
-
-// liveTopic is where the viewers of a session who read it in a language
-// listen: the session's id for English, as programs use it, and the id
-// and the language for the others, whose patches are drawn in theirs.
-func liveTopic(sessionID, code string) string {
-	if code == i18n.English {
-		return sessionID
-	}
-	return sessionID + "@" + code
-}
-
-// liveViewers counts a session's viewers, in every language.
-func liveViewers(h *live.Hub, sessionID string) int {
-	n := 0
-	for _, code := range i18n.Codes {
-		n += h.Viewers(liveTopic(sessionID, code))
-	}
-	return n
-}
-
-// publishIn sends the batch to the viewers of one language, its patches
-// drawn in that language.
-func (lv *liveViews) publishIn(topic, sessionID string, lang *i18n.Lang, first, last int64, n int, line func(int) (delegation.Event, []byte, error),
-	ch view.Changes, v *session.Live) {
-	patches, err := lv.patches(sessionID, lang, first == 0, ch, v)
-	if err != nil {
-		lv.log.Error("live patches", "session", sessionID, "err", err)
-	}
-	// One message for the batch, one event a line: one send to each
-	// viewer, and one write. A session page's own stream reads only each
-	// event's head and the patches: its lines leave out what the events
-	// carry (their data, the message or call they introduced).
-	// The patches, most of the bytes, are encoded once for both.
-	var ps []byte
-	if len(patches) > 0 {
-		if ps, err = marshalJSON(patches); err != nil {
-			lv.log.Error("encode live patches", "session", sessionID, "err", err)
-			return
+		patches, err := lv.patches(sessionID, i18n.Get(code), first == 0, ch, v)
+		if err != nil {
+			lv.log.Error("live patches", "session", sessionID, "err", err)
+		}
+		var ps []byte
+		if len(patches) > 0 {
+			if ps, err = marshalJSON(patches); err != nil {
+				lv.log.Error("encode live patches", "session", sessionID, "err", err)
+				return
+			}
+		}
+		if pages {
+			data, err := lines(b.n, func(i int) ([]byte, error) { return marshalWire(pageLine(b.event(i))) }, ps)
+			if err != nil {
+				lv.log.Error("encode live event", "session", sessionID, "err", err)
+				return
+			}
+			lv.hub.Publish(pageTopic(sessionID, code), live.Message{First: first, Seq: last, Data: data})
+		}
+		if programs && code == i18n.English {
+			data, err := lines(b.n, b.full, ps)
+			if err != nil {
+				lv.log.Error("encode live event", "session", sessionID, "err", err)
+				return
+			}
+			lv.hub.Publish(sessionID, live.Message{First: first, Seq: last, Data: data})
 		}
 	}
-	var data, page []byte
+}
+
+// lines joins n encoded events, one a line, the encoded patches on the
+// last: one websocket message, one send to each viewer and one write.
+func lines(n int, line func(int) ([]byte, error), patches []byte) ([]byte, error) {
+	var data []byte
 	for i := range n {
-		ev, l, err := line(i)
+		l, err := line(i)
 		if err != nil {
-			lv.log.Error("encode live event", "session", sessionID, "err", err)
-			return
+			return nil, err
 		}
-		h, err := marshalWire(pageLine(ev))
-		if err != nil {
-			lv.log.Error("encode live event", "session", sessionID, "err", err)
-			return
-		}
-		if i == n-1 && ps != nil {
-			l, h = withPatches(l, ps), withPatches(h, ps)
+		if i == n-1 && patches != nil {
+			l = withPatches(l, patches)
 		}
 		if i > 0 {
-			data, page = append(data, '\n'), append(page, '\n')
+			data = append(data, '\n')
 		}
-		data, page = append(data, l...), append(page, h...)
+		data = append(data, l...)
 	}
-	lv.hub.Publish(topic, live.Message{First: first, Seq: last, Data: data, Page: page})
+	return data, nil
+}
+
+// A program's stream of a session listens on the session's id: each event
+// whole, as the trace has it. A session page listens on pageTopic, in its
+// reader's language: each event's head and the patches drawn in that
+// language (it reads nothing else).
+func pageTopic(sessionID, code string) string { return sessionID + "@" + code }
+
+// liveTopics are every topic of a session.
+func liveTopics(sessionID string) []string {
+	out := []string{sessionID}
+	for _, code := range i18n.Codes {
+		out = append(out, pageTopic(sessionID, code))
+	}
+	return out
+}
+
+// liveViewers counts a session's viewers, programs and pages.
+func liveViewers(h *live.Hub, sessionID string) int {
+	n := 0
+	for _, t := range liveTopics(sessionID) {
+		n += h.Viewers(t)
+	}
+	return n
 }
 
 // pageLine is an event's head, as a session page's stream sends it (with
@@ -1080,7 +1098,7 @@ func (s *Server) apiLive(c echo.Context) error {
 	if c.QueryParam("view") != "" {
 		ch := choiceOf(c)
 		lang := i18n.Get(requestLang(c.Request()))
-		topic = liveTopic(id, lang.Code)
+		topic = pageTopic(id, lang.Code)
 		backlog = func(ctx context.Context, from int64, limit int) ([]live.Message, error) {
 			st, rd, err := s.runner.View(ctx, id)
 			if err != nil {
@@ -1116,5 +1134,5 @@ func (s *Server) apiLive(c echo.Context) error {
 			return out, nil
 		}
 	}
-	return s.hub.Serve(c.Response(), c.Request(), topic, after, backlog, live.ServeOptions{Page: c.QueryParam("view") != ""})
+	return s.hub.Serve(c.Response(), c.Request(), topic, after, backlog, live.ServeOptions{})
 }

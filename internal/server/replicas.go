@@ -142,7 +142,9 @@ func (r *replicas) read(ctx context.Context, id string, f *followed) bool {
 		f.live = session.LiveOf(st)
 		// A viewer that subscribed before this state was read is told
 		// the store has it through here: it reads what it lacks.
-		r.s.hub.Stored(id, st.Seq)
+		for _, t := range liveTopics(id) {
+			r.s.hub.Stored(t, st.Seq)
+		}
 	}
 	for {
 		events, err := r.s.cfg.DB.EventsPage(ctx, id, f.live.Seq(), catchUpPage)
