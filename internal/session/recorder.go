@@ -28,7 +28,8 @@ const defaultMaxBatch = 512
 
 // Recorder is the Sink of a running session: it appends events to the store
 // in batches, one transaction each, folds each batch into the session's page
-// state once it is committed, and publishes it, so a viewer that reconnects
+// state once it is committed, and publishes it (batches committed within
+// publishEvery of the last publish together), so a viewer that reconnects
 // and reads the store misses nothing. When the session ends it stores the
 // page state beside the log. Emit never waits for the database, only for
 // room in the queue.
@@ -39,7 +40,8 @@ type Recorder struct {
 	view      *Live
 	log       *slog.Logger
 	onFailure func(error)
-	maxBatch  int // events a batch holds at most
+	maxBatch  int           // events a batch holds at most
+	every     time.Duration // the least time between two publishes (publishEvery)
 
 	queue chan delegation.Event
 	done  chan struct{}
@@ -57,6 +59,12 @@ func NewRecorder(store Store, sessionID string, v *Live, pub Publisher, log *slo
 
 // newRecorder is NewRecorder with a cap on batches (0: defaultMaxBatch).
 func newRecorder(store Store, sessionID string, v *Live, pub Publisher, log *slog.Logger, onFailure func(error), maxBatch int) *Recorder {
+	return newRecorderEvery(store, sessionID, v, pub, log, onFailure, maxBatch, publishEvery)
+}
+
+// newRecorderEvery is newRecorder publishing at most once an interval.
+func newRecorderEvery(store Store, sessionID string, v *Live, pub Publisher, log *slog.Logger, onFailure func(error), maxBatch int,
+	every time.Duration) *Recorder {
 	if maxBatch <= 0 {
 		maxBatch = defaultMaxBatch
 	}
@@ -66,7 +74,7 @@ func newRecorder(store Store, sessionID string, v *Live, pub Publisher, log *slo
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &Recorder{db: store, sessionID: sessionID, view: v, pub: pub, log: log, onFailure: onFailure, maxBatch: maxBatch,
+	r := &Recorder{db: store, sessionID: sessionID, view: v, pub: pub, log: log, onFailure: onFailure, maxBatch: maxBatch, every: every,
 		queue: make(chan delegation.Event, 4*defaultMaxBatch), done: make(chan struct{})}
 	go r.loop()
 	return r
@@ -103,7 +111,27 @@ func (r *Recorder) loop() {
 	defer close(r.done)
 	maxBatch := r.maxBatch
 	batch := make([]delegation.Event, 0, maxBatch)
-	for ev := range r.queue {
+	var held heldBatches
+	tick := time.NewTimer(time.Hour)
+	tick.Stop()
+	defer tick.Stop()
+	for {
+		var ev delegation.Event
+		var ok bool
+		if len(held.events) > 0 {
+			select {
+			case ev, ok = <-r.queue:
+			case <-tick.C:
+				r.publish(&held)
+				continue
+			}
+		} else {
+			ev, ok = <-r.queue
+		}
+		if !ok {
+			r.publish(&held)
+			return
+		}
 		batch = append(batch[:0], ev)
 		// Take whatever else is waiting: under load batches grow, and an
 		// idle session still writes each event at once.
@@ -135,13 +163,45 @@ func (r *Recorder) loop() {
 		if err != nil {
 			r.log.Error("page state", "session", r.sessionID, "err", err)
 		}
-		if r.pub != nil {
-			r.pub.Publish(r.sessionID, batch, ch, r.view)
+		held.events = append(held.events, batch...)
+		held.changes.Merge(ch)
+		ended := batch[len(batch)-1].Type == delegation.EventSessionFinished
+		if wait := r.every - time.Since(held.last); ended || wait <= 0 {
+			r.publish(&held)
+		} else if len(held.events) == len(batch) {
+			tick.Reset(wait) // the first batch held: published when the interval is over, if nothing comes first
 		}
-		if batch[len(batch)-1].Type == delegation.EventSessionFinished {
+		if ended {
 			r.saveView()
 		}
 	}
+}
+
+// publishEvery is the least time between two publishes of a session's
+// stored batches. Batches committed within it are published together,
+// their changes merged, as one message with one set of patches: a session
+// that commits a batch a millisecond draws its page's patches a fifth as
+// often, and a page applies them a fifth as often, for at most that much
+// more latency. A session that commits less often is published at once.
+const publishEvery = 5 * time.Millisecond
+
+// heldBatches are stored and folded batches not yet published.
+type heldBatches struct {
+	events  []delegation.Event
+	changes view.Changes
+	last    time.Time // the last publish
+}
+
+// publish hands the held batches to the publisher as one, and starts the
+// next interval.
+func (r *Recorder) publish(h *heldBatches) {
+	if len(h.events) == 0 {
+		return
+	}
+	if r.pub != nil {
+		r.pub.Publish(r.sessionID, h.events, h.changes, r.view)
+	}
+	h.events, h.changes, h.last = h.events[:0], view.Changes{}, time.Now()
 }
 
 // saveView stores the page state of a session that ended, so its pages read
