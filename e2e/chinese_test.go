@@ -200,3 +200,43 @@ func TestChinese(t *testing.T) {
 	}
 	tb.screenshot("lesson-en")
 }
+
+// TestChineseLive: a Chinese page of a session opened while it runs is
+// patched in Chinese to its end — the counts of its files and calls too —
+// with nothing of the interface left in English, and says what a reload
+// in Chinese says.
+func TestChineseLive(t *testing.T) {
+	s := startStudio(t)
+	tb := newTab(t)
+	if _, err := chromedp.Call(tb.ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(tb.ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
+		Headers: network.Headers{"Accept-Language": "zh-CN,zh;q=0.9"}}); err != nil {
+		t.Fatal(err)
+	}
+	id := s.start(t, `{"name": "live-zh", "prompt": "Write three notes.", "script": {"main": [
+  {"content": "First.", "delay_ms": 1500, "tool_calls": [{"name": "write_file", "args": {"file_path": "/a.md", "content": "a"}}]},
+  {"content": "Second.", "delay_ms": 300, "tool_calls": [{"name": "write_file", "args": {"file_path": "/b.md", "content": "b"}}]},
+  {"content": "Third.", "delay_ms": 300, "tool_calls": [{"name": "write_file", "args": {"file_path": "/c.md", "content": "c"}}]},
+  {"content": "Three notes written.", "delay_ms": 300}]}}`)
+	tb.navigate(s.URL + "/sessions/" + id)
+	tb.loaded("the running session's page", "/sessions/")
+	if eval[bool](tb, `document.querySelectorAll('#files [data-file]').length > 0`) {
+		t.Fatal("the page was opened after the first file was written: the scenario's first turn is too short")
+	}
+	tb.noReload()
+	tb.waitFor("the session is done", `(document.querySelector('#status') || {}).dataset?.status === 'done'`,
+		`(document.querySelector('#status') || document.body).textContent.slice(0, 200)`)
+	if tb.reloaded() {
+		t.Fatal("the page reloaded: it was not patched live")
+	}
+	const counts = `[...document.querySelectorAll('#files [data-files-count], [data-calls-count]')].map(e => e.textContent.trim()).join(' | ')`
+	live := eval[string](tb, counts)
+	tb.inChinese("session-live")
+	tb.navigate(s.URL + "/sessions/" + id)
+	tb.loaded("the session's page, reloaded", "/sessions/")
+	if reload := eval[string](tb, counts); live != reload || !strings.Contains(live, "3 个文件") {
+		t.Errorf("the live page's counts %q; a reload's %q (want 3 个文件 in both)", live, reload)
+	}
+}
