@@ -93,7 +93,7 @@ func (m *fastMessage) write(form plural.Form, kv []any, extraName, extraValue st
 			b.WriteString(extraValue)
 			continue
 		}
-		v, found := lookup(kv, p.field)
+		v, found := valueOf(kv, p.field)
 		if !found {
 			b.WriteString("<no value>") // what text/template writes for a missing key of a map
 			continue
@@ -110,8 +110,8 @@ func (m *fastMessage) write(form plural.Form, kv []any, extraName, extraValue st
 	return b.String(), true
 }
 
-// lookup is the value of a name in name, value pairs: the last one.
-func lookup(kv []any, name string) (any, bool) {
+// valueOf is the value of a name in name, value pairs: the last one.
+func valueOf(kv []any, name string) (any, bool) {
 	for i := len(kv)&^1 - 2; i >= 0; i -= 2 {
 		if k, ok := kv[i].(string); ok && k == name {
 			return kv[i+1], true

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,7 +105,8 @@ func (lv *liveViews) publish(sessionID string, b batchOf, ch view.Changes, v *se
 	programs := lv.hub.Viewers(sessionID) > 0
 	for _, code := range i18n.Codes {
 		pages := lv.hub.Viewers(pageTopic(sessionID, code)) > 0
-		if !pages && !(programs && code == i18n.English) {
+		forPrograms := programs && code == i18n.English // programs' patches are English
+		if !pages && !forPrograms {
 			continue
 		}
 		patches, err := lv.patches(sessionID, i18n.Get(code), first == 0, ch, v)
@@ -128,7 +128,7 @@ func (lv *liveViews) publish(sessionID string, b batchOf, ch view.Changes, v *se
 			}
 			lv.hub.Publish(pageTopic(sessionID, code), live.Message{First: first, Seq: last, Data: data})
 		}
-		if programs && code == i18n.English {
+		if forPrograms {
 			data, err := lines(b.n, b.full, ps)
 			if err != nil {
 				lv.log.Error("encode live event", "session", sessionID, "err", err)
@@ -623,7 +623,7 @@ func (p *pageData) filePatches(ch view.Changes) ([]patch, error) {
 	}
 	more := templates.FilesView{SessionID: p.sid(), Count: count}
 	if count > view.FilesPage {
-		more.Next = "/sessions/" + p.sid() + "/files?after=" + url.QueryEscape(page[len(page)-1])
+		more.Next = p.filesAfter(page[len(page)-1])
 	}
 	countPatches := func() []patch {
 		if count == ch.FilesBefore {
@@ -632,7 +632,7 @@ func (p *pageData) filePatches(ch view.Changes) ([]patch, error) {
 		return []patch{{Sel: "#files [data-files-count]", Op: "text", HTML: templates.N(p.ctx, "count.files", count)},
 			{Sel: "#files [data-files-more]", Op: "replace", HTML: p.html(templates.FilesMore(more))}}
 	}
-	if before := ch.FilesPage; len(before) == view.FilesPage && before[len(before)-1] < minPath(ch.FilesTouched) {
+	if old := ch.FilesPage; len(old) == view.FilesPage && old[len(old)-1] < minPath(ch.FilesTouched) {
 		// Every change is past a full first page: only the count moves.
 		return countPatches(), nil
 	}

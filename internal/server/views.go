@@ -900,12 +900,17 @@ func (p *pageData) files(after string) (templates.FilesView, error) {
 	}
 	if len(rows) > view.FilesPage {
 		rows = rows[:view.FilesPage]
-		v.Next = "/sessions/" + p.sid() + "/files?after=" + url.QueryEscape(rows[len(rows)-1].Path)
+		v.Next = p.filesAfter(rows[len(rows)-1].Path)
 	}
 	for _, f := range rows {
 		v.Files = append(v.Files, fileView(f))
 	}
 	return v, nil
+}
+
+// filesAfter is the page of main's files that follows a path.
+func (p *pageData) filesAfter(path string) string {
+	return "/sessions/" + p.sid() + "/files?after=" + url.QueryEscape(path)
 }
 
 func fileView(f db.File) templates.FileView {
