@@ -109,19 +109,10 @@ func TestLanguage(t *testing.T) {
 // the message it introduced), which pages never get, and English patches.
 func TestLiveInTheReadersLanguage(t *testing.T) {
 	s := newStudio(t, "")
-	var turns []string
-	for i := 0; i < 4; i++ {
-		turns = append(turns, `{"content": "step", "delay_ms": 60, "tool_calls": [{"name": "ls", "args": {"path": "/"}}]}`)
-	}
-	doc := `{"name": "slow", "prompt": "go", "script": {"main": [` + strings.Join(turns, ",") + `, {"content": "done"}]}}`
-	res, body := s.api("POST", "/api/sessions", "application/json", []byte(doc))
-	var created struct{ ID string }
-	if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
-		t.Fatalf("status %d: %s", res.StatusCode, body)
-	}
+	id := s.startSlow(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	base := "ws" + strings.TrimPrefix(s.ts.URL, "http") + "/api/sessions/" + created.ID + "/live?after=1"
+	base := "ws" + strings.TrimPrefix(s.ts.URL, "http") + "/api/sessions/" + id + "/live?after=1"
 	type seen struct {
 		patches string
 		whole   int // lines carrying an event's data or message
@@ -151,7 +142,7 @@ func TestLiveInTheReadersLanguage(t *testing.T) {
 				if ev.Data != nil || ev.Message != nil {
 					whole++
 				}
-				finished = finished || ev.Type == string(delegation.EventSessionFinished) || (ev.Type == "sync" && !s.srv.runner.Running(created.ID))
+				finished = finished || ev.Type == string(delegation.EventSessionFinished) || (ev.Type == "sync" && !s.srv.runner.Running(id))
 			}
 			if finished {
 				return seen{patches.String(), whole}

@@ -427,10 +427,12 @@ func TestModelTextIsEscaped(t *testing.T) {
 	}
 }
 
-func TestLive(t *testing.T) {
-	s := newStudio(t, "")
+// startSlow starts a session of n turns of 60 ms each (an "ls"), then an
+// answer, through the API, and returns its id: one to watch while it runs.
+func (s *studio) startSlow(t *testing.T, n int) string {
+	t.Helper()
 	var turns []string
-	for i := 0; i < 6; i++ {
+	for range n {
 		turns = append(turns, `{"content": "step", "delay_ms": 60, "tool_calls": [{"name": "ls", "args": {"path": "/"}}]}`)
 	}
 	doc := `{"name": "slow", "prompt": "go", "script": {"main": [` + strings.Join(turns, ",") + `, {"content": "done"}]}}`
@@ -439,9 +441,15 @@ func TestLive(t *testing.T) {
 	if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
 		t.Fatalf("status %d: %s", res.StatusCode, body)
 	}
+	return created.ID
+}
+
+func TestLive(t *testing.T) {
+	s := newStudio(t, "")
+	id := s.startSlow(t, 6)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	wsURL := "ws" + strings.TrimPrefix(s.ts.URL, "http") + "/api/sessions/" + created.ID + "/live?after=0"
+	wsURL := "ws" + strings.TrimPrefix(s.ts.URL, "http") + "/api/sessions/" + id + "/live?after=0"
 	conn, _, err := websocket.Dial(ctx, wsURL, nil)
 	if err != nil {
 		t.Fatal(err)
