@@ -242,7 +242,12 @@ func data(kv []any) map[string]any {
 // Num writes an integer as the language does: 12,345 in both (CLDR's
 // decimal pattern, #,##0, is the same for en and zh-Hans; the test holds
 // it to x/text's printer, which a page's many numbers made a cost).
-func (l *Lang) Num(n int) string {
+func (l *Lang) Num(n int) string { return Grouped(n) }
+
+// Grouped writes an integer with its digits in threes: 12,345, -1,234,567.
+// The one rule of digit grouping: the pages' (Num), the CLI's
+// (view.Thousands).
+func Grouped(n int) string {
 	if n > -1000 && n < 1000 {
 		return strconv.Itoa(n)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 )
 
 // TreeLayout is the delegation tree placed for drawing: boxes, the rounds
@@ -352,21 +353,8 @@ func plural(n int, word string) string {
 	return Thousands(n) + " " + word + "s"
 }
 
-// Thousands writes 12345 as 12,345.
-func Thousands(n int) string {
-	s := strconv.Itoa(n)
-	neg := n < 0
-	if neg {
-		s = s[1:]
-	}
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	if neg {
-		s = "-" + s
-	}
-	return s
-}
+// Thousands writes 12345 as 12,345 (i18n.Grouped).
+func Thousands(n int) string { return i18n.Grouped(n) }
 
 // shiftPath moves an SVG path of absolute M, V and H commands.
 func shiftPath(p string, dx, dy int) string {
