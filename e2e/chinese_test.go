@@ -137,12 +137,10 @@ func (tb *tab) inChinese(page string) {
 	}
 }
 
-// TestChinese: a browser that asks for Chinese gets the studio in Chinese —
-// the home page, a lesson run from it with its table, and one of the
-// lesson's sessions — with nothing of the interface left in English; the
-// switch shows the same page in English and is remembered.
-func TestChinese(t *testing.T) {
-	s := startStudio(t)
+// newChineseTab is a tab of a browser that asks for Chinese first
+// (Accept-Language), as a reader in China's does.
+func newChineseTab(t *testing.T) *tab {
+	t.Helper()
 	tb := newTab(t)
 	if _, err := chromedp.Call(tb.ctx, network.Enable, network.EnableParams{}); err != nil {
 		t.Fatal(err)
@@ -151,6 +149,16 @@ func TestChinese(t *testing.T) {
 		Headers: network.Headers{"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.5"}}); err != nil {
 		t.Fatal(err)
 	}
+	return tb
+}
+
+// TestChinese: a browser that asks for Chinese gets the studio in Chinese —
+// the home page, a lesson run from it with its table, and one of the
+// lesson's sessions — with nothing of the interface left in English; the
+// switch shows the same page in English and is remembered.
+func TestChinese(t *testing.T) {
+	s := startStudio(t)
+	tb := newChineseTab(t)
 	tb.navigate(s.URL + "/")
 	tb.loaded("the home page", "/")
 	tb.inChinese("home")
@@ -207,14 +215,7 @@ func TestChinese(t *testing.T) {
 // in Chinese says.
 func TestChineseLive(t *testing.T) {
 	s := startStudio(t)
-	tb := newTab(t)
-	if _, err := chromedp.Call(tb.ctx, network.Enable, network.EnableParams{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(tb.ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
-		Headers: network.Headers{"Accept-Language": "zh-CN,zh;q=0.9"}}); err != nil {
-		t.Fatal(err)
-	}
+	tb := newChineseTab(t)
 	id := s.start(t, `{"name": "live-zh", "prompt": "Write three notes.", "script": {"main": [
   {"content": "First.", "delay_ms": 1500, "tool_calls": [{"name": "write_file", "args": {"file_path": "/a.md", "content": "a"}}]},
   {"content": "Second.", "delay_ms": 300, "tool_calls": [{"name": "write_file", "args": {"file_path": "/b.md", "content": "b"}}]},
