@@ -93,3 +93,12 @@ row "OTLP export, 2,000 ÷ 1,000 messages: the exporting process's peak RSS" "�
 row "OTLP export of 2,000 messages ÷ its trace, bytes" "—" ./cmd/studio/ BenchmarkOTLPScaling otlp/trace 2x
 row "server RSS above idle streaming the trace of 100,000 messages" "≤ 64 MB" ./cmd/studio/ BenchmarkTraceExport100k trace-RSS-MB-above-idle 1x
 row "server RSS above idle streaming the OTLP of 100,000 messages" "—" ./cmd/studio/ BenchmarkTraceExport100k otlp-RSS-MB-above-idle 1x
+
+# The wide sweeps of the property tests that make test checks at a few
+# chosen points (batch sizes of the live-equals-reload property, 1 to 16).
+echo
+if STUDIO_SWEEP=1 go test -count=1 -run '^TestLivePageEqualsReload$' -timeout 60m ./internal/server/ >/dev/null 2>&1; then
+  echo "Sweep: live page equals a reload at every batch size 1–16 (\`STUDIO_SWEEP=1 go test -run TestLivePageEqualsReload ./internal/server/\`): held"
+else
+  echo "Sweep: live page equals a reload at every batch size 1–16 (\`STUDIO_SWEEP=1 go test -run TestLivePageEqualsReload ./internal/server/\`): FAILED"
+fi

@@ -714,6 +714,7 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 	st := p.st
 	var ps []patch
 	fresh := map[string]bool{} // panes drawn whole in this batch
+	picksDrawn := false        // the picks list drawn whole: it holds this batch's later delegations too
 	for _, child := range ch.Started {
 		d := st.Delegation(child)
 		if d == nil {
@@ -737,7 +738,8 @@ func (p *pageData) delegationPatches(ch view.Changes) ([]patch, error) {
 			p.agentPicks(&picks, nil)
 			ps = append(ps, patch{Sel: livePanel + ":not(" + attrIs("data-show", "") + "):not(" + attrIs("data-show", child) + ") [data-picks]",
 				Op: "replace", HTML: p.html(templates.AgentPicks(p.sid(), picks))})
-		} else {
+			picksDrawn = true
+		} else if !picksDrawn {
 			ps = append(ps, patch{Sel: livePanel + " [data-pick]", Op: "append", HTML: p.html(templates.PickItem(p.sid(), pickOption(st, d)))})
 		}
 		pp, cp := st.PanesOf(d)
