@@ -61,8 +61,8 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 	c.add("allowed-host", "", []string{})
 	maxConns := intFlag(c, "max-connections", server.DefaultMaxConnections, "connections open at once; past it, 503")
 	maxRunning := intFlag(c, "max-sessions", server.DefaultMaxRunning, "sessions running at once; past it, 503")
-	maxViewers := intFlag(c, "max-viewers", server.DefaultMaxViewers,
-		fmt.Sprintf("live viewers in all; past it, 503 (and 429 past %d on one session)", server.DefaultMaxSessionViewers))
+	maxViewers := intFlag(c, "max-viewers", server.DefaultMaxViewers, "live viewers in all; past it, 503")
+	maxSessionViewers := intFlag(c, "max-session-viewers", server.DefaultMaxSessionViewers, "live viewers of one session; past it, 429")
 	taskTool := c.String("task-tool", "task", "task", "the `name` of the tool that delegates, in received OTLP traces and recorded calls", nil)
 	quiet := c.Duration("otlp-quiet", server.DefaultQuiet, "a received trace from which no span arrives for this `long` ends as interrupted", nil)
 	grace := c.Duration("otlp-grace", server.DefaultGrace, "once a received trace's root span is in, spans still missing are waited for this `long`", nil)
@@ -90,6 +90,17 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 	if err := server.CheckAddr(*addr, *token); err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitUsage
+	}
+	for _, l := range []struct {
+		name string
+		v    int
+	}{{"max-connections", *maxConns}, {"max-sessions", *maxRunning}, {"max-viewers", *maxViewers}, {"max-session-viewers", *maxSessionViewers}} {
+		if l.v < 1 {
+			return c.fail("--%s is %d: give a number of 1 or more", l.name, l.v)
+		}
+	}
+	if *maxSessionViewers > *maxViewers {
+		return c.fail("--max-session-viewers (%d) is more than --max-viewers (%d): a session's viewers count toward both; raise --max-viewers too", *maxSessionViewers, *maxViewers)
 	}
 	push, problems := serveOTLP(*otlpEndpoint, *otlpProtocol, *otlpConventions, *otlpInputs)
 	if len(problems) > 0 {
@@ -144,7 +155,7 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 	defer d.Close()
 
 	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: list, Addr: *addr, AllowedHosts: allowedHosts,
-		Limits:   server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers},
+		Limits:   server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers, MaxSessionViewers: *maxSessionViewers},
 		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace, OTLP: push,
 		Upstream: up.upstream, UpstreamTimeout: *upstreamTimeout, ProxyDoneAfter: *doneAfter, ProxyQuiet: *proxyQuiet})
 	if n, err := srv.Recover(ctx); err != nil {

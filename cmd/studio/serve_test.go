@@ -65,6 +65,21 @@ func TestServeConfiguration(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a limit below 1 or a session cap above the whole is refused", func(t *testing.T) {
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--max-viewers", "0"}, "--max-viewers is 0: give a number of 1 or more"},
+			{[]string{"--max-session-viewers", "-1"}, "--max-session-viewers is -1"},
+			{[]string{"--max-session-viewers", "300"}, "--max-session-viewers (300) is more than --max-viewers (256)"},
+		} {
+			code, _, errOut := studio(t, append([]string{"serve", "--db", db}, c.args...)...)
+			if code != exitUsage || !strings.Contains(errOut, c.want) {
+				t.Errorf("%v: exit %d: %s", c.args, code, errOut)
+			}
+		}
+	})
 	t.Run("--help shows no token", func(t *testing.T) {
 		t.Setenv("STUDIO_TOKEN", "0b8c2f5e9a7d4c1b6e3f-secret")
 		_, out, errOut := studio(t, "serve", "--help")
