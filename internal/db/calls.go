@@ -173,11 +173,6 @@ func scanCall(row scanner, created int64) (callRow, error) {
 	return c, nil
 }
 
-// finished is what a call's model.finished said.
-func (c *callRow) finished() *delegation.ModelFinished {
-	return c.ModelCall.Finished()
-}
-
 // since is a time as the log stores it: nanoseconds after the session's
 // start.
 func since(created int64, t time.Time) int64 { return t.UnixNano() - created }

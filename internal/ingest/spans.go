@@ -498,9 +498,7 @@ func (t *Trace) Close(status, reason string, at time.Time) {
 		return
 	}
 	t.retry(true)
-	for _, sp := range t.waiting {
-		t.others = append(t.others, sp) // a tool no call asked for
-	}
+	t.others = append(t.others, t.waiting...) // tools no call asked for
 	t.waiting = nil
 	sort.SliceStable(t.others, func(i, j int) bool { return t.others[i].Start.Before(t.others[j].Start) })
 	for _, sp := range t.others {

@@ -31,7 +31,7 @@ var receivedDeepagents = lessonDef{
 func receivedDeepagentsTable(r runs) (Table, error) {
 	const order = "A-7731"
 	type side struct {
-		agents, calls        []string
+		agents               []string
 		isoMsgs, forkMsgs    int
 		forkInherited        int
 		isoSees, forkSees    int

@@ -86,7 +86,7 @@ func (s *Server) apiTrace(c echo.Context) error {
 	pretty := truthy(c.QueryParam("pretty"))
 	return s.cfg.DB.Read(c.Request().Context(), c.Param("id"), func(r db.Reader) error {
 		download(c, "session-"+r.Session().ID+".trace.json")
-		c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSONCharsetUTF8)
+		c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 		c.Response().WriteHeader(http.StatusOK)
 		if err := trace.Write(c.Response(), r, pretty); err != nil {
 			s.abort(c, "the trace export stopped part-way", err)

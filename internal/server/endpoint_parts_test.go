@@ -75,14 +75,13 @@ func TestReasoningAndCutOffAnswers(t *testing.T) {
 		}
 	})
 	t.Run("the page shows both", func(t *testing.T) {
-		_, doc := s.get("/sessions/" + id)
 		var thinker string
 		for _, a := range tr.Agents {
 			if a.Name == "thinker" {
 				thinker = a.ID
 			}
 		}
-		_, doc = s.get("/sessions/" + id + "?agent=" + thinker)
+		_, doc := s.get("/sessions/" + id + "?agent=" + thinker)
 		if got := doc.Find(`[data-testid="reasoning"] pre`).Text(); got != "Six sevens: 7, 14, 21, 28, 35, 42." {
 			t.Errorf("reasoning part %q", got)
 		}

@@ -222,7 +222,7 @@ func TestAccessToken(t *testing.T) {
 			t.Fatalf("signed in: %d", res.StatusCode)
 		}
 		// A cookie changed by one character, or signed for another token, is refused.
-		forged := session[:len(session)-1] + string("AB"[strings.IndexByte("AB", session[len(session)-1])+1&1])
+		forged := session[:len(session)-1] + string("AB"[(strings.IndexByte("AB", session[len(session)-1])+1)&1])
 		if s.srv.auth.validSession(forged) || newAuth("another-token-of-twenty", time.Now).validSession(session) {
 			t.Fatal("a forged sign-in cookie was taken")
 		}

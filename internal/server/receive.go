@@ -44,7 +44,6 @@ type receiver struct {
 	mu     sync.Mutex
 	traces map[string]*liveTrace // by trace id
 	closed bool
-	wg     sync.WaitGroup
 }
 
 // liveTrace is one trace being received.

@@ -108,18 +108,6 @@ func Dollars(x float64) string {
 	return fmt.Sprintf("$%.*f", decimals, x)
 }
 
-// costNote is what a node cost, for its tooltip: "" when not priced.
-func costNote(n *Node) string {
-	if !n.Agent.Cost.Priced() {
-		return ""
-	}
-	out := ", " + Dollars(n.Agent.Cost.Total)
-	if n.SubtreeCost.Calls != n.Agent.Cost.Calls {
-		out += " (" + Dollars(n.SubtreeCost.Total) + " with its subagents)"
-	}
-	return out
-}
-
 // Prefix says whose prompt prefix a child's first call began with:
 // "parent" for a fork with its parent's tools and system prompt,
 // "own-tools" or "own-system" for a fork that changed one of them, "own"

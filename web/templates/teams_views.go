@@ -279,12 +279,9 @@ func (f *TeamForm) SummaryItems() []SummaryItem {
 // fieldOrder is the form's fields with problems, in the order the form
 // shows them.
 func (f *TeamForm) fieldOrder() []string {
-	var order []string
-	for _, k := range []string{"name", "title", "description", "tokenizer", "agent.system_prompt", "agent.tools", "agent.general_purpose",
+	order := []string{"name", "title", "description", "tokenizer", "agent.system_prompt", "agent.tools", "agent.general_purpose",
 		"agent.max_steps", "agent.max_concurrency", "agent.files_merge", "agent.compat", "agent.summarization.max_tokens",
-		"agent.summarization.keep_messages", "agent.timeout_ms", "agent.model", "agent.base_url", "subagents"} {
-		order = append(order, k)
-	}
+		"agent.summarization.keep_messages", "agent.timeout_ms", "agent.model", "agent.base_url", "subagents"}
 	for i := range f.Subagents {
 		for _, k := range []string{"", "name", "mode", "description", "system_prompt", "tools", "model", "skills", "max_steps",
 			"endpoint", "base_url", "api_key_env", "timeout_ms", "response_format"} {

@@ -1,5 +1,9 @@
 package openai
 
+// max_tokens, which OpenAI deprecated, is what most OpenAI-compatible
+// servers take; only those that refuse it get max_completion_tokens.
+//lint:file-ignore SA1019 max_tokens is sent on purpose, see above
+
 import (
 	"bytes"
 	"encoding/json"
