@@ -49,22 +49,28 @@ func schema(required []string, props ...string) json.RawMessage {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "%q:%s", props[i], props[i+1])
+		b.WriteString(jsonString(props[i]) + ":" + props[i+1])
 	}
 	b.WriteString(`},"required":[`)
 	for i, r := range required {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "%q", r)
+		b.WriteString(jsonString(r))
 	}
 	b.WriteString(`],"additionalProperties":false}`)
 	return json.RawMessage(b.String())
 }
 
 func prop(typ, desc string) string {
-	d, _ := json.Marshal(desc)
-	return fmt.Sprintf(`{"type":%q,"description":%s}`, typ, d)
+	return `{"type":` + jsonString(typ) + `,"description":` + jsonString(desc) + `}`
+}
+
+// jsonString is s as a JSON string (Go's %q is not JSON: it writes \x00
+// and \a, which JSON has not).
+func jsonString(s string) string {
+	b, _ := json.Marshal(s) // a string always marshals
+	return string(b)
 }
 
 // stack is the default stack's tools (delegation.md §1). Their texts are

@@ -24,7 +24,8 @@ package ingest
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -719,15 +720,6 @@ func (s *Session) settle(a *agent) {
 	}
 }
 
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // Tool records a tool's execution as a tool span reports it: tool.started
 // and tool.finished, what it changed in the files, and its result in its
 // agent's list, in tool-call order. A delegation's result is the receipt.
@@ -1026,7 +1018,7 @@ func (s *Session) Finish(status, reason string, files map[string]string, at time
 	}
 	if s.main != nil && files != nil {
 		var changes []delegation.FileChange
-		for _, p := range sortedKeys(files) {
+		for _, p := range slices.Sorted(maps.Keys(files)) {
 			changes = append(changes, delegation.FileChange{Path: p, Content: files[p]})
 		}
 		for p := range s.main.files {

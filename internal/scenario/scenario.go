@@ -10,7 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -338,7 +339,7 @@ func checkTeam(f File) (*Scenario, delegation.FieldErrors) {
 		sc.Warnings = append(sc.Warnings, team.Warnings...)
 	}
 	errs = append(errs, checkPricing(f)...)
-	for _, p := range sortedKeys(f.Files) {
+	for _, p := range slices.Sorted(maps.Keys(f.Files)) {
 		if err := delegation.CheckPath(p); err != nil {
 			errs.Add(fmt.Sprintf("files[%q]", p), "%v", err)
 		}
@@ -499,15 +500,6 @@ func (sc *Scenario) Timeout() time.Duration {
 
 // Tokenizer is the scenario's tokenizer name.
 func (sc *Scenario) Tokenizer() string { return sc.Counter.Name() }
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // WithEndpoint points a scenario at an OpenAI-compatible endpoint: one the
 // studio was configured with, by name (m.Endpoint), or one by URL

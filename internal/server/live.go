@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -503,10 +504,10 @@ func (p *pageData) waterfallPatches(ch view.Changes) ([]patch, error) {
 			ps = append(ps, patch{Sel: liveBars + " " + attrIs("id", id) + " rect", Op: "attrs", Attrs: map[string]*string{"width": str(strconv.FormatInt(max(now-s, 0), 10))}})
 		}
 	}
-	for _, id := range sortedKeys(st.Running) {
+	for _, id := range slices.Sorted(maps.Keys(st.Running)) {
 		grow("bar-"+id, p.ms(st.Running[id].StartedAt))
 	}
-	for _, id := range sortedKeys(st.RunningTools) {
+	for _, id := range slices.Sorted(maps.Keys(st.RunningTools)) {
 		grow("tool-"+id, p.ms(st.RunningTools[id].At))
 	}
 	return ps, nil
@@ -523,15 +524,6 @@ func within(bases []string, suffix string) string {
 
 func trackBoxOf(w templates.Waterfall) string {
 	return strconv.FormatInt(w.T0, 10) + " 0 " + strconv.FormatInt(max(w.Span, 1), 10) + " 20"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // scrubPatches: the scrubber's range follows the calls; a scrubber at the

@@ -11,8 +11,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,7 +135,7 @@ func Parse(raw json.RawMessage) (*Script, delegation.FieldErrors) {
 		s.keys = append(s.keys, "main")
 		s.main = p.turnList("script.main", v, `must be a list of turns, like [{"content": "Done."}]`)
 	}
-	for _, k := range sortedKeys(top) {
+	for _, k := range slices.Sorted(maps.Keys(top)) {
 		if k == "main" {
 			continue
 		}
@@ -175,7 +176,7 @@ func (p *parser) list(field string, raw json.RawMessage, want string) ([]json.Ra
 // unknown records every key of m that is not in known: a misspelt key such
 // as "delay" would otherwise be ignored without a word.
 func (p *parser) unknown(field string, m map[string]json.RawMessage, what string, known ...string) {
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		found := false
 		for _, kk := range known {
 			if k == kk {
@@ -451,15 +452,6 @@ func jsonKind(raw json.RawMessage) string {
 	default:
 		return "a number"
 	}
-}
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func quoteList(names []string) string {
