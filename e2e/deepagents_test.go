@@ -187,8 +187,16 @@ var theirPlaceholders = placeholders{
 }
 
 var (
-	numbered  = regexp.MustCompile(`(?m)^\s*\d+\t`)
-	pageTitle = regexp.MustCompile(`^@@ lines \d+-\d+ of \d+ @@\n`)
+	numbered = regexp.MustCompile(`(?m)^\s*\d+\t`)
+	// pageTitle is deepagents' read_file status header ("@@ lines 1-52 of
+	// 100 | next offset 52 | truncated due to size @@"), under its
+	// truncation notice when it cut the read; pageNotes are our read_file's
+	// notes of the same (where to read on, how much of a cut line shows).
+	pageTitle = regexp.MustCompile(`(?m)^@@ lines [^\n]*@@\n`)
+	pageNotes = regexp.MustCompile(`(\n\(line \d+ is cut: \d+ of its \d+ characters are shown\))?(\n\(\d+ more lines; read on with offset \d+\))?$`)
+	// evictedTo is the file a human message over 200,000 characters went
+	// to: deepagents names it with 12 random hex digits.
+	evictedTo = regexp.MustCompile(`/conversation_history/[0-9a-f]{12}`)
 )
 
 // build writes each call as lines, grouped by agent and invocation.
@@ -221,7 +229,7 @@ func build(calls []diffCall, ph placeholders) transcript {
 				}
 				lines = append(lines, "tool: "+result(tool, m))
 			default:
-				text := m.Text
+				text := evictedTo.ReplaceAllString(m.Text, "/conversation_history/<id>")
 				if rest, ok := ph.preamble(text); ok {
 					text = "<the fork preamble>" + rest
 				}
@@ -245,7 +253,11 @@ func result(tool string, m diffMessage) string {
 		if failed {
 			return "<read_file failed>"
 		}
-		text := pageTitle.ReplaceAllString(m.Text, "")
+		text := m.Text
+		if loc := pageTitle.FindStringIndex(text); loc != nil {
+			text = text[:loc[0]] + text[loc[1]:]
+		}
+		text = pageNotes.ReplaceAllString(text, "")
 		return "<read_file> " + numbered.ReplaceAllString(text, "")
 	}
 	if failed {
@@ -297,4 +309,83 @@ func compareTranscripts(t *testing.T, ours, theirs transcript) {
 		n += len(calls)
 	}
 	t.Logf("%d agents, %d model calls, the same in both engines", len(ours), n)
+}
+
+// TestDeepagentsDifferentialBig runs the cases of big texts (delegation.md
+// §12), written here rather than kept as files for their size: a read_file
+// deepagents cuts at whole lines and one it cuts inside a line; a child's
+// receipt over 80,000 characters, which becomes a file and a pointer; a
+// prompt of 250,000 characters, which does too, and which a fork inherits
+// as the pointer.
+func TestDeepagentsDifferentialBig(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("the differential tests need Node.js: %v", err)
+	}
+	var lines strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&lines, "%04d %s\n", i+1, strings.Repeat("x", 1505))
+	}
+	prompt := strings.Repeat("Here is a line of the pasted log.\n", 7353) + "What went wrong?"
+	cases := map[string]map[string]any{
+		"big-read": {
+			"prompt": "Read both files.",
+			"files":  map[string]string{"/big.txt": lines.String(), "/one.json": strings.Repeat("y", 151089)},
+			"script": map[string]any{"main": []any{
+				map[string]any{"content": "Reading.", "tool_calls": []any{
+					map[string]any{"id": "r1", "name": "read_file", "args": map[string]any{"file_path": "/big.txt"}},
+					map[string]any{"id": "r2", "name": "read_file", "args": map[string]any{"file_path": "/one.json"}},
+				}},
+				map[string]any{"content": "Read on.", "tool_calls": []any{
+					map[string]any{"id": "r3", "name": "read_file", "args": map[string]any{"file_path": "/big.txt", "offset": 52}},
+				}},
+				map[string]any{"content": "Both are long."},
+			}},
+		},
+		"big-receipt": {
+			"prompt":    "Ask the researcher for everything.",
+			"subagents": []any{map[string]any{"name": "researcher", "description": "Finds things.", "system_prompt": "Report everything."}},
+			"script": map[string]any{
+				"main": []any{
+					map[string]any{"content": "Asking.", "tool_calls": []any{
+						map[string]any{"id": "call_everything", "name": "task", "args": map[string]any{"description": "Report everything.", "subagent_type": "researcher"}},
+					}},
+					map[string]any{"content": "Reading the report.", "tool_calls": []any{
+						map[string]any{"id": "r1", "name": "read_file", "args": map[string]any{"file_path": "/large_tool_results/call_everything.txt", "limit": 3}},
+					}},
+					map[string]any{"content": "It is long."},
+				},
+				"researcher": []any{[]any{map[string]any{"content": strings.Repeat("Finding: the cache was cold.\n", 3000) + "That is all."}}},
+			},
+		},
+		"big-prompt": {
+			"prompt":    prompt,
+			"subagents": []any{map[string]any{"name": "forked", "description": "Sees everything.", "system_prompt": "Look closely.", "mode": "fork"}},
+			"script": map[string]any{
+				"main": []any{
+					map[string]any{"content": "Forking.", "tool_calls": []any{
+						map[string]any{"id": "f1", "name": "task", "args": map[string]any{"description": "Find the error in the log.", "subagent_type": "forked"}},
+					}},
+					map[string]any{"content": "The log is long."},
+				},
+				"forked": []any{[]any{map[string]any{"content": "The log repeats one line."}}},
+			},
+		},
+	}
+	dir := t.TempDir()
+	for name, c := range cases {
+		c["name"] = name
+		t.Run(name, func(t *testing.T) {
+			doc, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, name+".json")
+			if err := os.WriteFile(p, doc, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ours, theirs := runOurs(t, doc), runDeepagents(t, node, p)
+			compareTranscripts(t, ours, theirs)
+		})
+	}
 }

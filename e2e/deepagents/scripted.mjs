@@ -96,6 +96,15 @@ export function scriptedDeepAgent(scenario, { openAIToolCalls = false, beforeTur
       if (this.agentName === "main" && first && role(first) === "user" && text(first.content) === scenario.prompt) {
         return this.cursor("main", "main", 0);
       }
+      // A prompt over 200,000 characters reaches the model as a pointer to
+      // the file it was moved to (the FilesystemMiddleware tags it
+      // lc_evicted_to); a fork child's conversation holds it too, before
+      // its preamble.
+      const preamble = conv.some((m) => role(m) === "user" && text(m.content).startsWith("[The messages above"));
+      if (this.agentName === "main" && first && role(first) === "user" && first.additional_kwargs?.lc_evicted_to &&
+          scenario.prompt.length > 200_000 && !preamble) {
+        return this.cursor("main", "main", 0);
+      }
       // A child: its task message is its first (isolated) or its fork preamble.
       const task = [...conv].reverse().find((m) => role(m) === "user" && text(m.content).startsWith("[The messages above")) ?? first;
       const name = this.agentName === "main" ? "general-purpose" : this.agentName;

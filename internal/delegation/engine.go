@@ -165,7 +165,9 @@ func (e *Engine) Run(ctx context.Context, prompt string) *Result {
 		pricing:     e.team.Main.Pricing,
 	}
 	e.startAgent(main)
-	e.appendMessage(main, &Message{Role: RoleUser, Content: prompt, Kind: KindPrompt})
+	opening := &Message{Role: RoleUser, Content: prompt, Kind: KindPrompt}
+	e.evictHumanMessage(main, opening)
+	e.appendMessage(main, opening)
 
 	err := e.runAgentSafe(ctx, main)
 	res := &Result{Status: StatusDone, Answer: receiptText(main), Files: main.ws.snapshot()}
@@ -633,11 +635,13 @@ func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (bool, er
 			a.ws.apply(p.staged)
 			e.emitFileChanges(a, "")
 			e.emitTodos(a, p.staged)
+			e.evictToolResult(a, calls[i].Name, p.result)
 			e.appendMessage(a, p.result)
 			continue
 		}
 		filesBack := mergeFiles(a.ws, p.child.ws, e.team.Main.FilesMerge)
 		e.emitFileChanges(a, p.child.info.ID)
+		e.evictToolResult(a, calls[i].Name, p.result)
 		receipt := e.appendMessage(a, p.result)
 		returned, held := returnedState(p.child, filesBack)
 		e.emit(a.info.ID, EventDelegationFinished, DelegationFinished{ToolCallID: calls[i].ID, ChildID: p.child.info.ID,
@@ -764,6 +768,7 @@ func (e *Engine) planChild(a *agent, c ToolCall) (*agent, *Message) {
 	// its model.started shows when it actually runs.
 	e.startAgent(child)
 	opening := start.opening
+	e.evictHumanMessage(child, &opening)
 	e.appendMessage(child, &opening)
 	return child, nil
 }

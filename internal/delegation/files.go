@@ -288,9 +288,22 @@ func runReadFile(ctx context.Context, w *workspace, args json.RawMessage) (strin
 		return "", toolErrorf("Offset %d is past the end of '%s', which has %d lines.", a.Offset, p, len(lines))
 	}
 	end := min(a.Offset+a.Limit, len(lines))
+	// A window too big for a tool result is cut as deepagents cuts it,
+	// under its truncation notice (delegation.md §12, evict.go).
+	cut := cutRead(lines[a.Offset:end], a.Offset, len(lines), p)
 	var b strings.Builder
+	if cut.Truncated {
+		b.WriteString(jsReplace(ReadFileTruncationMsg, "{file_path}", p))
+		b.WriteByte('\n')
+		end = a.Offset + cut.Lines
+	}
 	for i := a.Offset; i < end; i++ {
 		fmt.Fprintf(&b, "%6d\t%s\n", i+1, lines[i])
+	}
+	if cut.Truncated && cut.Lines == 0 {
+		fmt.Fprintf(&b, "%6d\t%s\n", a.Offset+1, jsPrefix(lines[a.Offset], cut.Shown))
+		fmt.Fprintf(&b, "(line %d is cut: %d of its %d characters are shown)\n", a.Offset+1, cut.Shown, cut.Oversized)
+		end = a.Offset + 1
 	}
 	if end < len(lines) {
 		fmt.Fprintf(&b, "(%d more lines; read on with offset %d)\n", len(lines)-end, end)

@@ -47,6 +47,10 @@ type Message struct {
 	IsError    bool       `json:"is_error"`
 	Tokens     int        `json:"tokens"`
 	Kind       Kind       `json:"kind"`
+	// Evicted is set when the message's text was too big for the model and
+	// was moved to a file: Content is then the pointer the model reads
+	// (delegation.md §12, evict.go).
+	Evicted *Eviction `json:"evicted,omitempty"`
 }
 
 // Range names messages From … To-1 of one agent's message list. A model

@@ -105,7 +105,7 @@ var course = []string{
 	"one-delegation", "parent-after", "order-number", "receipt", "files-and-todos", "nested-delegation",
 	"tool-stack", "task-description", "system-prompt", "entry-cost", "what-a-child-inherits", "summarized-fork",
 	"isolated-or-fork", "cache-and-cost", "structured-fork", "config-errors", "read-only-explorer", "fan-out", "pipeline",
-	"review-loop", "failure-isolation", "when-to-delegate", "lost-update", "received-deepagents",
+	"review-loop", "failure-isolation", "when-to-delegate", "big-reads", "lost-update", "received-deepagents",
 }
 
 // Course returns every lesson in the order a newcomer takes them; the

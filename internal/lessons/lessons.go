@@ -187,6 +187,7 @@ var registry = []lessonDef{
 	whatAChildInherits,
 	isolatedOrFork,
 	structuredFork,
+	bigReads,
 }
 
 var (

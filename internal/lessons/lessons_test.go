@@ -49,6 +49,7 @@ var specific = map[string]func(t *testing.T, tab Table, runs map[string]*trace.T
 	"isolated-or-fork":      testIsolatedOrFork,
 	"structured-fork":       testStructuredFork,
 	"received-deepagents":   testReceivedDeepagents,
+	"big-reads":             testBigReads,
 }
 
 // TestEveryLesson runs every lesson, all its variants, through session.Run
@@ -614,6 +615,22 @@ func testWhenToDelegate(t *testing.T, tab Table, runs map[string]*trace.Trace) {
 	}
 	if alone, delegated := num(t, short[4]), num(t, short[5]); delegated <= alone {
 		t.Errorf("the one-step job: %d tokens delegated, %d alone: delegating should cost more", delegated, alone)
+	}
+}
+
+func testBigReads(t *testing.T, tab Table, runs map[string]*trace.Trace) {
+	alone := num(t, cell(t, tab, "read by the main agent", "the parent's last context (tokens)"))
+	back := num(t, cell(t, tab, "read by a child, all of it back", "the parent's last context (tokens)"))
+	moved := num(t, cell(t, tab, "read by a child, all of it back", "moved to a file (tokens)"))
+	// Without eviction the parent would hold the whole receipt: more than
+	// the log it read itself.
+	if moved <= back || back >= alone {
+		t.Errorf("all of it back: the parent ends at %d tokens with %d moved to a file; reading it itself, %d", back, moved, alone)
+	}
+	for _, m := range runs["everything-back"].Messages {
+		if m.Kind == string(delegation.KindReceipt) && m.Evicted != nil && runs["everything-back"].Files[m.Evicted.Path] == "" {
+			t.Errorf("the evicted receipt's file %s is not among the session's files", m.Evicted.Path)
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
 type studio struct {
@@ -761,5 +762,41 @@ func TestForkPreamblePreview(t *testing.T) {
 		Content: delegation.ForkPreamble + task}})
 	if !strings.HasPrefix(v.Preview, "[the fork preamble, ") || !strings.HasSuffix(v.Preview, task) || !v.More {
 		t.Fatalf("preview %q (more %v)", v.Preview, v.More)
+	}
+}
+
+// TestEvictionShown: a prompt over 200,000 characters goes to a file
+// (delegation.md §12); main's pane marks it as a cut is marked, with the
+// tokens before and after and a link to the file, which holds the prompt;
+// the fork's delegation counts the pointer it read in the text's place.
+func TestEvictionShown(t *testing.T) {
+	s := newStudio(t, "")
+	prompt, _ := json.Marshal(strings.Repeat("a line of the log\n", 12000))
+	id := s.start(t, `{"name": "big", "prompt": `+string(prompt)+`,
+ "subagents": [{"name": "fk", "description": "d", "mode": "fork"}],
+ "script": {"main": [{"tool_calls": [{"name": "task", "args": {"description": "look", "subagent_type": "fk"}}]}, {"content": "done"}],
+  "fk": [[{"content": "seen"}]]}}`)
+	s.waitDone(id)
+	_, doc := s.get("/sessions/" + id)
+	mark := doc.Find(`#msg-main\.0 [data-testid="evicted"]`)
+	text := strings.Join(strings.Fields(mark.Text()), " ")
+	tokens := strings.TrimSpace(doc.Find(`#msg-main\.0 .tokens`).First().Text())
+	if !strings.Contains(text, "216,000 characters (72,000 tokens) were too big for the model") ||
+		!strings.Contains(text, "instead ("+strings.TrimSuffix(tokens, " tok")+" tokens)") {
+		t.Fatalf("the eviction's mark: %q", text)
+	}
+	href, _ := mark.Find(`[data-testid="evicted-file"]`).Attr("href")
+	if !strings.Contains(href, "file?path=%2Fconversation_history%2F") {
+		t.Fatalf("the file's link: %q", href)
+	}
+	res, file := s.get(href)
+	if res.StatusCode != 200 || !strings.Contains(file.Text(), "a line of the log\na line of the log") {
+		t.Fatalf("the file: %d", res.StatusCode)
+	}
+	_, doc = s.get("/sessions/" + id + "?agent=a1")
+	got := strings.Join(strings.Fields(doc.Find(`[data-testid="evictions"]`).Text()), " ")
+	pointer, _ := strconv.Atoi(strings.TrimSuffix(tokens, " tok"))
+	if want := "1 model call read a pointer in place of the text, " + view.Thousands(72000-pointer) + " tokens not read"; !strings.Contains(got, want) {
+		t.Fatalf("the fork's economics: %q", got)
 	}
 }

@@ -112,6 +112,10 @@ func (p *pageData) messageView(m db.Message) templates.MessageView {
 	if m.Kind == string(delegation.KindSummary) && p.st != nil {
 		v.Cut = p.cut(m.AgentID, m.Index)
 	}
+	if e := m.Evicted; e != nil {
+		v.Evicted = &templates.EvictedView{Chars: e.Chars, TokensBefore: e.Tokens, TokensAfter: m.Tokens, FilePath: e.Path,
+			FileURL: "/sessions/" + p.sid() + "/file?path=" + url.QueryEscape(e.Path)}
+	}
 	for _, tc := range m.ToolCalls {
 		args, _ := preview(readableJSON(tc.Args), 300)
 		v.ToolCalls = append(v.ToolCalls, templates.ToolCallView{ID: tc.ID, Name: tc.Name, Args: args})
@@ -587,6 +591,8 @@ func (p *pageData) economics(d *view.Delegation, at *stepAt) (templates.Economic
 	}
 	v.Inherited, v.InheritedTokens = a.InheritedMessages, a.InheritedTokens
 	if at == nil {
+		e := a.Evicted
+		v.Evicted = templates.EvictedCount{Messages: e.Messages, Tokens: e.Tokens, PointerTokens: e.PointerTokens, Calls: e.Calls, Saved: e.Saved}
 		// Its work: its own messages after its task (view.Economics).
 		v.Messages, v.MessageTokens, v.ModelCalls, v.InputTokens, v.ToolCalls = max(a.Messages-1, 0), a.WorkTokens, a.Calls, a.OwnTokens, a.ToolCalls
 	} else {

@@ -88,6 +88,9 @@ type Message struct {
 	IsError    bool       `json:"is_error"`
 	Tokens     int        `json:"tokens"`
 	Kind       string     `json:"kind"`
+	// Evicted says the text was moved to a file and Content is the pointer
+	// the model read instead (delegation.md §12).
+	Evicted *delegation.Eviction `json:"evicted,omitempty"`
 }
 
 // ToolCall is a call an assistant message asks for.
@@ -300,13 +303,13 @@ func messageOf(m *delegation.Message) Message {
 		calls = []ToolCall{}
 	}
 	return Message{ID: m.ID, AgentID: m.AgentID, Role: string(m.Role), Content: m.Content, Reasoning: m.Reasoning, ToolCalls: calls,
-		ToolCallID: optional(m.ToolCallID), IsError: m.IsError, Tokens: m.Tokens, Kind: string(m.Kind)}
+		ToolCallID: optional(m.ToolCallID), IsError: m.IsError, Tokens: m.Tokens, Kind: string(m.Kind), Evicted: m.Evicted}
 }
 
 // Domain is the message as the engine holds it.
 func (m Message) Domain() *delegation.Message {
 	out := &delegation.Message{ID: m.ID, AgentID: m.AgentID, Role: delegation.Role(m.Role), Content: m.Content,
-		Reasoning: m.Reasoning, ToolCalls: m.ToolCalls, IsError: m.IsError, Tokens: m.Tokens, Kind: delegation.Kind(m.Kind)}
+		Reasoning: m.Reasoning, ToolCalls: m.ToolCalls, IsError: m.IsError, Tokens: m.Tokens, Kind: delegation.Kind(m.Kind), Evicted: m.Evicted}
 	if len(out.ToolCalls) == 0 {
 		out.ToolCalls = nil
 	}

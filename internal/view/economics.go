@@ -32,6 +32,42 @@ type Economics struct {
 	// WorkTokens are the tokens of its own messages after its opening one:
 	// for a child, what its delegation kept out of the parent's context.
 	WorkTokens int
+	// Evicted is what eviction kept out of its calls (delegation.md §12).
+	Evicted Evicted
+}
+
+// Evicted counts an agent's texts that were too big for the model and went
+// to files (delegation.md §12): how many of its own messages, their tokens
+// and those of the pointers that stand in for them; and, over its calls,
+// how many read a pointer (its own or one it inherited) and the tokens they
+// did not read for it.
+type Evicted struct {
+	Messages              int
+	Tokens, PointerTokens int
+	Calls, Saved          int
+}
+
+// EvictedRef is one of an agent's evicted messages: its place and what its
+// pointer saves each call that reads it.
+type EvictedRef struct {
+	Index, Saved int
+}
+
+// evictionsRead adds a turn's reading of evicted messages: its own and
+// those of the ancestors its context holds (a fork's inherited history).
+func (s *State) evictionsRead(a *Agent, context []delegation.Range) {
+	saved := 0
+	for x := a; x != nil; x = s.agents[x.ParentID] {
+		for _, e := range x.EvictedRefs {
+			if covers(context, x.ID, e.Index) {
+				saved += e.Saved
+			}
+		}
+	}
+	if saved > 0 {
+		a.Evicted.Calls++
+		a.Evicted.Saved += saved
+	}
 }
 
 // Money is a sum of costs: dollars, and over how many priced calls.

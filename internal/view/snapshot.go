@@ -77,6 +77,7 @@ func (s *State) Clone() *State {
 		ac.History = a.History.clone()
 		ac.Refused = slices.Clone(a.Refused) // a refusal's message id is filled in later
 		ac.Summaries = slices.Clip(a.Summaries)
+		ac.EvictedRefs = slices.Clip(a.EvictedRefs)
 		ac.CallSteps = slices.Clone(a.CallSteps) // its last run grows
 		if a.Last != nil {
 			l := *a.Last

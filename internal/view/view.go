@@ -129,6 +129,8 @@ type Agent struct {
 	ToolCalls int
 	// Summaries are its summarizations, in order.
 	Summaries []Summary
+	// EvictedRefs are its messages whose text went to a file (§12).
+	EvictedRefs []EvictedRef
 	// CallSteps are the steps of its calls, as runs: its call i is the
 	// step of the run that holds it (StepOfCall).
 	CallSteps []StepRun
@@ -728,6 +730,7 @@ func (s *State) callStarted(ev delegation.Event, c *trace.ModelCall, ch *Changes
 	if c.Purpose == string(delegation.PurposeSummary) {
 		return
 	}
+	s.evictionsRead(a, c.Context)
 	// A turn: the agent's context is this call's. It is what the panes show
 	// already unless something other than new messages changed it.
 	if !slices.Equal(a.History.Ranges, c.Context) {
@@ -756,6 +759,12 @@ func (s *State) messageAdded(agentID string, seq int64, idx int, m *trace.Messag
 		a.WorkTokens += m.Tokens
 	}
 	ch.worked(a.ID)
+	if e := m.Evicted; e != nil {
+		a.Evicted.Messages++
+		a.Evicted.Tokens += e.Tokens
+		a.Evicted.PointerTokens += m.Tokens
+		a.EvictedRefs = append(a.EvictedRefs, EvictedRef{Index: idx, Saved: max(e.Tokens-m.Tokens, 0)})
+	}
 	if m.Role == string(delegation.RoleAssistant) {
 		a.lastAssistant, a.LastAssistantID = idx, m.ID
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -213,5 +214,47 @@ func TestDollars(t *testing.T) {
 		if got := view.Dollars(x); got != want {
 			t.Errorf("Dollars(%v) = %s, want %s", x, got, want)
 		}
+	}
+}
+
+// TestEvictionsCounted: a prompt over 200,000 characters goes to a file
+// (delegation.md §12); main's economics count it, and every call that reads
+// the pointer (main's two and its fork's one, which inherits it) counts
+// the tokens it did not read; a snapshot keeps the count going.
+func TestEvictionsCounted(t *testing.T) {
+	prompt, _ := json.Marshal(strings.Repeat("a line of the log\n", 12000))
+	tr := runTrace(t, `{"name": "big", "prompt": `+string(prompt)+`,
+ "subagents": [{"name": "fk", "description": "d", "mode": "fork"}],
+ "script": {"main": [{"tool_calls": [{"name": "task", "args": {"description": "look", "subagent_type": "fk"}}]}, {"content": "done"}],
+  "fk": [[{"content": "seen"}]]}}`)
+	st, err := view.FromTrace(tr, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := st.Agent("main")
+	ev := main.Evicted
+	if ev.Messages != 1 || ev.Tokens < 40000 || ev.PointerTokens == 0 || ev.PointerTokens > 400 {
+		t.Fatalf("main's evictions: %+v", ev)
+	}
+	saved := ev.Tokens - ev.PointerTokens
+	if ev.Calls != 2 || ev.Saved != 2*saved {
+		t.Fatalf("main's calls saved %+v, want 2 calls of %d", ev, saved)
+	}
+	var fork *view.Agent
+	for _, a := range st.Agents {
+		if a.Name == "fk" {
+			fork = a
+		}
+	}
+	if fork.Evicted.Messages != 0 || fork.Evicted.Calls != 1 || fork.Evicted.Saved != saved {
+		t.Fatalf("the fork's reading of the inherited pointer: %+v", fork.Evicted)
+	}
+	b, err := st.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := view.Restore(b)
+	if err != nil || len(back.Agent("main").EvictedRefs) != 1 {
+		t.Fatalf("restored: %v", err)
 	}
 }

@@ -97,6 +97,16 @@ type MessageView struct {
 	GapFrom                 int    // for a gap: the position it starts at, in its list
 	// Cut is the summarization a summary message stands for.
 	Cut *CutView
+	// Evicted is set when its text went to a file and it holds the pointer.
+	Evicted *EvictedView
+}
+
+// EvictedView is a message whose text was too big for the model and went
+// to a file (delegation.md §12): the text's characters and tokens, the
+// pointer's tokens, and the file.
+type EvictedView struct {
+	Chars, TokensBefore, TokensAfter int
+	FilePath, FileURL                string
 }
 
 // CutView is where a summarization cut an agent's history: how many
@@ -215,6 +225,15 @@ type EconomicsView struct {
 	// Ratio is MessageTokens per receipt token, written for a person
 	// ("340 : 1"); "" while nothing came back.
 	Ratio string
+	// Evicted is what eviction kept out of the child's calls (view.Evicted).
+	Evicted EvictedCount
+}
+
+// EvictedCount is an agent's evictions counted (view.Evicted): its own
+// messages that went to files, their tokens and their pointers', and its
+// calls that read a pointer with the tokens they did not read.
+type EvictedCount struct {
+	Messages, Tokens, PointerTokens, Calls, Saved int
 }
 
 // CallsView lists an agent's model calls: each links to its whole context.

@@ -1028,7 +1028,8 @@ func testCounts(t *testing.T, s Store) {
 
 // testAnyText: what an agent wrote is kept byte for byte, whatever it holds
 // (a tool's binary output, a received span's attribute): a NUL in a
-// message, its reasoning, a file, a prompt, a system prompt.
+// message, its reasoning, the file it was evicted to, a file, a prompt, a
+// system prompt.
 func testAnyText(t *testing.T, s Store) {
 	odd := "before\x00after"
 	at := time.Now().UTC()
@@ -1044,7 +1045,7 @@ func testAnyText(t *testing.T, s Store) {
 			Files: map[string]string{"/seed.bin": odd}}),
 		ev(2, delegation.EventAgentStarted, "main", delegation.AgentStarted{Agent: delegation.AgentInfo{ID: "main", Name: "main"}, SystemPrompt: odd}),
 		ev(3, delegation.EventMessageAdded, "main", delegation.MessageAdded{Index: 0, Message: &delegation.Message{ID: "main.0", AgentID: "main",
-			Role: delegation.RoleUser, Content: odd, Tokens: 1}}),
+			Role: delegation.RoleUser, Content: odd, Tokens: 1, Evicted: &delegation.Eviction{Path: "/conversation_history/" + odd, Chars: 250018, Tokens: 62505}}}),
 		ev(4, delegation.EventMessageAdded, "main", delegation.MessageAdded{Index: 1, Message: &delegation.Message{ID: "main.1", AgentID: "main",
 			Role: delegation.RoleAssistant, Content: odd, Reasoning: odd, Tokens: 1}}),
 		ev(5, delegation.EventFilesChanged, "main", delegation.FilesChanged{Changes: []delegation.FileChange{{Path: "/out.bin", Content: odd}}}),
@@ -1055,6 +1056,12 @@ func testAnyText(t *testing.T, s Store) {
 		if m.Content != odd {
 			t.Fatalf("message %s: %q, want %q", m.ID, m.Content, odd)
 		}
+	}
+	if e := got.Messages[0].Evicted; e == nil || *e != (delegation.Eviction{Path: "/conversation_history/" + odd, Chars: 250018, Tokens: 62505}) {
+		t.Fatalf("an evicted message's eviction came back as %+v", e)
+	}
+	if got.Messages[1].Evicted != nil {
+		t.Fatalf("a message that was not evicted came back evicted: %+v", got.Messages[1].Evicted)
 	}
 	rd, err := s.ReadPage(ctx, id)
 	if err != nil {
