@@ -47,8 +47,8 @@ type Runner struct {
 	// and Run past it fail with EUNAVAILABLE, saying so.
 	MaxRunning int
 	// Ended, when set, is called with each session that has ended and been
-	// recorded: one this runner ran, or one Recover ended. It must not
-	// block for long.
+	// recorded: one this runner ran or received (Receive), or one Recover
+	// ended. It must not block for long.
 	Ended func(id string)
 
 	mu       sync.Mutex
@@ -328,6 +328,9 @@ func (r *Runner) Receive(ctx context.Context, s *db.Session, stop func()) (rec *
 			r.mu.Unlock()
 			if cerr != nil {
 				r.recordFailure(s.ID, cerr, log)
+			}
+			if r.Ended != nil {
+				r.Ended(s.ID)
 			}
 		})
 		return cerr
