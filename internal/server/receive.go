@@ -108,13 +108,24 @@ func (s *Server) apiReceiveTraces(c echo.Context) error {
 	}
 	batch := ingest.Group(traces)
 	rejected, reasons := batch.Rejected, batch.Reasons
+	dups, example := 0, ""
 	for _, id := range batch.Order {
-		if err := s.receiver.add(c.Request().Context(), id, batch.Traces[id]); err != nil {
+		n, first, err := s.receiver.add(c.Request().Context(), id, batch.Traces[id])
+		if err != nil {
 			if errors.Is(err, errReceiverClosed) {
 				return otlpError(c, asJSON, http.StatusServiceUnavailable, "the studio is stopping; send these spans again to the next one")
 			}
 			return err
 		}
+		if n > 0 && dups == 0 {
+			example = fmt.Sprintf("%q, span id %s of trace %s", first.Name, first.ID, id)
+		}
+		dups += n
+	}
+	if dups > 0 {
+		rejected += dups
+		reasons = append(reasons, fmt.Sprintf("%d spans had a span id this trace already had (the first: %s) and were left out, the first one kept: "+
+			"an exporter's retry is harmless; otherwise give each span an id of its own", dups, example))
 	}
 	return otlpResponse(c, asJSON, rejected, strings.Join(reasons, "; "))
 }
@@ -224,17 +235,18 @@ var errReceiverClosed = errors.New("the receiver is closed")
 // seen before (or whose session has ended: late spans get a session of
 // their own), and ends it once its root span has arrived and nothing is
 // missing.
-func (r *receiver) add(ctx context.Context, traceID string, spans []ingest.Span) error {
+// It returns how many spans had an id the trace already had, and the first.
+func (r *receiver) add(ctx context.Context, traceID string, spans []ingest.Span) (int, *ingest.Span, error) {
 	lt, err := r.get(ctx, traceID, spans)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if lt.ended.Load() {
-		return nil
+		return 0, nil, nil
 	}
-	lt.tr.Add(spans)
+	dups, first := lt.tr.Add(spans)
 	now := r.s.now()
 	lt.last.Store(now.UnixNano())
 	if lt.tr.Root() != nil && lt.rootSeen.IsZero() {
@@ -243,7 +255,7 @@ func (r *receiver) add(ctx context.Context, traceID string, spans []ingest.Span)
 	if lt.tr.Complete() {
 		r.endLocked(traceID, lt, "", "")
 	}
-	return nil
+	return dups, first, nil
 }
 
 func (r *receiver) get(ctx context.Context, traceID string, spans []ingest.Span) (*liveTrace, error) {

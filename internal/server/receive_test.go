@@ -517,3 +517,58 @@ func TestOpenTracesDoNotStarveRuns(t *testing.T) {
 		s.waitDone(ids[2])
 	})
 }
+
+func TestReceivePartialSuccessSaysWhatWasLeftOut(t *testing.T) {
+	s := receivingStudio(t, Config{OTLPQuiet: time.Hour, OTLPGrace: time.Hour})
+	answer := func(t *testing.T, body []byte) (int64, string) {
+		t.Helper()
+		res, reply := s.otlp("application/x-protobuf", "", body, "")
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", res.StatusCode, reply)
+		}
+		resp := ptraceotlp.NewExportResponse()
+		if err := resp.UnmarshalProto(reply); err != nil {
+			t.Fatal(err)
+		}
+		return resp.PartialSuccess().RejectedSpans(), resp.PartialSuccess().ErrorMessage()
+	}
+	// timed is openTrace's span with the times given.
+	timed := func(t *testing.T, n int, start, end uint64) []byte {
+		td, err := ingest.DecodeProto(openTrace(t, n, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+		sp.SetStartTimestamp(pcommon.Timestamp(start))
+		sp.SetEndTimestamp(pcommon.Timestamp(end))
+		b, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		return b
+	}
+	t.Run("a span id seen twice is taken once, and said", func(t *testing.T) {
+		if n, msg := answer(t, openTrace(t, 1, 0)); n != 0 || msg != "" {
+			t.Fatalf("first: %d %q", n, msg)
+		}
+		n, msg := answer(t, openTrace(t, 1, 0))
+		if n != 1 || !strings.Contains(msg, "1 spans had a span id this trace already had") || !strings.Contains(msg, `"step"`) {
+			t.Fatalf("the same span again: rejected %d, %q", n, msg)
+		}
+	})
+	now := uint64(time.Now().UnixNano())
+	for _, c := range []struct {
+		name       string
+		start, end uint64
+		rejected   int64
+		want       string
+	}{
+		{"a start of 0 is taken as the end", 0, now, 0, "start time 0 is not a time"},
+		{"an end of 2^63 is taken as the start", now, 1 << 63, 0, "end time 9223372036854775808 is not a time"},
+		{"no time at all: refused", 0, 1 << 63, 1, "has no usable time"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n, msg := answer(t, timed(t, 10+int(c.rejected)+len(c.want), c.start, c.end))
+			if n != c.rejected || !strings.Contains(msg, c.want) {
+				t.Fatalf("rejected %d, %q; want %d and %q", n, msg, c.rejected, c.want)
+			}
+		})
+	}
+}
