@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -93,10 +94,17 @@ func TestExportPush(t *testing.T) {
 		if !strings.Contains(out, "Pushed ") || !strings.Contains(out, r.URL+"/v1/traces") {
 			t.Fatalf("output %q", out)
 		}
-		// A second push sends nothing: the store remembers what went.
-		code, out, _ = studio(t, "export", id, "--otlp-endpoint", r.URL, "--db", dbPath)
-		if code != exitOK || len(r.Requests()) != 1 || !strings.Contains(out, "Pushed 0 spans") || !strings.Contains(out, "were not sent again") {
-			t.Fatalf("second push: exit %d: %s", code, out)
+		first := len(r.Spans())
+		// A second push someone asked for sends everything again, and says so,
+		// in either protocol.
+		for i, proto := range []string{"http/protobuf", "http/json"} {
+			code, out, errOut = studio(t, "export", id, "--otlp-endpoint", r.URL, "--otlp-protocol", proto, "--db", dbPath)
+			if code != exitOK || len(r.Requests()) != 2+i || len(r.Spans()) != (2+i)*first {
+				t.Fatalf("push %d (%s): exit %d: %s %s; %d requests, %d spans (first push: %d)", 2+i, proto, code, out, errOut, len(r.Requests()), len(r.Spans()), first)
+			}
+			if want := fmt.Sprintf("Pushed %d spans", first); !strings.Contains(out, want) || !strings.Contains(out, "every span was sent again") {
+				t.Fatalf("push %d: output %q, want %q and what was sent", 2+i, out, want)
+			}
 		}
 	})
 	t.Run("--push takes the endpoint and protocol from the environment, and retries a busy one", func(t *testing.T) {

@@ -66,6 +66,8 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 	taskTool := c.String("task-tool", "task", "task", "the `name` of the tool that delegates, in received OTLP traces and recorded calls", nil)
 	quiet := c.Duration("otlp-quiet", server.DefaultQuiet, "a received trace from which no span arrives for this `long` ends as interrupted", nil)
 	grace := c.Duration("otlp-grace", server.DefaultGrace, "once a received trace's root span is in, spans still missing are waited for this `long`", nil)
+	maxTraces := intFlag(c, "otlp-max-traces", server.DefaultMaxTraces,
+		"received OTLP traces open at once, apart from --max-sessions; past it, the quietest one ends as interrupted")
 	otlpEndpoint := c.String("otlp-endpoint", "", "", "push each session's spans, as it ends, to this OTLP/HTTP `URL` (base, e.g. http://localhost:4318); "+
 		"empty: $"+otlp.EnvTracesEndpoint+", then $"+otlp.EnvEndpoint, []string{})
 	otlpProtocol := c.String("otlp-protocol", "", "http/protobuf", "how to push: `http/protobuf` or http/json", []string{otlp.EnvTracesProtocol, otlp.EnvProtocol})
@@ -156,7 +158,7 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 
 	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: list, Addr: *addr, AllowedHosts: allowedHosts,
 		Limits:   server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers, MaxSessionViewers: *maxSessionViewers},
-		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace, OTLP: push,
+		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace, OTLPMaxTraces: *maxTraces, OTLP: push,
 		Upstream: up.upstream, UpstreamTimeout: *upstreamTimeout, ProxyDoneAfter: *doneAfter, ProxyQuiet: *proxyQuiet})
 	if n, err := srv.Recover(ctx); err != nil {
 		if dd, ok := d.(interface{ Describe(error) error }); ok {

@@ -77,8 +77,8 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 spans (GenAI conventions) as OTLP/JSON or protobuf; or pushes the spans to an
 OTLP/HTTP collector (Jaeger, Langfuse, Phoenix, an OpenTelemetry Collector).
 A push honours OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
-OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_PROTOCOL, and sends only what
-it has not sent to that endpoint before. A running session's export holds only
+OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_PROTOCOL, and sends every
+finished span, whatever went to that endpoint before. A running session's export holds only
 its finished spans. See docs/otlp.md.`, stdout, stderr).
 		positional(1, "the id of a stored session (see 'studio sessions')")
 	dbPath := dbFlag(c)
@@ -143,13 +143,16 @@ its finished spans. See docs/otlp.md.`, stdout, stderr).
 		if err != nil {
 			return fail(err)
 		}
-		sum, err := otlp.PushStored(ctx, d, p, id, opts)
+		sum, before, err := otlp.PushSession(ctx, d, p, id, opts)
 		if err != nil {
 			return fail(err)
 		}
 		fmt.Fprintf(stdout, "Pushed %d spans of session %s to %s (%s).\n", sum.Spans, id, p.Endpoint(), p.Protocol())
 		if sum.Sent > 0 {
-			fmt.Fprintf(stdout, "%d spans had gone there before and were not sent again.\n", sum.Sent)
+			fmt.Fprintf(stdout, "%d spans finished by seq %d were left out, as --after asked.\n", sum.Sent, opts.After)
+		}
+		if before > 0 {
+			fmt.Fprintf(stdout, "It had been pushed there before (through seq %d); every span was sent again, with the same span ids.\n", before)
 		}
 		if sum.Running {
 			fmt.Fprintf(stdout, "The session is still running: its %d unfinished spans go with the next push.\n", sum.Open)

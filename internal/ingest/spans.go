@@ -70,13 +70,28 @@ type Resource struct {
 }
 
 // Batch is the spans of one request, grouped by trace, and the spans that
-// cannot be used at all (no trace or span id) with why.
+// cannot be used at all (no trace or span id, no time) with why. Reasons
+// also says what was changed in spans that were kept (a time clamped).
 type Batch struct {
 	Traces   map[string][]Span
 	Order    []string // trace ids in the order they first appear
 	Rejected int
 	Reasons  []string
 }
+
+// maxReasons bounds the reasons a batch gives; a count says the rest.
+const maxReasons = 5
+
+func (b *Batch) reason(format string, args ...any) {
+	if len(b.Reasons) < maxReasons {
+		b.Reasons = append(b.Reasons, fmt.Sprintf(format, args...))
+	}
+}
+
+// validTime reports whether a span's timestamp is a time: not 0 (unset)
+// and within the nanoseconds since 1970 that an int64 holds (2^63 and past
+// it wrap to before 1970).
+func validTime(ts pcommon.Timestamp) bool { return ts > 0 && ts < 1<<63 }
 
 // Group copies a request's spans out, by trace.
 func Group(td ptrace.Traces) Batch {
@@ -99,12 +114,25 @@ func Group(td ptrace.Traces) Batch {
 				sp := spans.At(k)
 				if sp.TraceID().IsEmpty() || sp.SpanID().IsEmpty() {
 					b.Rejected++
-					if len(b.Reasons) < 5 {
-						b.Reasons = append(b.Reasons, fmt.Sprintf("span %q has no trace id or no span id", sp.Name()))
-					}
+					b.reason("span %q has no trace id or no span id", sp.Name())
+					continue
+				}
+				startOK, endOK := validTime(sp.StartTimestamp()), validTime(sp.EndTimestamp())
+				if !startOK && !endOK {
+					b.Rejected++
+					b.reason("span %q (%s) has no usable time: start %d and end %d must be nanoseconds since 1970, more than 0 and less than 2^63",
+						sp.Name(), sp.SpanID(), sp.StartTimestamp(), sp.EndTimestamp())
 					continue
 				}
 				s := copySpan(sp, &r)
+				switch {
+				case !startOK:
+					s.Start = s.End
+					b.reason("span %q (%s): start time %d is not a time (0 or 2^63 and past), so it was taken as its end time", sp.Name(), sp.SpanID(), sp.StartTimestamp())
+				case !endOK:
+					s.End = s.Start
+					b.reason("span %q (%s): end time %d is not a time (0 or 2^63 and past), so it was taken as its start time", sp.Name(), sp.SpanID(), sp.EndTimestamp())
+				}
 				if _, ok := b.Traces[s.TraceID]; !ok {
 					b.Order = append(b.Order, s.TraceID)
 				}
@@ -220,15 +248,20 @@ func (t *Trace) Complete() bool {
 }
 
 // Add takes a batch of the trace's spans. Spans seen before (same id) are
-// ignored: exporters retry.
-func (t *Trace) Add(spans []Span) {
+// taken once (exporters retry): it returns how many were left out so, and
+// the first of them.
+func (t *Trace) Add(spans []Span) (dups int, first *Span) {
 	if t.ended {
-		return
+		return 0, nil
 	}
 	batch := make([]*Span, 0, len(spans))
 	for i := range spans {
 		sp := spans[i]
 		if _, dup := t.spans[sp.ID]; dup {
+			if dups == 0 {
+				first = &spans[i]
+			}
+			dups++
 			continue
 		}
 		t.spans[sp.ID] = &sp
@@ -258,6 +291,7 @@ func (t *Trace) Add(spans []Span) {
 		t.take(sp)
 	}
 	t.retry(false)
+	return dups, first
 }
 
 func (t *Trace) learnOrigin(sp *Span) {

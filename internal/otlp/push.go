@@ -519,20 +519,38 @@ type Store[R Source] interface {
 // PushStored pushes what of a stored session the pusher's endpoint has not
 // had yet: its spans finished since the last push there (all of them, the
 // first time), and remembers what went, so a running session pushed now and
-// again when it ends sends no span twice.
+// again when it ends sends no span twice. serve's automatic pushes use it.
 func PushStored[R Source](ctx context.Context, store Store[R], p *Pusher, id string, opts Options) (Summary, error) {
 	after, err := store.PushedSeq(ctx, id, p.Endpoint())
 	if err != nil {
 		return Summary{}, err
 	}
 	opts.After = max(opts.After, after)
+	return pushAndMark(ctx, store, p, id, opts, after)
+}
+
+// PushSession is a push someone asked for: it sends every finished span of
+// the session (those after opts.After, when given), whatever went to the
+// endpoint before, and remembers what went, so that serve's automatic push
+// of the session sends only what is newer. It reports the seq through which
+// the endpoint had had the session before (0: never).
+func PushSession[R Source](ctx context.Context, store Store[R], p *Pusher, id string, opts Options) (Summary, int64, error) {
+	before, err := store.PushedSeq(ctx, id, p.Endpoint())
+	if err != nil {
+		return Summary{}, 0, err
+	}
+	sum, err := pushAndMark(ctx, store, p, id, opts, before)
+	return sum, before, err
+}
+
+func pushAndMark[R Source](ctx context.Context, store Store[R], p *Pusher, id string, opts Options, mark int64) (Summary, error) {
 	var sum Summary
-	err = store.Read(ctx, id, func(r R) error {
+	err := store.Read(ctx, id, func(r R) error {
 		var err error
 		sum, err = p.Push(ctx, r, opts)
 		return err
 	})
-	if sum.Through > after {
+	if sum.Through > mark {
 		if merr := store.SetPushedSeq(ctx, id, p.Endpoint(), sum.Through); merr != nil && err == nil {
 			err = merr
 		}

@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	goopenai "github.com/sashabaranov/go-openai"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/otlp"
 	"github.com/delegationstudio/studio/internal/otlp/otlptest"
+	"github.com/delegationstudio/studio/internal/proxy"
 )
 
 // waitSpans waits until the receiver holds n spans of a session.
@@ -121,4 +123,62 @@ func spanCount(r db.Reader) (int, error) {
 	}
 	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(b.String()))
 	return td.SpanCount(), err
+}
+
+// Sessions the studio did not run itself, received over /v1/traces and
+// recorded through /v1/chat/completions, are pushed when they end too.
+func TestPushReceivedAndRecordedSessions(t *testing.T) {
+	rcv := otlptest.New(t)
+	p, err := otlp.NewPusher(otlp.PushConfig{Endpoint: rcv.URL + "/v1/traces"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen authSeen
+	up, err := proxy.NewHTTPUpstream(seen.upstream(t).URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := receivingStudio(t, Config{OTLP: &OTLPPush{Pusher: p}, Upstream: up, ProxyDoneAfter: 50 * time.Millisecond})
+	// pushedWhole waits for the session to end, then for the collector to
+	// hold every span its export holds.
+	pushedWhole := func(t *testing.T, id string) {
+		t.Helper()
+		s.waitDone(id)
+		var want int
+		if err := s.db.Read(context.Background(), id, func(r db.Reader) error {
+			var err error
+			want, err = spanCount(r)
+			return err
+		}); err != nil || want == 0 {
+			t.Fatalf("the session's export: %d spans, %v", want, err)
+		}
+		waitSpans(t, rcv, id, want)
+	}
+
+	var received string
+	t.Run("a trace received over /v1/traces", func(t *testing.T) {
+		pb, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(recorded(t))
+		if res, body := s.otlp("application/x-protobuf", "", pb, ""); res.StatusCode != http.StatusOK {
+			t.Fatalf("receive: %d %s", res.StatusCode, body)
+		}
+		received = s.onlySession().ID
+		pushedWhole(t, received)
+	})
+	t.Run("a call recorded through /v1/chat/completions", func(t *testing.T) {
+		c := openAIClient(s.ts.URL, "sk-user", nil)
+		if _, err := c.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{Model: "gpt-4.1-mini",
+			Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "Say hello."}}}); err != nil {
+			t.Fatal(err)
+		}
+		list, err := s.db.Sessions(context.Background(), 0)
+		if err != nil || len(list) != 2 {
+			t.Fatalf("sessions: %v %v", list, err)
+		}
+		for _, sess := range list {
+			if sess.ID == received {
+				continue
+			}
+			pushedWhole(t, sess.ID)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -32,6 +33,10 @@ const (
 	// DefaultGrace: once a trace's root span has arrived, spans still
 	// missing (children whose parent never came) are waited for this long.
 	DefaultGrace = 5 * time.Second
+	// DefaultMaxTraces: the most traces received at once. Past it, the
+	// trace quiet for longest ends (interrupted) to make room; the
+	// engine's runs have a cap of their own (Limits.MaxRunning).
+	DefaultMaxTraces = 256
 )
 
 // receiver turns OTLP traces into sessions as their spans arrive: one
@@ -40,10 +45,12 @@ type receiver struct {
 	s     *Server
 	quiet time.Duration
 	grace time.Duration
+	max   int // traces open at once
 
 	mu     sync.Mutex
 	traces map[string]*liveTrace // by trace id
 	closed bool
+	wg     sync.WaitGroup // the traces being ended to make room
 }
 
 // liveTrace is one trace being received.
@@ -52,13 +59,21 @@ type liveTrace struct {
 	id       string // the session's
 	tr       *ingest.Trace
 	done     func() error
-	last     time.Time // when a span last arrived
 	rootSeen time.Time // when the root span arrived
-	ended    bool
+	// last (unix nanoseconds: when a span last arrived) and ended are
+	// atomic so that the receiver reads them under its own lock only: a
+	// trace's lock is taken before the receiver's, never after.
+	last  atomic.Int64
+	ended atomic.Bool
 }
 
+func (lt *liveTrace) lastSpan() time.Time { return time.Unix(0, lt.last.Load()) }
+
 func newReceiver(s *Server) *receiver {
-	r := &receiver{s: s, quiet: s.cfg.OTLPQuiet, grace: s.cfg.OTLPGrace, traces: map[string]*liveTrace{}}
+	r := &receiver{s: s, quiet: s.cfg.OTLPQuiet, grace: s.cfg.OTLPGrace, max: s.cfg.OTLPMaxTraces, traces: map[string]*liveTrace{}}
+	if r.max <= 0 {
+		r.max = DefaultMaxTraces
+	}
 	if r.quiet <= 0 {
 		r.quiet = DefaultQuiet
 	}
@@ -93,13 +108,24 @@ func (s *Server) apiReceiveTraces(c echo.Context) error {
 	}
 	batch := ingest.Group(traces)
 	rejected, reasons := batch.Rejected, batch.Reasons
+	dups, example := 0, ""
 	for _, id := range batch.Order {
-		if err := s.receiver.add(c.Request().Context(), id, batch.Traces[id]); err != nil {
+		n, first, err := s.receiver.add(c.Request().Context(), id, batch.Traces[id])
+		if err != nil {
 			if errors.Is(err, errReceiverClosed) {
 				return otlpError(c, asJSON, http.StatusServiceUnavailable, "the studio is stopping; send these spans again to the next one")
 			}
 			return err
 		}
+		if n > 0 && dups == 0 {
+			example = fmt.Sprintf("%q, span id %s of trace %s", first.Name, first.ID, id)
+		}
+		dups += n
+	}
+	if dups > 0 {
+		rejected += dups
+		reasons = append(reasons, fmt.Sprintf("%d spans had a span id this trace already had (the first: %s) and were left out, the first one kept: "+
+			"an exporter's retry is harmless; otherwise give each span an id of its own", dups, example))
 	}
 	return otlpResponse(c, asJSON, rejected, strings.Join(reasons, "; "))
 }
@@ -209,25 +235,27 @@ var errReceiverClosed = errors.New("the receiver is closed")
 // seen before (or whose session has ended: late spans get a session of
 // their own), and ends it once its root span has arrived and nothing is
 // missing.
-func (r *receiver) add(ctx context.Context, traceID string, spans []ingest.Span) error {
+// It returns how many spans had an id the trace already had, and the first.
+func (r *receiver) add(ctx context.Context, traceID string, spans []ingest.Span) (int, *ingest.Span, error) {
 	lt, err := r.get(ctx, traceID, spans)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	if lt.ended {
-		return nil
+	if lt.ended.Load() {
+		return 0, nil, nil
 	}
-	lt.tr.Add(spans)
-	lt.last = r.s.now()
+	dups, first := lt.tr.Add(spans)
+	now := r.s.now()
+	lt.last.Store(now.UnixNano())
 	if lt.tr.Root() != nil && lt.rootSeen.IsZero() {
-		lt.rootSeen = lt.last
+		lt.rootSeen = now
 	}
 	if lt.tr.Complete() {
 		r.endLocked(traceID, lt, "", "")
 	}
-	return nil
+	return dups, first, nil
 }
 
 func (r *receiver) get(ctx context.Context, traceID string, spans []ingest.Span) (*liveTrace, error) {
@@ -236,16 +264,13 @@ func (r *receiver) get(ctx context.Context, traceID string, spans []ingest.Span)
 	if r.closed {
 		return nil, errReceiverClosed
 	}
-	if lt := r.traces[traceID]; lt != nil {
-		lt.mu.Lock()
-		ended := lt.ended
-		lt.mu.Unlock()
-		if !ended {
-			return lt, nil
-		}
+	if lt := r.traces[traceID]; lt != nil && !lt.ended.Load() {
+		return lt, nil
 	}
+	r.makeRoomLocked()
 	name := ingest.NameOf(spans)
-	lt := &liveTrace{last: r.s.now()}
+	lt := &liveTrace{}
+	lt.last.Store(r.s.now().UnixNano())
 	stop := func() {
 		go r.end(traceID, lt, delegation.StatusInterrupted, "stopped in the studio before the trace ended")
 	}
@@ -263,6 +288,33 @@ func (r *receiver) get(ctx context.Context, traceID string, spans []ingest.Span)
 	return lt, nil
 }
 
+// makeRoomLocked keeps a new trace within the cap: when r.max traces are
+// open, the one from which no span arrived for longest leaves the map at
+// once and ends, interrupted, on a goroutine of its own (ending takes its
+// trace's lock, which is never taken under r.mu).
+func (r *receiver) makeRoomLocked() {
+	for len(r.traces) >= r.max {
+		var oldestID string
+		var oldest *liveTrace
+		for id, lt := range r.traces {
+			if oldest == nil || lt.last.Load() < oldest.last.Load() {
+				oldestID, oldest = id, lt
+			}
+		}
+		delete(r.traces, oldestID)
+		quiet := r.s.now().Sub(oldest.lastSpan()).Round(time.Second)
+		r.s.log.Warn("too many traces open at once; the quietest one is ended to make room",
+			"trace", oldestID, "session", oldest.id, "open", r.max, "quiet_for", quiet)
+		reason := fmt.Sprintf("the studio was receiving %d traces at once, the most it holds open (serve --otlp-max-traces); "+
+			"this one had been quiet longest (no span for %s), so it was ended to make room; its later spans start a session of their own", r.max, quiet)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.end(oldestID, oldest, delegation.StatusInterrupted, reason)
+		}()
+	}
+}
+
 // end ends a trace's session (status "" lets its root span decide).
 func (r *receiver) end(traceID string, lt *liveTrace, status, reason string) {
 	lt.mu.Lock()
@@ -271,10 +323,10 @@ func (r *receiver) end(traceID string, lt *liveTrace, status, reason string) {
 }
 
 func (r *receiver) endLocked(traceID string, lt *liveTrace, status, reason string) {
-	if lt.ended {
+	if lt.ended.Load() {
 		return
 	}
-	lt.ended = true
+	lt.ended.Store(true)
 	at := time.Time{}
 	if status != "" {
 		at = r.s.now()
@@ -308,10 +360,10 @@ func (r *receiver) sweep(now time.Time) {
 		lt := it.lt
 		lt.mu.Lock()
 		switch {
-		case lt.ended:
+		case lt.ended.Load():
 		case !lt.rootSeen.IsZero() && now.Sub(lt.rootSeen) >= r.grace:
 			r.endLocked(it.id, lt, "", "")
-		case now.Sub(lt.last) >= r.quiet:
+		case now.Sub(lt.lastSpan()) >= r.quiet:
 			r.endLocked(it.id, lt, delegation.StatusInterrupted,
 				fmt.Sprintf("no span of this trace arrived for %s: the program stopped, or lost its exporter, before its root span ended", r.quiet))
 		}
@@ -354,4 +406,5 @@ func (r *receiver) close() {
 	for _, it := range all {
 		r.end(it.id, it.lt, delegation.StatusInterrupted, db.ReasonStopped)
 	}
+	r.wg.Wait() // the traces ended to make room
 }

@@ -9,10 +9,12 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -425,4 +427,148 @@ func TestReceivedTraceEnds(t *testing.T) {
 			t.Errorf("after shutdown: %d", res.StatusCode)
 		}
 	})
+}
+
+// openTrace is one OTLP request holding a single span whose parent never
+// comes: a trace that stays open until the studio ends it.
+func openTrace(t *testing.T, n, spanN int) []byte {
+	t.Helper()
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "open")
+	sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetTraceID(pcommon.TraceID{0xaa, byte(n >> 8), byte(n), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13})
+	sp.SetSpanID(pcommon.SpanID{1, byte(n >> 8), byte(n), byte(spanN), 1, 1, 1, 1})
+	sp.SetParentSpanID(pcommon.SpanID{9, 9, 9, 9, 9, 9, 9, 9})
+	sp.SetName("step")
+	at := time.Now()
+	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(at))
+	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(at.Add(time.Millisecond)))
+	b, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestOpenTracesDoNotStarveRuns(t *testing.T) {
+	t.Run("100 open traces beside the engine's cap: a Run still starts", func(t *testing.T) {
+		s := receivingStudio(t, Config{OTLPQuiet: time.Hour, OTLPGrace: time.Hour})
+		for i := range 100 {
+			if res, body := s.otlp("application/x-protobuf", "", openTrace(t, i, 0), ""); res.StatusCode != http.StatusOK {
+				t.Fatalf("trace %d: %d %s", i, res.StatusCode, body)
+			}
+		}
+		list, _ := s.db.Sessions(context.Background(), 0)
+		if len(list) != 100 {
+			t.Fatalf("%d sessions, want 100 open traces", len(list))
+		}
+		doc, err := os.ReadFile("../../examples/order-number.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, body := s.api("POST", "/api/sessions", "application/json", doc)
+		if res.StatusCode != http.StatusCreated {
+			t.Fatalf("a Run beside 100 open traces (cap %d): %d %s", DefaultMaxRunning, res.StatusCode, body)
+		}
+	})
+	t.Run("past the receiver's cap, the quietest trace ends first", func(t *testing.T) {
+		now := time.Now()
+		var mu sync.Mutex
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Second); return now }
+		s := receivingStudio(t, Config{OTLPQuiet: time.Hour, OTLPGrace: time.Hour, OTLPMaxTraces: 3, Now: clock})
+		send := func(n, span int) {
+			t.Helper()
+			if res, body := s.otlp("application/x-protobuf", "", openTrace(t, n, span), ""); res.StatusCode != http.StatusOK {
+				t.Fatalf("trace %d: %d %s", n, res.StatusCode, body)
+			}
+		}
+		// open sends a new trace's first span and returns its session.
+		seen := map[string]bool{}
+		open := func(n int) string {
+			t.Helper()
+			send(n, 0)
+			list, _ := s.db.Sessions(context.Background(), 0)
+			id := ""
+			for _, sess := range list {
+				if !seen[sess.ID] {
+					seen[sess.ID], id = true, sess.ID
+				}
+			}
+			return id
+		}
+		ids := []string{open(0), open(1), open(2)}
+		send(0, 1) // trace 0 is no longer the quietest: trace 1 is
+		ids = append(ids, open(3))
+		s.waitDone(ids[1])
+		sess, _ := s.db.Session(context.Background(), ids[1])
+		if sess.Status != delegation.StatusInterrupted || !strings.Contains(sess.Error, "receiving 3 traces at once") ||
+			!strings.Contains(sess.Error, "quiet longest") {
+			t.Fatalf("the quietest trace: %s: %q", sess.Status, sess.Error)
+		}
+		for _, i := range []int{0, 2, 3} {
+			if sess, _ := s.db.Session(context.Background(), ids[i]); sess.Status != delegation.StatusRunning || !s.srv.Runner().Running(ids[i]) {
+				t.Errorf("trace %d: %s, want still running", i, sess.Status)
+			}
+		}
+		// A late span of the ended trace starts a session of its own, which
+		// makes room in turn: trace 2 is now the quietest.
+		send(1, 1)
+		s.waitDone(ids[2])
+	})
+}
+
+func TestReceivePartialSuccessSaysWhatWasLeftOut(t *testing.T) {
+	s := receivingStudio(t, Config{OTLPQuiet: time.Hour, OTLPGrace: time.Hour})
+	answer := func(t *testing.T, body []byte) (int64, string) {
+		t.Helper()
+		res, reply := s.otlp("application/x-protobuf", "", body, "")
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", res.StatusCode, reply)
+		}
+		resp := ptraceotlp.NewExportResponse()
+		if err := resp.UnmarshalProto(reply); err != nil {
+			t.Fatal(err)
+		}
+		return resp.PartialSuccess().RejectedSpans(), resp.PartialSuccess().ErrorMessage()
+	}
+	// timed is openTrace's span with the times given.
+	timed := func(t *testing.T, n int, start, end uint64) []byte {
+		td, err := ingest.DecodeProto(openTrace(t, n, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+		sp.SetStartTimestamp(pcommon.Timestamp(start))
+		sp.SetEndTimestamp(pcommon.Timestamp(end))
+		b, _ := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		return b
+	}
+	t.Run("a span id seen twice is taken once, and said", func(t *testing.T) {
+		if n, msg := answer(t, openTrace(t, 1, 0)); n != 0 || msg != "" {
+			t.Fatalf("first: %d %q", n, msg)
+		}
+		n, msg := answer(t, openTrace(t, 1, 0))
+		if n != 1 || !strings.Contains(msg, "1 spans had a span id this trace already had") || !strings.Contains(msg, `"step"`) {
+			t.Fatalf("the same span again: rejected %d, %q", n, msg)
+		}
+	})
+	now := uint64(time.Now().UnixNano())
+	for _, c := range []struct {
+		name       string
+		start, end uint64
+		rejected   int64
+		want       string
+	}{
+		{"a start of 0 is taken as the end", 0, now, 0, "start time 0 is not a time"},
+		{"an end of 2^63 is taken as the start", now, 1 << 63, 0, "end time 9223372036854775808 is not a time"},
+		{"no time at all: refused", 0, 1 << 63, 1, "has no usable time"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n, msg := answer(t, timed(t, 10+int(c.rejected)+len(c.want), c.start, c.end))
+			if n != c.rejected || !strings.Contains(msg, c.want) {
+				t.Fatalf("rejected %d, %q; want %d and %q", n, msg, c.rejected, c.want)
+			}
+		})
+	}
 }

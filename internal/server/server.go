@@ -45,9 +45,11 @@ type Config struct {
 	Now       func() time.Time
 	// TaskTool is the tool name that delegates in received traces ("task"
 	// when empty); OTLPQuiet and OTLPGrace say when a received trace ends
-	// (0: DefaultQuiet, DefaultGrace; docs/ingest.md).
+	// (0: DefaultQuiet, DefaultGrace; docs/ingest.md); OTLPMaxTraces caps
+	// the traces received at once (0: DefaultMaxTraces).
 	TaskTool             string
 	OTLPQuiet, OTLPGrace time.Duration
+	OTLPMaxTraces        int
 	// OTLP, when set, is where each session's spans are pushed as it ends.
 	OTLP *OTLPPush
 	// Upstream answers the recording endpoint's requests (nil: they are

@@ -44,11 +44,12 @@ type Runner struct {
 	// session is left to recovery, once its lease runs out.
 	StoreRetry time.Duration
 	// MaxRunning caps the sessions running at once; 0 means no cap. Start
-	// and Run past it fail with EUNAVAILABLE, saying so.
+	// and Run past it fail with EUNAVAILABLE, saying so. Sessions Receive
+	// holds are not counted: their producers have caps of their own.
 	MaxRunning int
 	// Ended, when set, is called with each session that has ended and been
-	// recorded: one this runner ran, or one Recover ended. It must not
-	// block for long.
+	// recorded: one this runner ran or received (Receive), or one Recover
+	// ended. It must not block for long.
 	Ended func(id string)
 
 	mu       sync.Mutex
@@ -56,6 +57,7 @@ type Runner struct {
 	running  map[string]context.CancelFunc
 	views    map[string]*Live
 	starting int // sessions past the cap check, not yet in running
+	received int // sessions in running that Receive holds: not under MaxRunning
 	wg       sync.WaitGroup
 	renewer  chan struct{} // closed to stop renewing; nil when not renewing
 }
@@ -137,7 +139,7 @@ func (r *Runner) Run(ctx context.Context, sc *scenario.Scenario) (string, *deleg
 
 func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, func() (*delegation.Result, error), error) {
 	r.mu.Lock()
-	if r.MaxRunning > 0 && len(r.running)+r.starting >= r.MaxRunning {
+	if r.MaxRunning > 0 && len(r.running)-r.received+r.starting >= r.MaxRunning {
 		r.mu.Unlock()
 		return "", nil, delegation.Errorf(delegation.EUNAVAILABLE,
 			"%d sessions are running, the most this studio runs at once: wait for one to end, or stop one, then start this again", r.MaxRunning)
@@ -309,6 +311,7 @@ func (r *Runner) Receive(ctx context.Context, s *db.Session, stop func()) (rec *
 	}
 	r.running[s.ID] = stop
 	r.views[s.ID] = live
+	r.received++
 	r.startRenewingLocked()
 	r.wg.Add(1)
 	r.mu.Unlock()
@@ -322,12 +325,16 @@ func (r *Runner) Receive(ctx context.Context, s *db.Session, stop func()) (rec *
 			r.mu.Lock()
 			delete(r.running, s.ID)
 			delete(r.views, s.ID)
+			r.received--
 			if len(r.running) == 0 {
 				r.stopRenewingLocked()
 			}
 			r.mu.Unlock()
 			if cerr != nil {
 				r.recordFailure(s.ID, cerr, log)
+			}
+			if r.Ended != nil {
+				r.Ended(s.ID)
 			}
 		})
 		return cerr
