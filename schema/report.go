@@ -15,6 +15,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/delegationstudio/studio/internal/i18n"
 )
 
 var printer = message.NewPrinter(language.English)
@@ -503,23 +505,9 @@ func quoteShort(s string) string {
 	return strconv.Quote(shorten(s, 60))
 }
 
-// shorten cuts s to at most n runes, marking the cut with "...", without
-// converting the whole of a long string.
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i, count := 0, 0
-	for i < len(s) && count < n-3 {
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		count++
-	}
-	if i >= len(s) || utf8.RuneCountInString(s[i:]) <= 3 {
-		return s
-	}
-	return s[:i] + "..."
-}
+// shorten cuts s to at most n characters, saying its full length
+// (i18n.Excerpt).
+func shorten(s string, n int) string { return i18n.Excerpt(s, n) }
 
 // MaxErrors is the most problems a document gets reported: past it a person
 // fixes what is listed and checks again, and a document made of errors costs

@@ -254,12 +254,17 @@ func fieldPath(doc any, loc []string) string {
 			}
 			sb.WriteString(tok)
 		} else {
-			// A long key is cut: the path says where, not the whole key.
-			q, _ := json.Marshal(shorten(tok, maxFieldToken))
-			sb.WriteString("[" + string(q) + "]")
+			sb.WriteString(Key(tok))
 		}
 	}
 	return sb.String()
+}
+
+// Key is a key of an object in a field path: ["/a b.md"]. A long key is
+// cut, saying its length: the path says where, not the whole key.
+func Key(tok string) string {
+	q, _ := json.Marshal(shorten(tok, maxFieldToken))
+	return "[" + string(q) + "]"
 }
 
 // maxFieldToken is the longest key a field path shows whole.

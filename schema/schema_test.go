@@ -269,7 +269,7 @@ func TestSuggest(t *testing.T) {
 
 func TestLongValuesAreShortenedInMessages(t *testing.T) {
 	long := strings.Repeat("x", 100)
-	if got := display(long); got != `"`+strings.Repeat("x", 37)+`..."` {
+	if got := display(long); got != `"`+strings.Repeat("x", 40)+`…(100 characters)"` {
 		t.Fatalf("display = %s", got)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 	goi18n "github.com/nicksnyder/go-i18n/v2/i18n"
@@ -269,6 +270,28 @@ func Grouped(n int) string {
 		b.WriteString(digits[i : i+3])
 	}
 	return b.String()
+}
+
+// Excerpt is a value quoted in a message: whole when it has at most n
+// characters, else its first n and its full length, "/aaaa…(102,400
+// characters)", so that a message says which value without repeating a
+// long one. The one rule of quoting a long value (schema's messages and
+// field paths, the scenario's checks). It reads no further than it keeps,
+// except to count.
+func Excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i, count := 0, 0
+	for i < len(s) && count < n {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		count++
+	}
+	if i >= len(s) {
+		return s
+	}
+	return s[:i] + "…(" + Grouped(count+utf8.RuneCountInString(s[i:])) + " characters)"
 }
 
 // Date writes a day: "2 Dec 2026", "2026年12月2日".

@@ -341,7 +341,7 @@ func checkTeam(f File) (*Scenario, delegation.FieldErrors) {
 	errs = append(errs, checkPricing(f)...)
 	for _, p := range slices.Sorted(maps.Keys(f.Files)) {
 		if err := delegation.CheckPath(p); err != nil {
-			errs.Add(fmt.Sprintf("files[%q]", p), "%v", err)
+			errs.Add("files"+schema.Key(p), "%v", err)
 		}
 	}
 	return sc, errs

@@ -158,3 +158,30 @@ func TestParse(t *testing.T) {
 		}
 	})
 }
+
+// Issue 28: a validation error quoted a 100 KB path whole, in its field and
+// its message. Each quotes at most a few hundred characters and says the
+// full length.
+func TestLongPathsAreQuotedShort(t *testing.T) {
+	long := "/" + strings.Repeat("a", 102399)
+	for name, doc := range map[string]string{
+		"absolute":     `{"name": "x", "prompt": "p", "script": {"main": [{"content": "a"}]}, "files": {"` + long + `": "x"}}`,
+		"not absolute": `{"name": "x", "prompt": "p", "script": {"main": [{"content": "a"}]}, "files": {"` + long[1:] + "b" + `": "x"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(doc))
+			var fe delegation.FieldErrors
+			if !errors.As(err, &fe) || len(fe) == 0 {
+				t.Fatalf("want field errors, got %v", err)
+			}
+			for _, f := range fe {
+				if len(f.Field) > 300 || len(f.Message) > 600 {
+					t.Errorf("field of %d bytes, message of %d: %.200s", len(f.Field), len(f.Message), f.Field)
+				}
+				if !strings.Contains(f.Field, "…(102,400 characters)") {
+					t.Errorf("the field does not say the length: %s", f.Field)
+				}
+			}
+		})
+	}
+}

@@ -206,8 +206,11 @@ func (a *auth) validSession(v string) bool {
 const studioTokenHeader = "X-Studio-Token"
 
 // requireToken lets a request through when no token is set, or when it
-// carries a valid sign-in cookie or the token as a bearer header. Wrong
-// tokens are counted, and a client that sends too many waits.
+// carries a valid sign-in cookie or the token as a bearer header. The token
+// is compared first: the right one always passes, whoever sent wrong ones
+// from the same address (behind a reverse proxy every client has its
+// address). Only wrong tokens are counted, and a client that sends too many
+// waits.
 func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		a := s.auth
@@ -222,27 +225,25 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 		if ck, err := c.Cookie(sessionCookie); err == nil && a.validSession(ck.Value) {
 			return next(c)
 		}
+		wrong := false
 		if h := r.Header.Get("Authorization"); h != "" {
-			if wait := a.blocked(r); wait > 0 {
-				return tooManyTries(c, wait)
-			}
 			if bearer, ok := strings.CutPrefix(h, "Bearer "); ok && a.matches(bearer) {
 				return next(c)
 			}
-			if !proxyRoute(p) || r.Header.Get(studioTokenHeader) == "" {
-				a.failed(r)
-			}
+			// The recording endpoint's clients send their upstream key as
+			// Authorization, and the studio's token beside it.
+			wrong = !proxyRoute(p) || r.Header.Get(studioTokenHeader) == ""
 		}
-		// The recording endpoint's clients send their upstream key as
-		// Authorization, and the studio's token beside it.
 		if t := r.Header.Get(studioTokenHeader); t != "" && proxyRoute(p) {
-			if wait := a.blocked(r); wait > 0 {
-				return tooManyTries(c, wait)
-			}
 			if a.matches(t) {
 				return next(c)
 			}
-			a.failed(r)
+			wrong = true
+		}
+		if wrong {
+			if err := a.wrongToken(c); err != nil {
+				return err
+			}
 		}
 		if isAPI(p) {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
@@ -250,4 +251,14 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return c.Redirect(http.StatusSeeOther, "/sign-in")
 	}
+}
+
+// wrongToken counts a wrong token, or answers 429 to a client that has
+// sent too many of late.
+func (a *auth) wrongToken(c echo.Context) error {
+	if wait := a.blocked(c.Request()); wait > 0 {
+		return tooManyTries(c, wait)
+	}
+	a.failed(c.Request())
+	return nil
 }

@@ -230,7 +230,10 @@ func TestAccessToken(t *testing.T) {
 			t.Fatalf("forged cookie: %d", res.StatusCode)
 		}
 	})
-	t.Run("wrong tokens are limited, then even the right one waits", func(t *testing.T) {
+	// Issue 28: the limit was checked before the token, so behind a
+	// reverse proxy (one address for every client) ten wrong tokens
+	// locked out every client with the right one.
+	t.Run("wrong tokens are limited; the right one always passes from the same address", func(t *testing.T) {
 		bearer := func(tok string) *http.Response {
 			res, _ := s.raw("GET", "/api/sessions", map[string]string{"Authorization": "Bearer " + tok}, "")
 			return res
@@ -244,11 +247,29 @@ func TestAccessToken(t *testing.T) {
 		if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
 			t.Fatalf("status %d, Retry-After %q", res.StatusCode, res.Header.Get("Retry-After"))
 		}
-		if res := bearer(token); res.StatusCode != http.StatusTooManyRequests {
-			t.Fatalf("the right token while blocked: %d", res.StatusCode)
+		if res, _ := s.raw("POST", "/v1/chat/completions", map[string]string{studioTokenHeader: "a-wrong-one",
+			"Content-Type": "application/json"}, "{}"); res.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("a wrong X-Studio-Token while blocked: %d", res.StatusCode)
 		}
 		if res, _ := s.form("/sign-in", "/sign-in", url.Values{"token": {"sign-in guess"}}); res.StatusCode != http.StatusTooManyRequests {
-			t.Fatalf("sign-in while blocked: %d", res.StatusCode)
+			t.Fatalf("a wrong sign-in while blocked: %d", res.StatusCode)
+		}
+		// The same address, the right token: through, however many
+		// wrong ones came before, and they keep coming.
+		for range 3 {
+			if res := bearer(token); res.StatusCode != http.StatusOK {
+				t.Fatalf("the right bearer token after wrong ones: %d", res.StatusCode)
+			}
+			if res, _ := s.raw("POST", "/v1/chat/completions", map[string]string{studioTokenHeader: token,
+				"Content-Type": "application/json"}, "{}"); res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusUnauthorized {
+				t.Fatalf("the right X-Studio-Token after wrong ones: %d", res.StatusCode)
+			}
+			if res := bearer("still-guessing"); res.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("a wrong token: %d", res.StatusCode)
+			}
+		}
+		if res, _ := s.form("/sign-in", "/sign-in", url.Values{"token": {token}}); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("signing in with the right token after wrong ones: %d", res.StatusCode)
 		}
 	})
 	t.Run("weak tokens are refused", func(t *testing.T) {

@@ -436,18 +436,17 @@ func (s *Server) signInPage(c echo.Context) error {
 }
 
 // signIn checks the token typed and sets the sign-in cookie: a signed
-// session id, never the token itself. Wrong tokens are counted: a client
-// that sends too many waits (429).
+// session id, never the token itself. The right token always signs in;
+// wrong ones are counted, and a client that sends too many waits (429).
 func (s *Server) signIn(c echo.Context) error {
 	a := s.auth
 	if a == nil {
 		return c.Redirect(http.StatusSeeOther, "/")
 	}
-	if wait := a.blocked(c.Request()); wait > 0 {
-		return tooManyTries(c, wait)
-	}
 	if !a.matches(c.FormValue("token")) {
-		a.failed(c.Request())
+		if err := a.wrongToken(c); err != nil {
+			return err
+		}
 		return render(c, http.StatusUnauthorized, templates.SignInPage(s.page(c, tr(c).T("signin.title")), true))
 	}
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: a.newSession(), Path: "/", HttpOnly: true,
