@@ -97,6 +97,7 @@ fuzz:
 generate:
 	$(GO) tool templ generate -path web/templates
 	$(GO) generate ./internal/tokens
+	$(GO) generate ./internal/i18n
 
 lint: check-fmt vet staticcheck
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	goi18n "github.com/nicksnyder/go-i18n/v2/i18n"
 	"golang.org/x/text/feature/plural"
@@ -22,7 +23,7 @@ type fastPart struct {
 }
 
 // templateField is a {{.Field}} of a template.
-var templateField = regexp.MustCompile(`\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`)
+var templateField = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`) })
 
 // fastMessages are a language's messages the fast path can write.
 func fastMessages(code string) map[string]*fastMessage {
@@ -50,13 +51,13 @@ func compileMessage(m *goi18n.Message) *fastMessage {
 		if src == "" {
 			continue
 		}
-		rest := templateField.ReplaceAllString(src, "")
+		rest := templateField().ReplaceAllString(src, "")
 		if strings.Contains(rest, "{{") || strings.Contains(rest, "}}") {
 			return nil
 		}
 		var parts []fastPart
 		last := 0
-		for _, loc := range templateField.FindAllStringSubmatchIndex(src, -1) {
+		for _, loc := range templateField().FindAllStringSubmatchIndex(src, -1) {
 			if loc[0] > last {
 				parts = append(parts, fastPart{text: src[last:loc[0]]})
 			}

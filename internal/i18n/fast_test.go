@@ -22,7 +22,7 @@ func TestFastMessagesAreWhatGoI18nWrites(t *testing.T) {
 			for _, f := range catalogueMessages(code) {
 				if m, ok := f[id]; ok {
 					for _, src := range []string{m.Zero, m.One, m.Two, m.Few, m.Many, m.Other} {
-						for _, sm := range templateField.FindAllStringSubmatch(src, -1) {
+						for _, sm := range templateField().FindAllStringSubmatch(src, -1) {
 							fields = append(fields, sm[1])
 						}
 					}

@@ -1,6 +1,6 @@
 // Package i18n is the studio's two languages, English and Simplified
 // Chinese: one catalogue per language (locales/en.toml, locales/zh.toml,
-// read with go-i18n, plural forms by CLDR's rules), the lessons' texts in
+// read with go-i18n, generated as Go ahead of time (catalogue_gen.go), plural forms by CLDR's rules), the lessons' texts in
 // Chinese (locales/lessons.zh.toml, keyed by their English text, which is
 // written beside each lesson's code), the choice of a language from a
 // request, and numbers, dates and ages as each language writes them.
@@ -8,10 +8,8 @@ package i18n
 
 import (
 	"context"
-	"embed"
 	"fmt"
 	"html"
-	"io/fs"
 	"regexp"
 	"sort"
 	"strconv"
@@ -20,14 +18,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/BurntSushi/toml"
 	goi18n "github.com/nicksnyder/go-i18n/v2/i18n"
 	"golang.org/x/text/feature/plural"
 	"golang.org/x/text/language"
 )
-
-//go:embed locales/*.toml
-var locales embed.FS
 
 // The languages, by the code the studio uses for each (in a cookie, a
 // link, the lang attribute, --lang).
@@ -44,22 +38,34 @@ var tags = map[string]language.Tag{English: language.English, Chinese: language.
 // Autonym is each language's name in itself, as a switch names it.
 var Autonym = map[string]string{English: "English", Chinese: "中文"}
 
-var bundle = func() *goi18n.Bundle {
+// catalogueFile is one of locales/*.toml as go-i18n parses it, generated
+// ahead of time (catalogue_gen.go, by go generate ./internal/i18n; a test
+// fails when it is stale), so that no process parses TOML and a command
+// that shows no catalogue message pays nothing for them.
+type catalogueFile struct {
+	name, code, tag string
+	messages        []goi18n.Message
+}
+
+// bundle holds the catalogues' messages, made on first use.
+var bundle = sync.OnceValue(func() *goi18n.Bundle {
 	b := goi18n.NewBundle(language.English)
-	b.RegisterUnmarshalFunc("toml", toml.Unmarshal)
-	files, err := fs.Glob(locales, "locales/*.toml")
-	if err != nil {
-		panic(err)
-	}
-	for _, f := range files {
-		if _, err := b.LoadMessageFileFS(locales, f); err != nil {
-			panic(fmt.Sprintf("i18n: %s: %v", f, err)) // a broken catalogue is a bug, caught by this package's tests
+	for i := range catalogueFiles {
+		f := &catalogueFiles[i]
+		msgs := make([]*goi18n.Message, len(f.messages))
+		for j := range f.messages {
+			msgs[j] = &f.messages[j]
+		}
+		if err := b.AddMessages(language.MustParse(f.tag), msgs...); err != nil {
+			panic(fmt.Sprintf("i18n: %s: %v", f.name, err)) // a broken catalogue is a bug, caught by this package's tests
 		}
 	}
 	return b
-}()
+})
 
-var matcher = language.NewMatcher([]language.Tag{language.English, language.SimplifiedChinese})
+var matcher = sync.OnceValue(func() language.Matcher {
+	return language.NewMatcher([]language.Tag{language.English, language.SimplifiedChinese})
+})
 
 // Lang is one language's localizer: catalogue messages, lesson texts,
 // numbers and dates.
@@ -73,20 +79,23 @@ type Lang struct {
 	fast map[string]*fastMessage
 }
 
-var langs = func() map[string]*Lang {
-	out := map[string]*Lang{}
-	for _, c := range Codes {
-		out[c] = &Lang{Code: c, loc: goi18n.NewLocalizer(bundle, tags[c].String()), fast: fastMessages(c)}
-	}
-	return out
-}()
+// langs are the languages by code, each made on first use: a process
+// that writes no catalogue message (run, validate, export, --version)
+// makes none.
+var langs = map[string]func() *Lang{English: langOf(English), Chinese: langOf(Chinese)}
+
+func langOf(code string) func() *Lang {
+	return sync.OnceValue(func() *Lang {
+		return &Lang{Code: code, loc: goi18n.NewLocalizer(bundle(), tags[code].String()), fast: fastMessages(code)}
+	})
+}
 
 // Get is the language of that code; English for any other.
 func Get(code string) *Lang {
 	if l, ok := langs[code]; ok {
-		return l
+		return l()
 	}
-	return langs[English]
+	return langs[English]()
 }
 
 // Tag is a language's BCP 47 tag, for lang attributes and headers:
@@ -114,7 +123,7 @@ func Negotiate(acceptLanguage string) string {
 			return English
 		}
 	}
-	_, i, conf := matcher.Match(prefs...)
+	_, i, conf := matcher().Match(prefs...)
 	if conf == language.No || i != 1 {
 		return English
 	}
@@ -133,7 +142,7 @@ func From(ctx context.Context) *Lang {
 			return l
 		}
 	}
-	return langs[English]
+	return Get(English)
 }
 
 // T is the catalogue's message id, with its template's data given as
@@ -328,20 +337,20 @@ func (l *Lang) Age(t, now time.Time) string {
 // figure is a number or a quoted text in a lesson's English text: what
 // Text carries over into the translation unchanged, by its place ({1},
 // {2}, …), so that one translation serves every figure a run computes.
-var figure = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|“[^”]*”|\d+(?:[.,]\d+)*`)
+var figure = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"(?:[^"\\]|\\.)*"|“[^”]*”|\d+(?:[.,]\d+)*`) })
 
 // Key is the catalogue key of a lesson's English text: its figures and
 // quotations as {1}, {2}, …, and those figures in order.
 func Key(english string) (string, []string) {
 	var figs []string
-	key := figure.ReplaceAllStringFunc(english, func(m string) string {
+	key := figure().ReplaceAllStringFunc(english, func(m string) string {
 		figs = append(figs, m)
 		return "{" + strconv.Itoa(len(figs)) + "}"
 	})
 	return key, figs
 }
 
-var placeholder = regexp.MustCompile(`\{(\d+)\}`)
+var placeholder = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{(\d+)\}`) })
 
 // Text is a lesson's text (a title, a heading, a note, a check) in the
 // language: in Chinese the catalogue's translation of its key with the
@@ -390,7 +399,7 @@ func (l *Lang) lookup(english string) (string, bool) {
 			return "", false
 		}
 	}
-	return placeholder.ReplaceAllStringFunc(msg, func(m string) string {
+	return placeholder().ReplaceAllStringFunc(msg, func(m string) string {
 		i, _ := strconv.Atoi(m[1 : len(m)-1])
 		if i < 1 || i > len(figs) {
 			return m
@@ -412,34 +421,18 @@ func IDs(code string) []string {
 	return out
 }
 
-var parsed = map[string][]map[string]*goi18n.Message{}
-var parsedMu sync.Mutex
+var parsed = sync.OnceValue(func() map[string][]map[string]*goi18n.Message {
+	out := map[string][]map[string]*goi18n.Message{}
+	for i := range catalogueFiles {
+		f := &catalogueFiles[i]
+		m := make(map[string]*goi18n.Message, len(f.messages))
+		for j := range f.messages {
+			m[f.messages[j].ID] = &f.messages[j]
+		}
+		out[f.code] = append(out[f.code], m)
+	}
+	return out
+})
 
 // catalogueMessages are each of a language's files, message by id.
-func catalogueMessages(code string) []map[string]*goi18n.Message {
-	parsedMu.Lock()
-	defer parsedMu.Unlock()
-	if out, ok := parsed[code]; ok {
-		return out
-	}
-	files, _ := fs.Glob(locales, "locales/*.toml")
-	var out []map[string]*goi18n.Message
-	for _, f := range files {
-		parts := strings.Split(strings.TrimSuffix(f[len("locales/"):], ".toml"), ".")
-		if parts[len(parts)-1] != code {
-			continue
-		}
-		b, _ := locales.ReadFile(f)
-		msgs, err := goi18n.ParseMessageFileBytes(b, f, map[string]goi18n.UnmarshalFunc{"toml": toml.Unmarshal})
-		if err != nil {
-			continue // the bundle's load, above, panics on it
-		}
-		m := map[string]*goi18n.Message{}
-		for _, x := range msgs.Messages {
-			m[x.ID] = x
-		}
-		out = append(out, m)
-	}
-	parsed[code] = out
-	return out
-}
+func catalogueMessages(code string) []map[string]*goi18n.Message { return parsed()[code] }
