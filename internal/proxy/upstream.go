@@ -124,10 +124,10 @@ func (k kickReader) Read(p []byte) (int, error) {
 
 // maxAnswer bounds a whole answer and one stream event read from the
 // upstream; maxErrorBody an error's body.
-const (
-	maxAnswer    = 64 << 20
-	maxErrorBody = 1 << 20
-)
+// (A variable for the tests.)
+var maxAnswer = 64 << 20
+
+const maxErrorBody = 1 << 20
 
 // Chat forwards the request and relays the answer: a stream event by event
 // as it arrives, a whole answer at once, an error with its status.
@@ -160,16 +160,20 @@ func (u *HTTPUpstream) Chat(ctx context.Context, x *Exchange, out *Reply) {
 		out.Fail(resp.StatusCode, resp.Header, b)
 	case mt == "text/event-stream":
 		out.Begin(resp.StatusCode, resp.Header)
-		if err := relayStream(body, out); err != nil {
+		switch err := relayStream(body, out); {
+		case errors.Is(err, errEventTooLarge):
+			out.Abort(http.StatusBadGateway, fmt.Sprintf("the upstream sent a stream event over %s, more than the studio relays: the answer was cut there",
+				byteSize(int64(maxAnswer))))
+		case err != nil:
 			u.broke(ctx, dog, out, err)
 		}
 	default:
-		b, err := io.ReadAll(io.LimitReader(body, maxAnswer+1))
+		b, err := io.ReadAll(io.LimitReader(body, int64(maxAnswer)+1))
 		switch {
 		case err != nil:
 			u.broke(ctx, dog, out, err)
 		case len(b) > maxAnswer:
-			out.Abort(http.StatusBadGateway, fmt.Sprintf("the upstream's answer is over %d MiB, more than the studio relays", maxAnswer>>20))
+			out.Abort(http.StatusBadGateway, fmt.Sprintf("the upstream's answer is over %s, more than the studio relays", byteSize(int64(maxAnswer))))
 		default:
 			out.Whole(resp.StatusCode, resp.Header, b)
 		}
@@ -220,18 +224,11 @@ func relayStream(r io.Reader, out *Reply) error {
 	}
 	size := 0
 	for {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A long line: read the rest of it.
-			rest, err2 := br.ReadBytes('\n')
-			line, err = append(append([]byte(nil), line...), rest...), err2
-		} else {
-			line = append([]byte(nil), line...)
-		}
+		line, err := readLine(br, maxAnswer-size)
 		if len(line) > 0 {
 			size += len(line)
 			if size > maxAnswer {
-				return fmt.Errorf("a stream event over %d MiB", maxAnswer>>20)
+				return errEventTooLarge
 			}
 			text := bytes.TrimRight(line, "\r\n")
 			switch {
@@ -256,6 +253,29 @@ func relayStream(r io.Reader, out *Reply) error {
 		}
 		if err != nil {
 			return err
+		}
+	}
+}
+
+// errEventTooLarge ends a stream with an event larger than the studio
+// relays (maxAnswer): said to the caller in an error event, never dropped.
+var errEventTooLarge = errors.New("a stream event too large")
+
+// readLine reads one line, its newline included, of any length up to
+// limit bytes (then errEventTooLarge, past it) or the end of the stream.
+// The line is the caller's: it stays as read when the buffer is refilled.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		// ReadSlice's bytes are the buffer's, overwritten by the next read:
+		// copied before it.
+		line = append(line, part...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+		if len(line) > limit {
+			return line, errEventTooLarge
 		}
 	}
 }
