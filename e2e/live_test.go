@@ -414,13 +414,24 @@ const watchPanels = `(() => {
 func TestEveryPanelLiveEqualsReload(t *testing.T) {
 	s := startStudio(t)
 	tb := newTab(t)
-	id := s.start(t, everyPanelScenario)
-	url := s.URL + "/sessions/" + id
-	tb.navigate(url)
-	eval[bool](tb, `window.__noReload = true`)
-	eval[bool](tb, watchPanels)
-	if first := eval[panelsRead](tb, readPanels); !strings.Contains(first.Panels["delegation"], "No delegation yet") {
-		t.Logf("the page opened after the first delegation (a slow machine): %q", first.Panels["delegation"])
+	// The page must be watching before the first delegation. On a busy
+	// machine the page can open after it: then a new session is started
+	// whose first turn waits twice as long, until the page is in time.
+	var id, url string
+	for delay := 600; ; delay *= 2 {
+		id = s.start(t, strings.Replace(everyPanelScenario, `"delay_ms": 600`, fmt.Sprintf(`"delay_ms": %d`, delay), 1))
+		url = s.URL + "/sessions/" + id
+		tb.navigate(url)
+		eval[bool](tb, `window.__noReload = true`)
+		eval[bool](tb, watchPanels)
+		first := eval[panelsRead](tb, readPanels)
+		if strings.Contains(first.Panels["delegation"], "No delegation yet") {
+			break
+		}
+		if delay >= 600*32 {
+			t.Fatalf("the page opened after the first turn even when it waited %d ms: %q", delay, first.Panels["delegation"])
+		}
+		t.Logf("the page opened after the first turn (%d ms; a busy machine): trying with a longer first turn", delay)
 	}
 	tb.waitFor("the status shows done", statusIs("done"), describeStatus)
 	last := s.lastSeq(t, id)
