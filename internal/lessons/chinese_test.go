@@ -62,6 +62,9 @@ func checkChinese(t *testing.T, l Lesson, tab Table) {
 	for _, x := range tab.Versus {
 		must = append(must, x.Why)
 		may = append(may, x.What, x.Article, x.Ours)
+		if x.Counted != nil {
+			must = append(must, x.Counted.Gap)
+		}
 	}
 	for _, c := range tab.Checks {
 		must = append(must, c.Claim)

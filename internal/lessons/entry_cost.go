@@ -2,6 +2,8 @@ package lessons
 
 import (
 	"fmt"
+
+	"github.com/delegationstudio/studio/internal/tokens"
 )
 
 var entryCost = lessonDef{
@@ -30,10 +32,12 @@ type entry struct {
 	isoCtx, forkCtx             int // system prompt + messages
 	isoInput, forkInput         int // everything, tool definitions included
 	isoMsgs, forkMsgs, forkInhe int
+	isoCounted, forkCounted     int    // system prompt + messages, counted as the article counts
+	task, prompt                string // the task both children were given; the user's prompt
 }
 
 func readEntry(v *view, steps int) (entry, error) {
-	e := entry{steps: steps}
+	e := entry{steps: steps, prompt: v.t.Session.Prompt}
 	for _, name := range []string{"iso", "fork"} {
 		a, err := v.agent(name)
 		if err != nil {
@@ -44,9 +48,13 @@ func readEntry(v *view, steps int) (entry, error) {
 			return e, err
 		}
 		if name == "iso" {
-			e.isoCtx, e.isoInput, e.isoMsgs = contextTokens(c), c.InputTokens, v.messageCount(c)
+			e.isoCtx, e.isoInput, e.isoMsgs, e.isoCounted = contextTokens(c), c.InputTokens, v.messageCount(c), v.articleTokens(c)
+			if d, err := oneChild(v, name); err == nil {
+				e.task = d.task
+			}
 		} else {
 			e.forkCtx, e.forkInput, e.forkMsgs, e.forkInhe = contextTokens(c), c.InputTokens, v.messageCount(c), c.InheritedTokens
+			e.forkCounted = v.articleTokens(c)
 		}
 	}
 	return e, nil
@@ -92,6 +100,32 @@ func entryCostTable(r runs) (Table, error) {
 		"the same shape, a flat isolated column and a fork column that grows by the same amount every step.", perStep)
 	tab.Versus = versusByIndex(tab, "the same shape; the steps the parent takes are our own, so the sizes differ",
 		"isolated (tokens)", "fork (tokens)", "fork: tokens a step since 1 step")
+	// Counted as the article counts. The isolated column is the task and
+	// an empty prompt: the article's 12 is its §2 task's. The fork column
+	// is deepagents' preamble and the parent's steps, which are ours and
+	// which the article does not print: the figures differ by our steps.
+	stepCounted := (eight.forkCounted - one.forkCounted) / 7
+	articleTask := tokens.CountLangChain(tokens.LangChainMessage{Role: "system"}, tokens.LangChainMessage{Role: "user", Content: orderArticleTask})
+	isoGap := fmt.Sprintf("our task %q is %d characters; the article's 12 is its task of §2, %q, %d characters: "+
+		"counted the same way with an empty prompt, %d", one.task, chars(one.task), orderArticleTask, chars(orderArticleTask), articleTask)
+	stepGap := fmt.Sprintf("the parent's steps are ours (each writes a note and reads its result), %d tokens a step counted as the article counts; "+
+		"the article does not print its steps, which cost %d", stepCounted, 57)
+	forkGap := fmt.Sprintf("the fork reads our prompt (%d characters), our task (%d) and our steps (%d tokens a step counted as the article counts); "+
+		"the article prints neither its prompt nor its steps, which cost %d a step", chars(one.prompt), chars(one.task), stepCounted, 57)
+	for _, e := range es {
+		what := stepsCell(e.steps)
+		if err := tab.countAs(what+": isolated (tokens)", e.isoCounted, 12, isoGap); err != nil {
+			return Table{}, err
+		}
+		if err := tab.countAs(what+": fork (tokens)", e.forkCounted, map[int]int{1: 217, 4: 388, 8: 616}[e.steps], forkGap); err != nil {
+			return Table{}, err
+		}
+		if e.steps > 1 {
+			if err := tab.countAs(what+": fork: tokens a step since 1 step", (e.forkCounted-one.forkCounted)/(e.steps-1), 57, stepGap); err != nil {
+				return Table{}, err
+			}
+		}
+	}
 	tab.Checks = append(tab.Checks,
 		check("the isolated child's entry cost is the same after 1, 4 and 8 steps",
 			one.isoCtx == four.isoCtx && four.isoCtx == eight.isoCtx && one.isoInput == eight.isoInput,

@@ -128,6 +128,42 @@ type BarPart struct {
 // Versus is one figure of the article beside ours.
 type Versus struct {
 	What, Article, Ours, Why string
+	// Counted, for a figure that depends on deepagents' texts, is ours
+	// counted as the article counted it; nil for the others.
+	Counted *Counted
+}
+
+// Counted is one of our figures counted as the article counted it —
+// tokens with LangChain's count_tokens_approximately (articleTokens),
+// characters as code points — beside the article's figure. Within 15 % of
+// it, the convention explains the gap between Ours and Article; further
+// off, Gap says what else differs (our texts, what the article does not
+// print). A lesson test holds both ways: no gap without its reason, no
+// reason left where there is no gap.
+type Counted struct {
+	Ours, Article int
+	Gap           string
+}
+
+// Diff is the counted figure's difference from the article's, in per cent
+// ("+8.3%").
+func (c Counted) Diff() string { return pctDiff(c.Ours, c.Article) }
+
+// Off says whether the counted figure is more than 15 % from the article's.
+func (c Counted) Off() bool { return !withinPct(c.Ours, c.Article, 15) }
+
+// countAs sets the counted figure of the Versus named what: ours, counted
+// as the article counts, against the article's figure, with the reason
+// they still differ ("" where they do not). A name no Versus has is an
+// error, so a renamed row cannot drop its figure unseen.
+func (tab *Table) countAs(what string, ours, article int, gap string) error {
+	for i := range tab.Versus {
+		if tab.Versus[i].What == what {
+			tab.Versus[i].Counted = &Counted{Ours: ours, Article: article, Gap: gap}
+			return nil
+		}
+	}
+	return fmt.Errorf("lesson table %q: no figure %q to count as the article counts", tab.Title, what)
 }
 
 // ArticleTable is the article's own figures, typed in from it.

@@ -107,6 +107,7 @@ func TestEveryLesson(t *testing.T) {
 				t.Fatalf("table: %v", err)
 			}
 			checkShape(t, tab)
+			checkCounted(t, tab)
 			checkTexts(t, l, tab)
 			checkChinese(t, l, tab)
 			computed.Lock()
@@ -124,6 +125,40 @@ func TestEveryLesson(t *testing.T) {
 			f(t, tab, runs)
 		})
 	}
+}
+
+// checkCounted holds every figure counted as the article counts to the
+// 15 % rule: further off than that, the table says why; within it, no
+// reason is left over from an earlier gap.
+func checkCounted(t *testing.T, tab Table) {
+	t.Helper()
+	for _, x := range tab.Versus {
+		c := x.Counted
+		switch {
+		case c == nil:
+		case c.Off() && c.Gap == "":
+			t.Errorf("%q counted as the article counts is %d against the article's %d (%s), more than 15 %% off, and the table does not say why",
+				x.What, c.Ours, c.Article, c.Diff())
+		case !c.Off() && c.Gap != "":
+			t.Errorf("%q counted as the article counts is %d against %d (%s), within 15 %%, yet keeps a reason for a gap: %q",
+				x.What, c.Ours, c.Article, c.Diff(), c.Gap)
+		}
+	}
+}
+
+// countedOf is the Versus named what, which must carry a counted figure.
+func countedOf(t *testing.T, tab Table, what string) Counted {
+	t.Helper()
+	for _, x := range tab.Versus {
+		if x.What == what {
+			if x.Counted == nil {
+				t.Fatalf("%q has no figure counted as the article counts", what)
+			}
+			return *x.Counted
+		}
+	}
+	t.Fatalf("no figure %q beside the article's", what)
+	return Counted{}
 }
 
 // checkNotes holds a variant's session to the notes its lesson expects
@@ -411,6 +446,13 @@ func testParentAfter(t *testing.T, tab Table, runs map[string]*trace.Trace) {
 	if r.Content != "子 Agent 的最终报告：结论是 42。" || len([]rune(r.Content)) != 21 {
 		t.Errorf("receipt %q, want the article's 21-character sentence", r.Content)
 	}
+	// The article's sentence, counted as the article counts, is its 13.
+	if c := countedOf(t, tab, "the receipt: tokens"); c.Ours != 13 {
+		t.Errorf("the receipt counted as the article counts is %d tokens, the article's is 13", c.Ours)
+	}
+	if c := countedOf(t, tab, "the delegation (call + receipt): tokens"); c.Off() {
+		t.Errorf("the delegation step counted as the article counts is %d against 68 (%s)", c.Ours, c.Diff())
+	}
 }
 
 func testReceipt(t *testing.T, tab Table, runs map[string]*trace.Trace) {
@@ -500,6 +542,15 @@ func testOrderNumber(t *testing.T, tab Table, runs map[string]*trace.Trace) {
 	if i, f := row("the parent's task call (tokens)"); i != f {
 		t.Errorf("the parent's call costs %s and %s tokens, want the same", i, f)
 	}
+	// Counted as the article counts, the fork's opening — deepagents'
+	// preamble over the parent's steps — lands on the article's 326, and
+	// the article's own task gives its 12 for the isolated child.
+	if c := countedOf(t, tab, "opening tokens (system prompt + messages) (fork)"); c.Off() {
+		t.Errorf("the fork's opening counted as the article counts is %d against 326 (%s)", c.Ours, c.Diff())
+	}
+	if c := countedOf(t, tab, "opening tokens (system prompt + messages)"); !strings.HasSuffix(c.Gap, "make 12") {
+		t.Errorf("the isolated opening's gap %q does not show the article's task counted to its 12", c.Gap)
+	}
 }
 
 func testSystemPrompt(t *testing.T, tab Table, runs map[string]*trace.Trace) {
@@ -528,6 +579,9 @@ func testEntryCost(t *testing.T, tab Table, runs map[string]*trace.Trace) {
 	// 1 → 4 is three steps, 4 → 8 four: linear growth means the same per step.
 	if d1, d2 := fork[1]-fork[0], fork[2]-fork[1]; d1 <= 0 || d1*4 != d2*3 {
 		t.Errorf("fork entry costs %v: not linear in the steps (+%d over 3, +%d over 4)", fork, d1, d2)
+	}
+	for _, what := range []string{"1 step: fork (tokens)", "8 steps: fork (tokens)", "8 steps: isolated (tokens)"} {
+		countedOf(t, tab, what)
 	}
 }
 

@@ -27,15 +27,19 @@ var orderNumber = lessonDef{
 }
 
 // callTokens is what one tool call costs in its message, counted the way the
-// engine counts a message: the call's name and its arguments, with the
-// session's tokenizer.
+// engine counts a message (delegation.MessageTokens), with the session's
+// tokenizer.
 func callTokens(t *trace.Trace, c trace.ToolCall) (int, error) {
 	counter, err := tokens.Get(t.Session.Tokenizer)
 	if err != nil {
 		return 0, err
 	}
-	return counter.Count(c.Name) + counter.Count(string(c.Args)), nil
+	return delegation.MessageTokens(counter, &delegation.Message{ToolCalls: []delegation.ToolCall{c}}), nil
 }
+
+// orderArticleTask is the article's own task, «把刚才那个订单号报给我»
+// (article 2, §2); ours says it in English.
+const orderArticleTask = "把刚才那个订单号报给我"
 
 func orderNumberTable(r runs) (Table, error) {
 	const order = "A-7731"
@@ -45,6 +49,7 @@ func orderNumberTable(r runs) (Table, error) {
 		msgs, tokens, inherited, n, toolsN int
 		toolTok, callTok                   int
 		whole                              bool // the fork's context: the parent's list up to the call, then the task
+		counted                            int  // its opening, counted as the article counts
 	}
 	read := func(name string) (side, error) {
 		d, err := oneChild(v, name)
@@ -74,7 +79,8 @@ func orderNumberTable(r runs) (Table, error) {
 		whole := len(ctx) > 0 && slices.Equal(got, before) && strings.HasSuffix(ctx[len(ctx)-1].Content, d.task) &&
 			ctx[len(ctx)-1].Kind == string(delegation.KindForkPreamble)
 		return side{d: d, msgs: v.messageCount(c), tokens: contextTokens(c), inherited: c.InheritedTokens,
-			n: v.occurrences(c, order), toolsN: len(c.Tools), toolTok: c.ToolTokens, callTok: ct, whole: whole}, nil
+			n: v.occurrences(c, order), toolsN: len(c.Tools), toolTok: c.ToolTokens, callTok: ct, whole: whole,
+			counted: v.articleTokens(c)}, nil
 	}
 	iso, err := read("iso-reporter")
 	if err != nil {
@@ -118,6 +124,32 @@ func orderNumberTable(r runs) (Table, error) {
 	}
 	for i := range tab.Versus {
 		tab.Versus[i].Why = "the same shape: the fork reads the parent's whole conversation; token counts are our tokenizer's, over our texts"
+	}
+	// Counted as the article counts: the fork's opening is deepagents'
+	// texts and the parent's steps, and lands on the article's figure; the
+	// isolated child and the call carry our task, in English, where the
+	// article's is 11 Chinese characters — the same count over its task
+	// gives its figures.
+	articleTask := tokens.CountLangChain(tokens.LangChainMessage{Role: "system"}, tokens.LangChainMessage{Role: "user", Content: orderArticleTask})
+	withTask, err := withDescription(iso.d.call, orderArticleTask)
+	if err != nil {
+		return Table{}, err
+	}
+	taskGap := fmt.Sprintf("our task %q is %d characters, the article's %q %d; counted the same way, ", iso.d.task, chars(iso.d.task),
+		orderArticleTask, chars(orderArticleTask))
+	for _, c := range []struct {
+		what          string
+		ours, article int
+		gap           string
+	}{
+		{"opening tokens (system prompt + messages)", iso.counted, 12, taskGap + fmt.Sprintf("its task and an empty prompt make %d", articleTask)},
+		{"opening tokens (system prompt + messages) (fork)", fork.counted, 326, ""},
+		{"the parent's task call (tokens)", articleCallTokens(iso.d.call), 36, taskGap + fmt.Sprintf("the call with its task makes %d", articleCallTokens(withTask))},
+		{"the parent's task call (tokens) (fork)", articleCallTokens(fork.d.call), 36, taskGap + fmt.Sprintf("the call with its task makes %d", articleCallTokens(withTask))},
+	} {
+		if err := tab.countAs(c.what, c.ours, c.article, c.gap); err != nil {
+			return Table{}, err
+		}
 	}
 
 	tab.Checks = append(tab.Checks,

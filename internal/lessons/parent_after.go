@@ -1,6 +1,7 @@
 package lessons
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -109,7 +110,37 @@ func parentAfterTable(r runs) (Table, error) {
 			"the child's list: %d messages; found in the parent: %d", len(childList), leaked),
 		check("the file the child wrote is in the parent's files", hasFile, "/child.md: %q", v.t.Files["/child.md"]),
 	)
-	tab.Versus = versusByIndex(tab, "the same four messages; the receipt is the article's sentence, the tokens are our tokenizer's and our texts'",
-		"role", "what", "characters", "tokens")
+	tab.Versus = versusByIndexKeyed(tab, 2, "the same four messages; the receipt is the article's sentence, the tokens are our tokenizer's and our texts'",
+		"role", "characters", "tokens")
+	// Counted as the article counts. The receipt is the article's sentence
+	// and lands on its figure; the call carries our description, which the
+	// article does not print: the longest description a call of its 40
+	// tokens can hold says how much shorter its was.
+	call, receipt := articleCallTokens(d.call), articleMessageTokens(d.receipt)
+	fits := 0
+	for n := 1; n <= 400; n++ {
+		c, err := withDescription(d.call, strings.Repeat("x", n))
+		if err != nil {
+			return Table{}, err
+		}
+		if articleCallTokens(c) > 40 {
+			break
+		}
+		fits = n
+	}
+	for _, c := range []struct {
+		what          string
+		ours, article int
+		gap           string
+	}{
+		{"its task call: tokens", call, 40, fmt.Sprintf("our description is %d characters and says where the working goes; the article does not print "+
+			"its own, and a call of 40 tokens holds a description of at most %d", chars(d.task), fits)},
+		{"the receipt: tokens", receipt, 13, ""},
+		{"the delegation (call + receipt): tokens", call + receipt, 68, ""},
+	} {
+		if err := tab.countAs(c.what, c.ours, c.article, c.gap); err != nil {
+			return Table{}, err
+		}
+	}
 	return tab, nil
 }

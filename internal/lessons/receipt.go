@@ -61,11 +61,17 @@ func receiptTable(r runs) (Table, error) {
 	if err != nil {
 		return Table{}, err
 	}
-	findingsChars := 0
+	findingsChars, bareChars, descChars := 0, 0, 0
 	for _, d := range sc.Team.SubagentTools("analyst") {
 		if d.Name == "Findings" {
 			b, _ := json.Marshal(d)
 			findingsChars = chars(string(b))
+			bare, n, err := withoutDescriptions(d)
+			if err != nil {
+				return Table{}, err
+			}
+			b, _ = json.Marshal(bare)
+			bareChars, descChars = chars(string(b)), n
 		}
 	}
 	tab := Table{
@@ -151,7 +157,51 @@ func receiptTable(r runs) (Table, error) {
 	)
 	tab.Versus = versusByIndex(tab, "the structured receipt and the article's Findings are the same; the prose report and the Findings tool's size are ours",
 		"the child's tools", "the receipt", "parses as JSON?")
+	// The tool's characters are counted as the article counts them; what
+	// differs is our schema's texts: the article does not print its
+	// Findings class, and ours describes the tool and both fields.
+	if err := tab.countAs("response_format=Findings: the child's tools", findingsChars, 285,
+		fmt.Sprintf("the article does not print its Findings class; ours describes the tool and both its fields in %d characters, "+
+			"and without those descriptions the tool is %d characters", descChars, bareChars)); err != nil {
+		return Table{}, err
+	}
 	return tab, nil
+}
+
+// withoutDescriptions is a tool's definition with no description texts —
+// the tool's, and every field's of its schema, however deep — and how many
+// characters those were.
+func withoutDescriptions(d delegation.ToolDef) (delegation.ToolDef, int, error) {
+	n := chars(d.Description)
+	d.Description = ""
+	var schema map[string]any
+	if err := json.Unmarshal(d.Parameters, &schema); err != nil {
+		return d, 0, fmt.Errorf("tool %s: its parameters: %w", d.Name, err)
+	}
+	var strip func(s map[string]any)
+	strip = func(s map[string]any) {
+		if t, ok := s["description"].(string); ok {
+			n += chars(t)
+			delete(s, "description")
+		}
+		if props, ok := s["properties"].(map[string]any); ok {
+			for _, p := range props {
+				if ps, ok := p.(map[string]any); ok {
+					strip(ps)
+				}
+			}
+		}
+		if items, ok := s["items"].(map[string]any); ok {
+			strip(items)
+		}
+	}
+	strip(schema)
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return d, 0, err
+	}
+	d.Parameters = b
+	return d, n, nil
 }
 
 // extraTool names the tools of a that b lacks.

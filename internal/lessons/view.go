@@ -284,6 +284,12 @@ func versusArticle(tab Table, ours, article, why string) []Versus {
 // same cases in the same order: for each row and each named column (a
 // column of both), the article's cell beside ours.
 func versusByIndex(tab Table, why string, cols ...string) []Versus {
+	return versusByIndexKeyed(tab, 0, why, cols...)
+}
+
+// versusByIndexKeyed is versusByIndex naming each row by its cell in
+// column key (a table whose first column only numbers its rows).
+func versusByIndexKeyed(tab Table, key int, why string, cols ...string) []Versus {
 	if tab.Article == nil {
 		return nil
 	}
@@ -300,9 +306,9 @@ func versusByIndex(tab Table, why string, cols ...string) []Versus {
 			if ar[ai] == "" || tab.Rows[i][oi] == "" {
 				continue
 			}
-			what := tab.Rows[i][0]
+			what := tab.Rows[i][key]
 			if what == "" {
-				what = ar[0]
+				what = ar[key]
 			}
 			out = append(out, Versus{What: what + ": " + col, Article: ar[ai], Ours: tab.Rows[i][oi], Why: why})
 		}

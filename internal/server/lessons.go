@@ -276,7 +276,12 @@ func (s *Server) lessonRun(ctx context.Context, lang *i18n.Lang, l lessons.Lesso
 func tableView(t lessons.Table) *templates.TableView {
 	tv := &templates.TableView{Title: t.Title, Columns: t.Columns, Rows: t.Rows, Note: t.Note}
 	for _, x := range t.Versus {
-		tv.Versus = append(tv.Versus, templates.VersusView{What: x.What, Article: x.Article, Ours: x.Ours, Why: x.Why})
+		vv := templates.VersusView{What: x.What, Article: x.Article, Ours: x.Ours, Why: x.Why}
+		if c := x.Counted; c != nil {
+			vv.Counted = &templates.CountedView{Ours: c.Ours, Diff: c.Diff(), Off: c.Off(), Gap: c.Gap}
+			tv.HasCounted = true
+		}
+		tv.Versus = append(tv.Versus, vv)
 	}
 	if t.Article != nil {
 		tv.ArticleColumns, tv.ArticleRows = t.Article.Columns, t.Article.Rows
