@@ -553,3 +553,41 @@ func TestSection11ToolDefinitionsAsDeepagentsCountsThem(t *testing.T) {
 		t.Fatalf("ToolJSON is not JSON: %v", err)
 	}
 }
+
+func TestSection2MaxStepsReachChildren(t *testing.T) {
+	var busy []fakeTurn
+	for i := 0; i < 6; i++ {
+		busy = append(busy, fakeTurn{calls: []ToolCall{lsCall()}})
+	}
+	busy = append(busy, fakeTurn{content: "found it"})
+	ts := TeamSpec{Main: MainSpec{MaxSteps: 3}, Subagents: []Spec{{Name: "own", Description: "d", MaxSteps: 10}}}
+	t.Run("a child without max_steps of its own has the main agent's", func(t *testing.T) {
+		team := mustTeam(t, ts)
+		if got := team.Subagent(GeneralPurposeName).MaxSteps; got != 3 {
+			t.Fatalf("general-purpose max_steps = %d, want the main agent's 3 (deepagents passes recursionLimit to the child)", got)
+		}
+		if got := team.Subagent("own").MaxSteps; got != 10 {
+			t.Fatalf("own max_steps = %d, want its own 10", got)
+		}
+		r := runSession(t, ts, map[string][]fakeTurn{
+			"main":              {{calls: []ToolCall{task("search long", GeneralPurposeName)}}, {content: "done"}},
+			"general-purpose#0": busy,
+		}, nil)
+		gp := r.childByName(t, GeneralPurposeName)
+		if n := len(r.modelCalls(gp.ID)); n != 3 {
+			t.Fatalf("the child made %d model calls, want 3", n)
+		}
+		if got := r.messages("main")[2]; !got.IsError || !strings.Contains(got.Content, "step limit of 3") {
+			t.Fatalf("receipt = %+v", got)
+		}
+	})
+	t.Run("a child's own max_steps wins", func(t *testing.T) {
+		r := runSession(t, ts, map[string][]fakeTurn{
+			"main":  {{calls: []ToolCall{task("search long", "own")}}, {content: "done"}},
+			"own#0": busy,
+		}, nil)
+		if got := r.messages("main")[2]; got.IsError || got.Content != "found it" {
+			t.Fatalf("receipt = %+v", got)
+		}
+	})
+}

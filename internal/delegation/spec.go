@@ -26,7 +26,8 @@ type Spec struct {
 	Skills []string
 	// ResponseFormat is a JSON Schema object with a "title", or nil.
 	ResponseFormat json.RawMessage
-	// MaxSteps caps the child's model calls; 0 means DefaultMaxSteps.
+	// MaxSteps caps the child's model calls; 0 means the main agent's
+	// max_steps, as deepagents' recursion limit reaches its subagents.
 	MaxSteps int
 	// Timeout ends the child with an error receipt; 0 means none.
 	Timeout time.Duration
@@ -79,7 +80,9 @@ type MainSpec struct {
 	// NoGeneralPurpose turns the built-in general-purpose subagent off.
 	NoGeneralPurpose bool
 	Model            string
-	MaxSteps         int // 0 means DefaultMaxSteps
+	// MaxSteps caps the main agent's model calls and, unless a subagent
+	// sets its own, each child's; 0 means DefaultMaxSteps.
+	MaxSteps int
 	// MaxConcurrency is how many task calls of one message run at once; 0
 	// means DefaultMaxConcurrency, and after BuildTeam 0 means no cap
 	// (compat "deepagents").
@@ -107,7 +110,8 @@ const (
 	// graph.py:937, create_deep_agent's with_config; deepagentsjs
 	// src/agent.ts:546, 10_000), and an agent's turn is two steps (the model
 	// node, then the tools node): about 4,999 model calls, for the main agent
-	// and, through the inherited config, for every child.
+	// and, through the inherited config, for every child (a recursion limit
+	// of 2n+2 lets a deepagents agent make n model calls).
 	DefaultMaxSteps       = 4999
 	DefaultMaxConcurrency = 8
 	// DefaultSummaryMaxTokens and DefaultKeepMessages are deepagents'
@@ -274,7 +278,7 @@ func BuildTeam(ts TeamSpec) (*Team, error) {
 	seen := map[string]bool{}
 	for i, s := range list {
 		field := fmt.Sprintf("subagents[%d]", i-offset)
-		sub, serrs := buildSubagent(s, field, m.Tools, seen)
+		sub, serrs := buildSubagent(s, field, m, seen)
 		errs = append(errs, serrs...)
 		// A name counts as taken even when its spec has other problems, so
 		// a duplicate is reported too.
@@ -305,7 +309,8 @@ func BuildTeam(ts TeamSpec) (*Team, error) {
 
 // buildSubagent validates one spec; it returns nil when the spec cannot be
 // used at all.
-func buildSubagent(s Spec, field string, parentTools []string, seen map[string]bool) (*Subagent, FieldErrors) {
+func buildSubagent(s Spec, field string, m *MainSpec, seen map[string]bool) (*Subagent, FieldErrors) {
+	parentTools := m.Tools
 	var errs FieldErrors
 	name := s.Name
 	switch {
@@ -333,7 +338,12 @@ func buildSubagent(s Spec, field string, parentTools []string, seen map[string]b
 		errs.Add(field+".max_steps", "max_steps must be 1 or more; got %d", s.MaxSteps)
 	}
 	if s.MaxSteps == 0 {
-		s.MaxSteps = DefaultMaxSteps
+		// The main agent's limit reaches its children: deepagents passes
+		// the task tool's config, recursionLimit included, to the child's
+		// invoke (deepagentsjs src/middleware/subagents.ts:884-901,
+		// `{...config, …}`), and the child's graph counts its own steps
+		// against it. A child's own max_steps is ours.
+		s.MaxSteps = m.MaxSteps
 	}
 	if s.Timeout < 0 {
 		errs.Add(field+".timeout_ms", "timeout_ms must be 0 (none) or more")
