@@ -444,6 +444,26 @@ func TestDeepagentsDifferentialRules(t *testing.T) {
 			},
 		}},
 	}
+	// §4: under compat a spec's tools add to the filesystem tools.
+	cases["tools-add"] = struct {
+		doc   map[string]any
+		fails bool
+	}{doc: map[string]any{
+		"prompt":    "What does the note say?",
+		"agent":     map[string]any{"compat": "deepagents"},
+		"files":     map[string]string{"/note.md": "Ship on Friday.\n"},
+		"subagents": []any{map[string]any{"name": "reader", "description": "Reads files.", "system_prompt": "Read it.", "tools": []string{"read_file"}}},
+		"script": map[string]any{
+			"main": []any{
+				map[string]any{"content": "Asking.", "tool_calls": []any{map[string]any{"name": "task", "args": map[string]any{"description": "Read /note.md.", "subagent_type": "reader"}}}},
+				map[string]any{"content": "It says ship on Friday."},
+			},
+			"reader": []any{[]any{
+				map[string]any{"content": "Looking.", "tool_calls": []any{ls}},
+				map[string]any{"content": "It says: ship on Friday."},
+			}},
+		},
+	}}
 	dir := t.TempDir()
 	for name, c := range cases {
 		c.doc["name"] = name

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -588,6 +589,36 @@ func TestSection2MaxStepsReachChildren(t *testing.T) {
 		}, nil)
 		if got := r.messages("main")[2]; got.IsError || got.Content != "found it" {
 			t.Fatalf("receipt = %+v", got)
+		}
+	})
+}
+
+func TestSection4ToolsUnderCompatAddToTheFilesystemTools(t *testing.T) {
+	fs := []string{"ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep"}
+	specs := []Spec{
+		{Name: "reader", Description: "d", Tools: []string{"read_file"}},
+		{Name: "planner", Description: "d", Tools: []string{WriteTodosToolName, "grep"}},
+		{Name: "fk", Description: "d", Mode: ModeFork, Tools: []string{"task", "ls"}},
+		{Name: "bare", Description: "d", Tools: []string{}},
+	}
+	t.Run("ours: a spec's tools are the child's whole set", func(t *testing.T) {
+		team := mustTeam(t, TeamSpec{Subagents: specs})
+		if got := names(team.SubagentTools("reader")); !reflect.DeepEqual(got, []string{"read_file"}) {
+			t.Fatalf("reader: %v", got)
+		}
+	})
+	t.Run("compat: the filesystem tools always, what the spec lists added", func(t *testing.T) {
+		team := mustTeam(t, TeamSpec{Main: MainSpec{Compat: CompatDeepagents}, Subagents: specs})
+		want := map[string][]string{
+			"reader":  fs,
+			"planner": append(slices.Clone(fs), WriteTodosToolName),
+			"fk":      append(slices.Clone(fs), TaskToolName),
+			"bare":    fs,
+		}
+		for name, w := range want {
+			if got := names(team.SubagentTools(name)); !reflect.DeepEqual(got, w) {
+				t.Errorf("%s: tools = %v, want %v", name, got, w)
+			}
 		}
 	})
 }

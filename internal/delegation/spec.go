@@ -21,6 +21,8 @@ type Spec struct {
 	// Tools are names from the stack; nil means the parent's tools without
 	// task and write_todos for an isolated child, and the parent's tools
 	// unchanged for a fork. A fork's own tools are used as given, with task.
+	// Under compat "deepagents" the filesystem tools always come, and these
+	// add to them (withFilesystemTools).
 	Tools  []string
 	Model  string
 	Skills []string
@@ -65,10 +67,10 @@ const (
 	// CompatNone keeps our choices: failure stays in the child, the delta
 	// merge, the concurrency cap.
 	CompatNone Compat = ""
-	// CompatDeepagents switches all three to deepagents' behaviour: a
-	// child's failure fails its parent and cancels its siblings, children's
-	// whole file maps are merged (snapshot), and the task calls of one
-	// message all run at once.
+	// CompatDeepagents switches them to deepagents' behaviour: a child's
+	// failure fails its parent and cancels its siblings, children's whole
+	// file maps are merged (snapshot), the task calls of one message all
+	// run at once, and a subagent's tools add to the filesystem tools.
 	CompatDeepagents Compat = "deepagents"
 )
 
@@ -382,6 +384,9 @@ func buildSubagent(s Spec, field string, m *MainSpec, seen map[string]bool) (*Su
 			sub.forkTaskAt = slices.Index(names, TaskToolName)
 		}
 	}
+	if s.Tools != nil && m.Compat == CompatDeepagents {
+		sub.tools, sub.forkTaskAt = withFilesystemTools(sub.tools, sub.forkOwnTools)
+	}
 
 	if rf := bytes.TrimSpace(s.ResponseFormat); len(rf) > 0 && !bytes.Equal(rf, []byte("null")) {
 		st, msg := newStructuredTool(rf)
@@ -439,6 +444,37 @@ func isolatedDefault(parentTools []string) []string {
 		}
 	}
 	return names
+}
+
+// withFilesystemTools is a child's own tools as deepagents gives them, under
+// compat "deepagents": the filesystem tools always, in the stack's order
+// (deepagentsjs FILESYSTEM_TOOL_NAMES, src/middleware/fs.ts:101-110, execute
+// left out with a backend that runs nothing), for a fork then task, then
+// write_todos when the spec lists it (in deepagents it comes from the todo
+// middleware, after those). In ours a spec's tools are the child's whole set,
+// so a lesson can give a child fewer; in deepagents every subagent's
+// middleware starts with the FilesystemMiddleware, which brings its tools,
+// and the spec's `tools` are added to them (deepagentsjs agent.ts:318-323,
+// src/middleware/subagents.ts:727-731 and :743-749; the fork's task is
+// spliced in after the FilesystemMiddleware, :715-725). It returns the
+// tools and, for a fork, where task goes (-1 otherwise).
+func withFilesystemTools(listed []*tool, fork bool) ([]*tool, int) {
+	var out, rest []*tool
+	for _, name := range defaultToolNames {
+		if name != TaskToolName {
+			out = append(out, stackTool(name))
+		}
+	}
+	for _, t := range listed {
+		if !slices.Contains(defaultToolNames, t.def.Name) {
+			rest = append(rest, t)
+		}
+	}
+	taskAt := -1
+	if fork {
+		taskAt = len(out)
+	}
+	return append(out, rest...), taskAt
 }
 
 // childTools is the tool list a child of s starts with. A fork without
