@@ -464,6 +464,33 @@ func TestDeepagentsDifferentialRules(t *testing.T) {
 			}},
 		},
 	}}
+	// §10: a structured child that answers in plain text ends, and its
+	// text is the receipt; §5: one that calls its tool sends compact JSON.
+	findings := map[string]any{"title": "Findings", "type": "object",
+		"properties": map[string]any{"findings": map[string]any{"type": "string"}, "confidence": map[string]any{"type": "number"}},
+		"required":   []string{"findings"}}
+	cases["structured"] = struct {
+		doc   map[string]any
+		fails bool
+	}{doc: map[string]any{
+		"prompt": "Analyse twice.",
+		"subagents": []any{map[string]any{"name": "analyst", "description": "Analyses.", "system_prompt": "Analyse.",
+			"response_format": findings}},
+		"script": map[string]any{
+			"main": []any{
+				map[string]any{"content": "Asking.", "tool_calls": []any{
+					map[string]any{"name": "task", "args": map[string]any{"description": "Analyse the plain way.", "subagent_type": "analyst"}},
+					map[string]any{"name": "task", "args": map[string]any{"description": "Analyse the structured way.", "subagent_type": "analyst"}},
+				}},
+				map[string]any{"content": "Done."},
+			},
+			"analyst": []any{
+				[]any{map[string]any{"content": "Three leads, all weak."}},
+				[]any{map[string]any{"content": "", "tool_calls": []any{map[string]any{"name": "Findings",
+					"args": map[string]any{"findings": "Drei Spuren — «schwach»", "confidence": 0.5}}}}},
+			},
+		},
+	}}
 	dir := t.TempDir()
 	for name, c := range cases {
 		c.doc["name"] = name

@@ -491,13 +491,13 @@ func TestSection10StructuredToolIsRequired(t *testing.T) {
 	findings := `{"title":"Findings","type":"object","properties":{"findings":{"type":"string"}},"required":["findings"]}`
 	ts := TeamSpec{Subagents: []Spec{{Name: "analyst", Description: "d", ResponseFormat: json.RawMessage(findings)}}}
 	good := ToolCall{Name: "Findings", Args: json.RawMessage(`{"findings":"3 leads"}`)}
-	t.Run("the model is asked for a tool call, and a plain-text answer fails the child", func(t *testing.T) {
+	t.Run("a plain-text answer ends the child, and its text is the receipt, as in deepagents", func(t *testing.T) {
 		r := runSession(t, ts, map[string][]fakeTurn{
 			"main":      {{calls: []ToolCall{task("analyse", "analyst")}}, {content: "ok"}},
-			"analyst#0": {{content: "Here are my findings."}, {calls: []ToolCall{good}}},
+			"analyst#0": {{content: "Here are my findings.  \n"}, {calls: []ToolCall{good}}},
 		}, nil)
 		child := r.childByName(t, "analyst")
-		if got := r.messages("main")[2]; !got.IsError || !strings.Contains(got.Content, "answered in plain text") {
+		if got := r.messages("main")[2]; got.IsError || got.Content != "Here are my findings." {
 			t.Fatalf("receipt = %+v", got)
 		}
 		if n := len(r.modelCalls(child.ID)); n != 1 {
