@@ -491,6 +491,23 @@ func TestDeepagentsDifferentialRules(t *testing.T) {
 			},
 		},
 	}}
+	// §3: under compat an empty description starts a child with an empty
+	// message.
+	cases["empty-description"] = struct {
+		doc   map[string]any
+		fails bool
+	}{doc: map[string]any{
+		"prompt":    "Ask for nothing.",
+		"agent":     map[string]any{"compat": "deepagents"},
+		"subagents": researcher,
+		"script": map[string]any{
+			"main": []any{
+				map[string]any{"content": "Asking.", "tool_calls": []any{map[string]any{"name": "task", "args": map[string]any{"description": "", "subagent_type": "researcher"}}}},
+				map[string]any{"content": "It had nothing to do."},
+			},
+			"researcher": []any{[]any{map[string]any{"content": "There is no task."}}},
+		},
+	}}
 	dir := t.TempDir()
 	for name, c := range cases {
 		c.doc["name"] = name

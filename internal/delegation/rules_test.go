@@ -622,3 +622,37 @@ func TestSection4ToolsUnderCompatAddToTheFilesystemTools(t *testing.T) {
 		}
 	})
 }
+
+func TestSection3EmptyDescription(t *testing.T) {
+	empty := task("", GeneralPurposeName)
+	turns := map[string][]fakeTurn{
+		"main":              {{calls: []ToolCall{empty}}, {content: "ok"}},
+		"general-purpose#0": {{content: "Nothing to do."}},
+	}
+	t.Run("ours: an empty description is refused", func(t *testing.T) {
+		r := runSession(t, TeamSpec{}, turns, nil)
+		if got := r.messages("main")[2]; !got.IsError || !strings.Contains(got.Content, "missing description") || len(r.ofType(EventDelegationStarted)) != 0 {
+			t.Fatalf("result = %+v", got)
+		}
+	})
+	t.Run("compat: a child starts with an empty message, as in deepagents", func(t *testing.T) {
+		r := runSession(t, TeamSpec{Main: MainSpec{Compat: CompatDeepagents}}, turns, nil)
+		gp := r.childByName(t, GeneralPurposeName)
+		first := r.model.requestsOf(gp.ID)[0]
+		if len(first.messages) != 1 || first.messages[0].Role != RoleUser || first.messages[0].Content != "" {
+			t.Fatalf("the child's first call got %+v", first.messages)
+		}
+		if got := r.messages("main")[2]; got.IsError || got.Content != "Nothing to do." {
+			t.Fatalf("receipt = %+v", got)
+		}
+	})
+	t.Run("compat: a missing description still fails, as deepagents' schema does", func(t *testing.T) {
+		missing := ToolCall{Name: TaskToolName, Args: json.RawMessage(`{"subagent_type":"general-purpose"}`)}
+		r := runSession(t, TeamSpec{Main: MainSpec{Compat: CompatDeepagents}}, map[string][]fakeTurn{
+			"main": {{calls: []ToolCall{missing}}, {content: "ok"}},
+		}, nil)
+		if got := r.messages("main")[2]; !got.IsError || !strings.Contains(got.Content, "missing description") {
+			t.Fatalf("result = %+v", got)
+		}
+	})
+}
