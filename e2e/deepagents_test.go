@@ -119,6 +119,17 @@ func (r *recorder) Generate(ctx context.Context, req *delegation.Request) (*dele
 
 func runOurs(t *testing.T, doc []byte) transcript {
 	t.Helper()
+	tr, res := runOursResult(t, doc)
+	if res.Status != delegation.StatusDone {
+		t.Fatalf("our engine: %+v", res)
+	}
+	return tr
+}
+
+// runOursResult runs a scenario through our engine and returns what every
+// model call received and how the session ended.
+func runOursResult(t *testing.T, doc []byte) (transcript, *delegation.Result) {
+	t.Helper()
 	sc, err := scenario.Parse(doc)
 	if err != nil {
 		t.Fatalf("our engine: %v", err)
@@ -129,13 +140,24 @@ func runOurs(t *testing.T, doc []byte) transcript {
 	}
 	rec := &recorder{inner: inner}
 	res, err := session.Run(context.Background(), sc, session.RunOptions{SessionID: "diff", Model: rec})
-	if err != nil || res.Status != delegation.StatusDone {
-		t.Fatalf("our engine: %v %+v", err, res)
+	if err != nil {
+		t.Fatalf("our engine: %v", err)
 	}
-	return build(rec.calls, ourPlaceholders)
+	return build(rec.calls, ourPlaceholders), res
 }
 
 func runDeepagents(t *testing.T, node, path string) transcript {
+	t.Helper()
+	tr, runErr := runDeepagentsResult(t, node, path)
+	if runErr != "" {
+		t.Fatalf("deepagents failed: %s", runErr)
+	}
+	return tr
+}
+
+// runDeepagentsResult runs a scenario through deepagents and returns what
+// every model call received and, when the run failed, its error.
+func runDeepagentsResult(t *testing.T, node, path string) (transcript, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -147,6 +169,7 @@ func runDeepagents(t *testing.T, node, path string) transcript {
 	}
 	var got struct {
 		Calls []diffCall `json:"calls"`
+		Error string     `json:"error"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("deepagents' output: %v\n%s", err, out.String())
@@ -159,7 +182,7 @@ func runDeepagents(t *testing.T, node, path string) transcript {
 			c.System, c.Messages = c.Messages[0].Text, c.Messages[1:]
 		}
 	}
-	return build(got.Calls, theirPlaceholders)
+	return build(got.Calls, theirPlaceholders), got.Error
 }
 
 // placeholders name the texts that are each engine's own.
@@ -385,6 +408,123 @@ func TestDeepagentsDifferentialBig(t *testing.T) {
 				t.Fatal(err)
 			}
 			ours, theirs := runOurs(t, doc), runDeepagents(t, node, p)
+			compareTranscripts(t, ours, theirs)
+		})
+	}
+}
+
+// TestDeepagentsDifferentialRules runs the cases of issue 29's smaller
+// differences, each one rule of docs/delegation.md, through both engines.
+// A case that fails must fail in both, after the same model calls.
+func TestDeepagentsDifferentialRules(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("the differential tests need Node.js: %v", err)
+	}
+	ls := map[string]any{"name": "ls", "args": map[string]any{"path": "/"}}
+	var busy []any
+	for range 6 {
+		busy = append(busy, map[string]any{"content": "Looking.", "tool_calls": []any{ls}})
+	}
+	busy = append(busy, map[string]any{"content": "Found it."})
+	researcher := []any{map[string]any{"name": "researcher", "description": "Finds things.", "system_prompt": "Find it."}}
+	cases := map[string]struct {
+		doc   map[string]any
+		fails bool
+	}{
+		// §2: max_steps 3 reaches the child, which makes 3 calls and fails
+		// the run (compat: deepagents' GraphRecursionError fails it).
+		"max-steps": {fails: true, doc: map[string]any{
+			"prompt":    "Find the file.",
+			"agent":     map[string]any{"max_steps": 3, "compat": "deepagents"},
+			"subagents": researcher,
+			"script": map[string]any{
+				"main":       []any{map[string]any{"content": "Asking.", "tool_calls": []any{map[string]any{"name": "task", "args": map[string]any{"description": "Find the file.", "subagent_type": "researcher"}}}}},
+				"researcher": []any{busy},
+			},
+		}},
+	}
+	// §4: under compat a spec's tools add to the filesystem tools.
+	cases["tools-add"] = struct {
+		doc   map[string]any
+		fails bool
+	}{doc: map[string]any{
+		"prompt":    "What does the note say?",
+		"agent":     map[string]any{"compat": "deepagents"},
+		"files":     map[string]string{"/note.md": "Ship on Friday.\n"},
+		"subagents": []any{map[string]any{"name": "reader", "description": "Reads files.", "system_prompt": "Read it.", "tools": []string{"read_file"}}},
+		"script": map[string]any{
+			"main": []any{
+				map[string]any{"content": "Asking.", "tool_calls": []any{map[string]any{"name": "task", "args": map[string]any{"description": "Read /note.md.", "subagent_type": "reader"}}}},
+				map[string]any{"content": "It says ship on Friday."},
+			},
+			"reader": []any{[]any{
+				map[string]any{"content": "Looking.", "tool_calls": []any{ls}},
+				map[string]any{"content": "It says: ship on Friday."},
+			}},
+		},
+	}}
+	// §10: a structured child that answers in plain text ends, and its
+	// text is the receipt; §5: one that calls its tool sends compact JSON.
+	findings := map[string]any{"title": "Findings", "type": "object",
+		"properties": map[string]any{"findings": map[string]any{"type": "string"}, "confidence": map[string]any{"type": "number"}},
+		"required":   []string{"findings"}}
+	cases["structured"] = struct {
+		doc   map[string]any
+		fails bool
+	}{doc: map[string]any{
+		"prompt": "Analyse twice.",
+		"subagents": []any{map[string]any{"name": "analyst", "description": "Analyses.", "system_prompt": "Analyse.",
+			"response_format": findings}},
+		"script": map[string]any{
+			"main": []any{
+				map[string]any{"content": "Asking.", "tool_calls": []any{
+					map[string]any{"name": "task", "args": map[string]any{"description": "Analyse the plain way.", "subagent_type": "analyst"}},
+					map[string]any{"name": "task", "args": map[string]any{"description": "Analyse the structured way.", "subagent_type": "analyst"}},
+				}},
+				map[string]any{"content": "Done."},
+			},
+			"analyst": []any{
+				[]any{map[string]any{"content": "Three leads, all weak."}},
+				[]any{map[string]any{"content": "", "tool_calls": []any{map[string]any{"name": "Findings",
+					"args": map[string]any{"findings": "Drei Spuren — «schwach»", "confidence": 0.5}}}}},
+			},
+		},
+	}}
+	// §3: under compat an empty description starts a child with an empty
+	// message.
+	cases["empty-description"] = struct {
+		doc   map[string]any
+		fails bool
+	}{doc: map[string]any{
+		"prompt":    "Ask for nothing.",
+		"agent":     map[string]any{"compat": "deepagents"},
+		"subagents": researcher,
+		"script": map[string]any{
+			"main": []any{
+				map[string]any{"content": "Asking.", "tool_calls": []any{map[string]any{"name": "task", "args": map[string]any{"description": "", "subagent_type": "researcher"}}}},
+				map[string]any{"content": "It had nothing to do."},
+			},
+			"researcher": []any{[]any{map[string]any{"content": "There is no task."}}},
+		},
+	}}
+	dir := t.TempDir()
+	for name, c := range cases {
+		c.doc["name"] = name
+		t.Run(name, func(t *testing.T) {
+			doc, err := json.Marshal(c.doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, name+".json")
+			if err := os.WriteFile(p, doc, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ours, res := runOursResult(t, doc)
+			theirs, theirErr := runDeepagentsResult(t, node, p)
+			if failed := res.Status != delegation.StatusDone; failed != c.fails || (theirErr != "") != c.fails {
+				t.Fatalf("failed here: %v (%v); in deepagents: %q; want failed %v", failed, res.Err, theirErr, c.fails)
+			}
 			compareTranscripts(t, ours, theirs)
 		})
 	}

@@ -4,8 +4,9 @@
 // deterministically and offline. e2e/deepagents/run.mjs (the differential
 // tests) and e2e/otlp/deepagents.mjs (the OTLP tests) both use it.
 //
-// Only what those tests use is supported: the main agent's system prompt,
-// subagents (name, description, system_prompt, mode), files, and a script of
+// Only what those tests use is supported: the main agent's system prompt
+// and max_steps (run.mjs), subagents (name, description, system_prompt,
+// mode, tools, response_format), files, and a script of
 // content and tool-call turns (cases too). deepAgentOf builds the same team
 // on any chat model: e2e/proxy/deepagents.mjs puts ChatOpenAI there, pointed
 // at the studio's recording endpoint.
@@ -167,6 +168,13 @@ export function deepAgentOf(scenario, modelFor) {
       description: s.description,
       systemPrompt: s.system_prompt ?? "",
       ...(s.mode ? { mode: s.mode } : {}),
+      // The studio's tools are names from its stack. deepagents' tools are
+      // tool objects added to the filesystem tools its middleware brings,
+      // so a list of stack names adds none of its own.
+      ...(Array.isArray(s.tools) ? { tools: [] } : {}),
+      // A JSON Schema with a title: langchain makes it a tool of that name
+      // (ToolStrategy, as the scripted model declares no native support).
+      ...(s.response_format ? { responseFormat: s.response_format } : {}),
       model: modelFor(s.name),
     })),
   });

@@ -393,15 +393,16 @@ func (e *Engine) runAgent(ctx context.Context, a *agent) error {
 			return err
 		}
 		if len(resp.ToolCalls) == 0 {
-			if a.structured == nil || a.structuredAnswer != "" {
-				return nil
-			}
-			// A child with a response_format must answer through its tool:
-			// deepagents binds the schema's tool with tool_choice "any"
-			// (langchain createAgent, ToolStrategy), so a plain-text answer
-			// is a model that ignored the required call.
-			return fmt.Errorf("it answered in plain text, but a subagent with a response_format must give its answer by calling %s "+
-				"(that tool call is required)", a.structured.def.Name)
+			// An answer without tool calls ends the agent, a child with a
+			// response_format too: its call is required (tool_choice), but
+			// an endpoint may ignore that, and then its text is the receipt
+			// (§10). langchain's createAgent returns a response without the
+			// structured tool's call as it is, and the agent ends with no
+			// structuredResponse (AgentNode, "if there were not structured
+			// tool calls, we can return the response"); deepagents then
+			// sends the last text back (deepagentsjs
+			// src/middleware/subagents.ts:447-467).
+			return nil
 		}
 		if done, err := e.runTools(ctx, a, out); done || err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -490,13 +491,13 @@ func TestSection10StructuredToolIsRequired(t *testing.T) {
 	findings := `{"title":"Findings","type":"object","properties":{"findings":{"type":"string"}},"required":["findings"]}`
 	ts := TeamSpec{Subagents: []Spec{{Name: "analyst", Description: "d", ResponseFormat: json.RawMessage(findings)}}}
 	good := ToolCall{Name: "Findings", Args: json.RawMessage(`{"findings":"3 leads"}`)}
-	t.Run("the model is asked for a tool call, and a plain-text answer fails the child", func(t *testing.T) {
+	t.Run("a plain-text answer ends the child, and its text is the receipt, as in deepagents", func(t *testing.T) {
 		r := runSession(t, ts, map[string][]fakeTurn{
 			"main":      {{calls: []ToolCall{task("analyse", "analyst")}}, {content: "ok"}},
-			"analyst#0": {{content: "Here are my findings."}, {calls: []ToolCall{good}}},
+			"analyst#0": {{content: "Here are my findings.  \n"}, {calls: []ToolCall{good}}},
 		}, nil)
 		child := r.childByName(t, "analyst")
-		if got := r.messages("main")[2]; !got.IsError || !strings.Contains(got.Content, "answered in plain text") {
+		if got := r.messages("main")[2]; got.IsError || got.Content != "Here are my findings." {
 			t.Fatalf("receipt = %+v", got)
 		}
 		if n := len(r.modelCalls(child.ID)); n != 1 {
@@ -552,4 +553,106 @@ func TestSection11ToolDefinitionsAsDeepagentsCountsThem(t *testing.T) {
 	if err := json.Unmarshal([]byte(j), &v); err != nil {
 		t.Fatalf("ToolJSON is not JSON: %v", err)
 	}
+}
+
+func TestSection2MaxStepsReachChildren(t *testing.T) {
+	var busy []fakeTurn
+	for i := 0; i < 6; i++ {
+		busy = append(busy, fakeTurn{calls: []ToolCall{lsCall()}})
+	}
+	busy = append(busy, fakeTurn{content: "found it"})
+	ts := TeamSpec{Main: MainSpec{MaxSteps: 3}, Subagents: []Spec{{Name: "own", Description: "d", MaxSteps: 10}}}
+	t.Run("a child without max_steps of its own has the main agent's", func(t *testing.T) {
+		team := mustTeam(t, ts)
+		if got := team.Subagent(GeneralPurposeName).MaxSteps; got != 3 {
+			t.Fatalf("general-purpose max_steps = %d, want the main agent's 3 (deepagents passes recursionLimit to the child)", got)
+		}
+		if got := team.Subagent("own").MaxSteps; got != 10 {
+			t.Fatalf("own max_steps = %d, want its own 10", got)
+		}
+		r := runSession(t, ts, map[string][]fakeTurn{
+			"main":              {{calls: []ToolCall{task("search long", GeneralPurposeName)}}, {content: "done"}},
+			"general-purpose#0": busy,
+		}, nil)
+		gp := r.childByName(t, GeneralPurposeName)
+		if n := len(r.modelCalls(gp.ID)); n != 3 {
+			t.Fatalf("the child made %d model calls, want 3", n)
+		}
+		if got := r.messages("main")[2]; !got.IsError || !strings.Contains(got.Content, "step limit of 3") {
+			t.Fatalf("receipt = %+v", got)
+		}
+	})
+	t.Run("a child's own max_steps wins", func(t *testing.T) {
+		r := runSession(t, ts, map[string][]fakeTurn{
+			"main":  {{calls: []ToolCall{task("search long", "own")}}, {content: "done"}},
+			"own#0": busy,
+		}, nil)
+		if got := r.messages("main")[2]; got.IsError || got.Content != "found it" {
+			t.Fatalf("receipt = %+v", got)
+		}
+	})
+}
+
+func TestSection4ToolsUnderCompatAddToTheFilesystemTools(t *testing.T) {
+	fs := []string{"ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep"}
+	specs := []Spec{
+		{Name: "reader", Description: "d", Tools: []string{"read_file"}},
+		{Name: "planner", Description: "d", Tools: []string{WriteTodosToolName, "grep"}},
+		{Name: "fk", Description: "d", Mode: ModeFork, Tools: []string{"task", "ls"}},
+		{Name: "bare", Description: "d", Tools: []string{}},
+	}
+	t.Run("ours: a spec's tools are the child's whole set", func(t *testing.T) {
+		team := mustTeam(t, TeamSpec{Subagents: specs})
+		if got := names(team.SubagentTools("reader")); !reflect.DeepEqual(got, []string{"read_file"}) {
+			t.Fatalf("reader: %v", got)
+		}
+	})
+	t.Run("compat: the filesystem tools always, what the spec lists added", func(t *testing.T) {
+		team := mustTeam(t, TeamSpec{Main: MainSpec{Compat: CompatDeepagents}, Subagents: specs})
+		want := map[string][]string{
+			"reader":  fs,
+			"planner": append(slices.Clone(fs), WriteTodosToolName),
+			"fk":      append(slices.Clone(fs), TaskToolName),
+			"bare":    fs,
+		}
+		for name, w := range want {
+			if got := names(team.SubagentTools(name)); !reflect.DeepEqual(got, w) {
+				t.Errorf("%s: tools = %v, want %v", name, got, w)
+			}
+		}
+	})
+}
+
+func TestSection3EmptyDescription(t *testing.T) {
+	empty := task("", GeneralPurposeName)
+	turns := map[string][]fakeTurn{
+		"main":              {{calls: []ToolCall{empty}}, {content: "ok"}},
+		"general-purpose#0": {{content: "Nothing to do."}},
+	}
+	t.Run("ours: an empty description is refused", func(t *testing.T) {
+		r := runSession(t, TeamSpec{}, turns, nil)
+		if got := r.messages("main")[2]; !got.IsError || !strings.Contains(got.Content, "missing description") || len(r.ofType(EventDelegationStarted)) != 0 {
+			t.Fatalf("result = %+v", got)
+		}
+	})
+	t.Run("compat: a child starts with an empty message, as in deepagents", func(t *testing.T) {
+		r := runSession(t, TeamSpec{Main: MainSpec{Compat: CompatDeepagents}}, turns, nil)
+		gp := r.childByName(t, GeneralPurposeName)
+		first := r.model.requestsOf(gp.ID)[0]
+		if len(first.messages) != 1 || first.messages[0].Role != RoleUser || first.messages[0].Content != "" {
+			t.Fatalf("the child's first call got %+v", first.messages)
+		}
+		if got := r.messages("main")[2]; got.IsError || got.Content != "Nothing to do." {
+			t.Fatalf("receipt = %+v", got)
+		}
+	})
+	t.Run("compat: a missing description still fails, as deepagents' schema does", func(t *testing.T) {
+		missing := ToolCall{Name: TaskToolName, Args: json.RawMessage(`{"subagent_type":"general-purpose"}`)}
+		r := runSession(t, TeamSpec{Main: MainSpec{Compat: CompatDeepagents}}, map[string][]fakeTurn{
+			"main": {{calls: []ToolCall{missing}}, {content: "ok"}},
+		}, nil)
+		if got := r.messages("main")[2]; !got.IsError || !strings.Contains(got.Content, "missing description") {
+			t.Fatalf("result = %+v", got)
+		}
+	})
 }

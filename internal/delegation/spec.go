@@ -21,12 +21,15 @@ type Spec struct {
 	// Tools are names from the stack; nil means the parent's tools without
 	// task and write_todos for an isolated child, and the parent's tools
 	// unchanged for a fork. A fork's own tools are used as given, with task.
+	// Under compat "deepagents" the filesystem tools always come, and these
+	// add to them (withFilesystemTools).
 	Tools  []string
 	Model  string
 	Skills []string
 	// ResponseFormat is a JSON Schema object with a "title", or nil.
 	ResponseFormat json.RawMessage
-	// MaxSteps caps the child's model calls; 0 means DefaultMaxSteps.
+	// MaxSteps caps the child's model calls; 0 means the main agent's
+	// max_steps, as deepagents' recursion limit reaches its subagents.
 	MaxSteps int
 	// Timeout ends the child with an error receipt; 0 means none.
 	Timeout time.Duration
@@ -64,10 +67,10 @@ const (
 	// CompatNone keeps our choices: failure stays in the child, the delta
 	// merge, the concurrency cap.
 	CompatNone Compat = ""
-	// CompatDeepagents switches all three to deepagents' behaviour: a
-	// child's failure fails its parent and cancels its siblings, children's
-	// whole file maps are merged (snapshot), and the task calls of one
-	// message all run at once.
+	// CompatDeepagents switches them to deepagents' behaviour: a child's
+	// failure fails its parent and cancels its siblings, children's whole
+	// file maps are merged (snapshot), the task calls of one message all
+	// run at once, and a subagent's tools add to the filesystem tools.
 	CompatDeepagents Compat = "deepagents"
 )
 
@@ -79,7 +82,9 @@ type MainSpec struct {
 	// NoGeneralPurpose turns the built-in general-purpose subagent off.
 	NoGeneralPurpose bool
 	Model            string
-	MaxSteps         int // 0 means DefaultMaxSteps
+	// MaxSteps caps the main agent's model calls and, unless a subagent
+	// sets its own, each child's; 0 means DefaultMaxSteps.
+	MaxSteps int
 	// MaxConcurrency is how many task calls of one message run at once; 0
 	// means DefaultMaxConcurrency, and after BuildTeam 0 means no cap
 	// (compat "deepagents").
@@ -107,7 +112,8 @@ const (
 	// graph.py:937, create_deep_agent's with_config; deepagentsjs
 	// src/agent.ts:546, 10_000), and an agent's turn is two steps (the model
 	// node, then the tools node): about 4,999 model calls, for the main agent
-	// and, through the inherited config, for every child.
+	// and, through the inherited config, for every child (a recursion limit
+	// of 2n+2 lets a deepagents agent make n model calls).
 	DefaultMaxSteps       = 4999
 	DefaultMaxConcurrency = 8
 	// DefaultSummaryMaxTokens and DefaultKeepMessages are deepagents'
@@ -274,7 +280,7 @@ func BuildTeam(ts TeamSpec) (*Team, error) {
 	seen := map[string]bool{}
 	for i, s := range list {
 		field := fmt.Sprintf("subagents[%d]", i-offset)
-		sub, serrs := buildSubagent(s, field, m.Tools, seen)
+		sub, serrs := buildSubagent(s, field, m, seen)
 		errs = append(errs, serrs...)
 		// A name counts as taken even when its spec has other problems, so
 		// a duplicate is reported too.
@@ -305,7 +311,8 @@ func BuildTeam(ts TeamSpec) (*Team, error) {
 
 // buildSubagent validates one spec; it returns nil when the spec cannot be
 // used at all.
-func buildSubagent(s Spec, field string, parentTools []string, seen map[string]bool) (*Subagent, FieldErrors) {
+func buildSubagent(s Spec, field string, m *MainSpec, seen map[string]bool) (*Subagent, FieldErrors) {
+	parentTools := m.Tools
 	var errs FieldErrors
 	name := s.Name
 	switch {
@@ -333,7 +340,12 @@ func buildSubagent(s Spec, field string, parentTools []string, seen map[string]b
 		errs.Add(field+".max_steps", "max_steps must be 1 or more; got %d", s.MaxSteps)
 	}
 	if s.MaxSteps == 0 {
-		s.MaxSteps = DefaultMaxSteps
+		// The main agent's limit reaches its children: deepagents passes
+		// the task tool's config, recursionLimit included, to the child's
+		// invoke (deepagentsjs src/middleware/subagents.ts:884-901,
+		// `{...config, …}`), and the child's graph counts its own steps
+		// against it. A child's own max_steps is ours.
+		s.MaxSteps = m.MaxSteps
 	}
 	if s.Timeout < 0 {
 		errs.Add(field+".timeout_ms", "timeout_ms must be 0 (none) or more")
@@ -371,6 +383,9 @@ func buildSubagent(s Spec, field string, parentTools []string, seen map[string]b
 		if hasTask {
 			sub.forkTaskAt = slices.Index(names, TaskToolName)
 		}
+	}
+	if s.Tools != nil && m.Compat == CompatDeepagents {
+		sub.tools, sub.forkTaskAt = withFilesystemTools(sub.tools, sub.forkOwnTools)
 	}
 
 	if rf := bytes.TrimSpace(s.ResponseFormat); len(rf) > 0 && !bytes.Equal(rf, []byte("null")) {
@@ -429,6 +444,37 @@ func isolatedDefault(parentTools []string) []string {
 		}
 	}
 	return names
+}
+
+// withFilesystemTools is a child's own tools as deepagents gives them, under
+// compat "deepagents": the filesystem tools always, in the stack's order
+// (deepagentsjs FILESYSTEM_TOOL_NAMES, src/middleware/fs.ts:101-110, execute
+// left out with a backend that runs nothing), for a fork then task, then
+// write_todos when the spec lists it (in deepagents it comes from the todo
+// middleware, after those). In ours a spec's tools are the child's whole set,
+// so a lesson can give a child fewer; in deepagents every subagent's
+// middleware starts with the FilesystemMiddleware, which brings its tools,
+// and the spec's `tools` are added to them (deepagentsjs agent.ts:318-323,
+// src/middleware/subagents.ts:727-731 and :743-749; the fork's task is
+// spliced in after the FilesystemMiddleware, :715-725). It returns the
+// tools and, for a fork, where task goes (-1 otherwise).
+func withFilesystemTools(listed []*tool, fork bool) ([]*tool, int) {
+	var out, rest []*tool
+	for _, name := range defaultToolNames {
+		if name != TaskToolName {
+			out = append(out, stackTool(name))
+		}
+	}
+	for _, t := range listed {
+		if !slices.Contains(defaultToolNames, t.def.Name) {
+			rest = append(rest, t)
+		}
+	}
+	taskAt := -1
+	if fork {
+		taskAt = len(out)
+	}
+	return append(out, rest...), taskAt
 }
 
 // childTools is the tool list a child of s starts with. A fork without

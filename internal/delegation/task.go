@@ -96,25 +96,44 @@ type taskArgs struct {
 // TaskToolSchema, middleware/subagents.py:272-282, whose pydantic model
 // ignores extra keys, and deepagentsjs's zod object strips them; with
 // lenient set, as under compat "deepagents", they are dropped the same way).
+// An empty description or subagent_type is refused too (**Ours**: a child
+// with nothing to do helps no one); with lenient set the call goes ahead,
+// as in deepagents.
 func parseTaskArgs(args json.RawMessage, lenient bool) (taskArgs, error) {
 	var a taskArgs
 	if err := decodeArgs(TaskToolName, args, &a); err != nil {
 		return a, err
 	}
-	if !lenient {
-		var all map[string]json.RawMessage
-		_ = json.Unmarshal(args, &all)
-		var extra []string
-		for k := range all {
-			if k != "description" && k != "subagent_type" {
-				extra = append(extra, "'"+k+"'")
+	var all map[string]json.RawMessage
+	_ = json.Unmarshal(args, &all)
+	if lenient {
+		// deepagents' schema takes any string, the empty one too: a task
+		// with an empty description starts a child whose message is empty
+		// (deepagentsjs taskToolSchema, z.string(), src/middleware/
+		// subagents.ts:930-939, and [new HumanMessage({content:
+		// description})] at :883; Python's TaskToolSchema, description: str,
+		// middleware/subagents.py:272-282). Only a missing argument fails.
+		var missing []string
+		for _, k := range []string{"description", "subagent_type"} {
+			if v, ok := all[k]; !ok || string(v) == "null" {
+				missing = append(missing, k)
 			}
 		}
-		if len(extra) > 0 {
-			sort.Strings(extra)
-			return a, toolErrorf("Invalid arguments for task: it takes only description and subagent_type, not %s; "+
-				"put everything the subagent needs in description and call task again.", strings.Join(extra, ", "))
+		if len(missing) > 0 {
+			return a, toolErrorf("Invalid arguments for %s: missing %s.", TaskToolName, strings.Join(missing, ", "))
 		}
+		return a, nil
+	}
+	var extra []string
+	for k := range all {
+		if k != "description" && k != "subagent_type" {
+			extra = append(extra, "'"+k+"'")
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		return a, toolErrorf("Invalid arguments for task: it takes only description and subagent_type, not %s; "+
+			"put everything the subagent needs in description and call task again.", strings.Join(extra, ", "))
 	}
 	return a, required(TaskToolName, "description", a.Description, "subagent_type", a.SubagentType)
 }
