@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/delegationstudio/studio/internal/model/openai"
 )
 
 // HTTPUpstream forwards requests to an OpenAI-compatible server, body and
@@ -23,6 +25,10 @@ type HTTPUpstream struct {
 	// (the environment's key, read at start); "" sends none.
 	key    string
 	client *http.Client
+	// redact keeps the key (and anything shaped like one) out of what the
+	// upstream sends back, before it is relayed or recorded: an upstream may
+	// echo the Authorization it got in an error, a header, an answer.
+	redact func(string) string
 }
 
 // NewHTTPUpstream forwards to the server at base (its /v1, as OpenAI's SDKs
@@ -37,7 +43,7 @@ func NewHTTPUpstream(base, key string) (*HTTPUpstream, error) {
 	// what is bounded, by the call's watchdog.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = 0
-	return &HTTPUpstream{base: strings.TrimRight(base, "/"), key: key, client: &http.Client{Transport: tr,
+	return &HTTPUpstream{base: strings.TrimRight(base, "/"), key: key, redact: openai.Redactor(key), client: &http.Client{Transport: tr,
 		// A redirect would carry the key to wherever it points.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}, nil
 }
@@ -69,6 +75,23 @@ func (u *HTTPUpstream) newRequest(ctx context.Context, method, path string, h ht
 		req.Header.Set("Content-Type", "application/json")
 	}
 	return req, nil
+}
+
+// scrubError, scrubAnswer and scrubHeader make what the upstream sent safe
+// to relay and record: an error's body, or headers, without the key or
+// anything shaped like one; an answer's bytes without the key itself (its
+// content is otherwise the model's, as it said it).
+func (u *HTTPUpstream) scrubError(b []byte) []byte  { return []byte(u.redact(string(b))) }
+func (u *HTTPUpstream) scrubAnswer(b []byte) []byte { return openai.RedactKey(b, u.key) }
+
+func (u *HTTPUpstream) scrubHeader(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		for _, v := range vs {
+			out[k] = append(out[k], u.redact(v))
+		}
+	}
+	return out
 }
 
 // errSilent is why a call to a silent upstream is cut.
@@ -157,10 +180,10 @@ func (u *HTTPUpstream) Chat(ctx context.Context, x *Exchange, out *Reply) {
 			u.broke(ctx, dog, out, err)
 			return
 		}
-		out.Fail(resp.StatusCode, resp.Header, b)
+		out.Fail(resp.StatusCode, u.scrubHeader(resp.Header), u.scrubError(b))
 	case mt == "text/event-stream":
-		out.Begin(resp.StatusCode, resp.Header)
-		switch err := relayStream(body, out); {
+		out.Begin(resp.StatusCode, u.scrubHeader(resp.Header))
+		switch err := relayStream(body, out, u.scrubAnswer); {
 		case errors.Is(err, errEventTooLarge):
 			out.Abort(http.StatusBadGateway, fmt.Sprintf("the upstream sent a stream event over %s, more than the studio relays: the answer was cut there",
 				byteSize(int64(maxAnswer))))
@@ -175,7 +198,7 @@ func (u *HTTPUpstream) Chat(ctx context.Context, x *Exchange, out *Reply) {
 		case len(b) > maxAnswer:
 			out.Abort(http.StatusBadGateway, fmt.Sprintf("the upstream's answer is over %s, more than the studio relays", byteSize(int64(maxAnswer))))
 		default:
-			out.Whole(resp.StatusCode, resp.Header, b)
+			out.Whole(resp.StatusCode, u.scrubHeader(resp.Header), u.scrubAnswer(b))
 		}
 	}
 }
@@ -205,8 +228,8 @@ func transportError(err error) string {
 }
 
 // relayStream relays server-sent events one by one as they arrive, until
-// [DONE] or the end of the stream.
-func relayStream(r io.Reader, out *Reply) error {
+// [DONE] or the end of the stream, each made safe by scrub first.
+func relayStream(r io.Reader, out *Reply, scrub func([]byte) []byte) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var data [][]byte
 	flush := func() bool {
@@ -219,7 +242,7 @@ func relayStream(r io.Reader, out *Reply) error {
 			out.End(true)
 			return true
 		}
-		out.Event(ev, nextAtHand(br))
+		out.Event(scrub(ev), nextAtHand(br))
 		return false
 	}
 	size := 0
@@ -238,7 +261,7 @@ func relayStream(r io.Reader, out *Reply) error {
 				}
 				size = 0
 			case text[0] == ':':
-				out.Comment(text)
+				out.Comment(scrub(text))
 			case bytes.HasPrefix(text, []byte("data:")):
 				data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(text, []byte("data:")), []byte(" ")))
 			}
@@ -304,7 +327,8 @@ func (u *HTTPUpstream) Models(ctx context.Context, h http.Header, id string, w h
 			defer resp.Body.Close()
 			b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 			if rerr == nil {
-				for k, vs := range resp.Header {
+				b = u.scrubError(b)
+				for k, vs := range u.scrubHeader(resp.Header) {
 					if relayed(k) {
 						w.Header()[k] = vs
 					}

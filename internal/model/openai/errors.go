@@ -459,22 +459,38 @@ func (m *Model) clean(s string) string {
 }
 
 // bearerRE and skKeyRE catch keys an endpoint might echo: its own
-// "Authorization: Bearer …", or an OpenAI-style secret.
+// "Authorization: Bearer …", or an OpenAI-style secret (masked ones too).
+// Neither reaches past a quote or a backslash, so that a JSON body they
+// are applied to stays JSON.
 var (
-	bearerRE = regexp.MustCompile(`(?i)(bearer\s+)\S+`)
+	bearerRE = regexp.MustCompile(`(?i)(bearer\s+)[^\s"\\]+`)
 	skKeyRE  = regexp.MustCompile(`\bsk-[A-Za-z0-9_\-*]{6,}`)
 )
 
-// redactor returns a function that removes the key, and anything shaped
-// like one, from text.
-func redactor(key string) func(string) string {
+// Redacted is what a key is replaced with.
+const Redacted = "[redacted]"
+
+// Redactor returns a function that removes the key, and anything shaped
+// like one, from text an endpoint sent back: an error's message, its body,
+// a header. The engine's model calls and the recording endpoint's relay
+// share it.
+func Redactor(key string) func(string) string {
 	return func(s string) string {
-		if key != "" {
-			s = strings.ReplaceAll(s, key, "[redacted]")
+		if key != "" && strings.Contains(s, key) {
+			s = string(RedactKey([]byte(s), key))
 		}
-		s = bearerRE.ReplaceAllString(s, "${1}[redacted]")
-		return skKeyRE.ReplaceAllString(s, "sk-[redacted]")
+		s = bearerRE.ReplaceAllString(s, "${1}"+Redacted)
+		return skKeyRE.ReplaceAllString(s, "sk-"+Redacted)
 	}
+}
+
+// RedactKey removes the key itself, and only it, from text: an answer's
+// content, where something merely shaped like a key is the model's to say.
+func RedactKey(b []byte, key string) []byte {
+	if key == "" || !bytes.Contains(b, []byte(key)) {
+		return b
+	}
+	return bytes.ReplaceAll(b, []byte(key), []byte(Redacted))
 }
 
 func orDefault(s, def string) string {

@@ -218,7 +218,7 @@ func New(cfg Config) (*Model, error) {
 		keyEnv:      keyEnv,
 		hasKey:      cfg.APIKey != "",
 		log:         cfg.Logger,
-		redact:      redactor(cfg.APIKey),
+		redact:      Redactor(cfg.APIKey),
 		compat:      new(compat),
 	}
 	if m.log == nil {
