@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/delegationstudio/studio/internal/model/openai"
+	"github.com/delegationstudio/studio/internal/model/remote"
 )
 
 // HTTPUpstream forwards requests to an OpenAI-compatible server, body and
@@ -43,7 +43,7 @@ func NewHTTPUpstream(base, key string) (*HTTPUpstream, error) {
 	// what is bounded, by the call's watchdog.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = 0
-	return &HTTPUpstream{base: strings.TrimRight(base, "/"), key: key, redact: openai.Redactor(key), client: &http.Client{Transport: tr,
+	return &HTTPUpstream{base: strings.TrimRight(base, "/"), key: key, redact: remote.Redactor(key), client: &http.Client{Transport: tr,
 		// A redirect would carry the key to wherever it points.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}, nil
 }
@@ -82,7 +82,7 @@ func (u *HTTPUpstream) newRequest(ctx context.Context, method, path string, h ht
 // anything shaped like one; an answer's bytes without the key itself (its
 // content is otherwise the model's, as it said it).
 func (u *HTTPUpstream) scrubError(b []byte) []byte  { return []byte(u.redact(string(b))) }
-func (u *HTTPUpstream) scrubAnswer(b []byte) []byte { return openai.RedactKey(b, u.key) }
+func (u *HTTPUpstream) scrubAnswer(b []byte) []byte { return remote.RedactKey(b, u.key) }
 
 func (u *HTTPUpstream) scrubHeader(h http.Header) http.Header {
 	out := make(http.Header, len(h))

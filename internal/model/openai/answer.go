@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/model/remote"
 )
 
 // Answer reads a chat-completions answer off the wire as this adapter reads
@@ -26,7 +28,7 @@ type Answer struct {
 // servers send mid-stream) is returned as an error with the server's words.
 func (a *Answer) Chunk(data []byte) ([]string, error) {
 	if e, ok := errorEvent(data); ok {
-		return nil, errors.New(orDefault(e.msg, "the stream carried an error"))
+		return nil, errors.New(cmp.Or(e.Msg, "the stream carried an error"))
 	}
 	var chunk goopenai.ChatCompletionStreamResponse
 	if err := json.Unmarshal(mendAnswer(data), &chunk); err != nil {
@@ -38,7 +40,7 @@ func (a *Answer) Chunk(data []byte) ([]string, error) {
 // Whole reads a whole (not streamed) completion.
 func (a *Answer) Whole(body []byte) error {
 	if e, ok := errorEvent(body); ok {
-		return errors.New(orDefault(e.msg, "the answer is an error"))
+		return errors.New(cmp.Or(e.Msg, "the answer is an error"))
 	}
 	var resp goopenai.ChatCompletionResponse
 	if err := json.Unmarshal(mendAnswer(body), &resp); err != nil {
@@ -78,4 +80,4 @@ func (a *Answer) Response() *delegation.Response {
 // ErrorText is what a server's error body says, read whatever its shape
 // (OpenAI's {"error": {"message"}}, Express's, FastAPI's, plain text, an
 // HTML page), for a person.
-func ErrorText(body []byte) string { return parseErrorBody(body).msg }
+func ErrorText(body []byte) string { return remote.ErrorText(body) }

@@ -26,6 +26,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/model/remote"
 )
 
 // DefaultBaseURL is OpenAI's endpoint, used when Config.BaseURL is empty.
@@ -37,8 +38,8 @@ const DefaultKeyEnv = "OPENAI_API_KEY"
 
 // Defaults of Config.
 const (
-	DefaultMaxRetries  = 3
-	DefaultCallTimeout = 120 * time.Second
+	DefaultMaxRetries  = remote.DefaultMaxRetries
+	DefaultCallTimeout = remote.DefaultCallTimeout
 )
 
 // Config says which endpoint and model to call, and how patiently.
@@ -126,6 +127,23 @@ func (s Settings) check() error {
 	return nil
 }
 
+// named are the names of the settings s sets, for refusals that name one.
+func (s Settings) named() []string {
+	var out []string
+	for _, st := range []struct {
+		name string
+		set  bool
+	}{
+		{"temperature", s.Temperature != nil}, {"max_tokens", s.MaxTokens > 0}, {"seed", s.Seed != nil},
+		{"tool_choice", s.ToolChoice != ""}, {"parallel_tool_calls", s.ParallelToolCalls != nil},
+	} {
+		if st.set {
+			out = append(out, st.name)
+		}
+	}
+	return out
+}
+
 // String describes the config without its API key, so printing a Config, by
 // mistake or in a log line, cannot leak it.
 func (c Config) String() string {
@@ -154,22 +172,18 @@ type Model struct {
 	client      *goopenai.Client
 	baseURL     string // for messages: without user info or query
 	model       string
-	maxRetries  int
-	backoff     func(int) time.Duration
 	callTimeout time.Duration
 	native      bool
 	stream      bool
 	settings    Settings
-	keyEnv      string
-	hasKey      bool
-	log         *slog.Logger
+	// ep is what errors say of the endpoint; it holds the key only inside
+	// its redactor, so that no field of Model holds it in a form %+v would
+	// print.
+	ep      *remote.Endpoint
+	retrier *remote.Retrier
 	// compat holds what this endpoint was found to reject, so later calls
-	// leave it out from the start (see fallback).
+	// leave it out from the start (see rejectedOption).
 	compat *compat
-	// redact removes the API key from text the endpoint sent back before it
-	// goes into an error. It closes over the key so that no field of Model
-	// holds it in a form %+v would print.
-	redact func(string) string
 }
 
 var _ delegation.Model = (*Model)(nil)
@@ -209,29 +223,18 @@ func New(cfg Config) (*Model, error) {
 	m := &Model{
 		baseURL:     shown,
 		model:       cfg.Model,
-		maxRetries:  cfg.MaxRetries,
-		backoff:     cfg.Backoff,
 		callTimeout: cfg.CallTimeout,
 		native:      cfg.NativeJSONSchema,
 		stream:      cfg.streams(),
 		settings:    cfg.Settings,
-		keyEnv:      keyEnv,
-		hasKey:      cfg.APIKey != "",
-		log:         cfg.Logger,
-		redact:      Redactor(cfg.APIKey),
 		compat:      new(compat),
+		ep: remote.NewEndpoint(remote.Endpoint{URL: shown, KeyEnv: keyEnv, HasKey: cfg.APIKey != "",
+			API: "chat completions", Format: "a chat completion",
+			Root:     "the root that /chat/completions is under, often ending in /v1",
+			Settings: cfg.Settings.named()}, cfg.APIKey),
 	}
-	if m.log == nil {
-		m.log = slog.Default()
-	}
-	if m.maxRetries == 0 {
-		m.maxRetries = DefaultMaxRetries
-	} else if m.maxRetries < 0 {
-		m.maxRetries = 0
-	}
-	if m.backoff == nil {
-		m.backoff = defaultBackoff
-	}
+	m.retrier = remote.NewRetrier(m.ep, cfg.MaxRetries, cfg.Backoff, cfg.Logger)
+	m.retrier.Drop = m.compat.apply
 	if m.callTimeout <= 0 {
 		m.callTimeout = DefaultCallTimeout
 	}
@@ -320,42 +323,11 @@ func (m *Model) Generate(ctx context.Context, req *delegation.Request) (*delegat
 }
 
 // finishProblem is the error for an answer that did not finish: cut off at
-// a length limit, or stopped by a content filter. Neither is retried: the
-// same request would be cut again.
+// a length limit, or stopped by a content filter.
 func (m *Model) finishProblem(r *result) error {
-	ended := ""
-	if tail := lastWords(r.content, 60); tail != "" {
-		ended = fmt.Sprintf("; it ended %q", tail)
+	output := 0
+	if r.usage != nil {
+		output = r.usage.CompletionTokens
 	}
-	switch r.finishReason {
-	case "length", "max_tokens", "model_length":
-		limit := "the model's own output limit"
-		fix := "set a larger max_tokens for this agent if the model allows it, or ask for a shorter answer"
-		if m.settings.MaxTokens > 0 {
-			limit = fmt.Sprintf("max_tokens %d", m.settings.MaxTokens)
-			fix = "raise max_tokens for this agent, or ask for a shorter answer"
-		}
-		if u := r.usage; u != nil && u.CompletionTokens > 0 {
-			limit += fmt.Sprintf(", after %d tokens", u.CompletionTokens)
-		}
-		return &classified{class: ErrTruncated, msg: fmt.Sprintf(`%s (finish_reason "length": %s)%s: %s`, ErrTruncated, limit, ended, fix)}
-	case "content_filter", "safety", "prohibited_content":
-		return &classified{class: ErrContentFilter, msg: fmt.Sprintf(`%s (finish_reason %q)%s: rephrase the prompt or the task; a retry would be withheld again`,
-			ErrContentFilter, r.finishReason, ended)}
-	}
-	return nil
-}
-
-// lastWords is the end of s, at most n runes, starting at a word.
-func lastWords(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	t := string(r[len(r)-n:])
-	if i := strings.IndexByte(t, ' '); i >= 0 && i < len(t)-1 {
-		t = t[i+1:]
-	}
-	return "…" + t
+	return remote.Unfinished("finish_reason", r.finishReason, m.settings.MaxTokens, output, r.content)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/model/remote"
 )
 
 // collector is a Request.Stream callback that keeps the deltas.
@@ -921,11 +922,11 @@ func TestNew(t *testing.T) {
 		t.Errorf("no model: err %v", err)
 	}
 	m, err := New(Config{Model: "gpt-4.1-mini", APIKey: testKey})
-	if err != nil || m.baseURL != DefaultBaseURL || m.maxRetries != DefaultMaxRetries || m.callTimeout != DefaultCallTimeout {
+	if err != nil || m.baseURL != DefaultBaseURL || m.retrier.MaxRetries != DefaultMaxRetries || m.callTimeout != DefaultCallTimeout {
 		t.Fatalf("defaults: %+v %v", m, err)
 	}
-	if m, _ := New(Config{BaseURL: "http://user:pw@x/v1/", Model: "m", MaxRetries: -1}); m.maxRetries != 0 || m.baseURL != "http://x/v1" {
-		t.Errorf("MaxRetries -1 means none; got %d, base %q", m.maxRetries, m.baseURL)
+	if m, _ := New(Config{BaseURL: "http://user:pw@x/v1/", Model: "m", MaxRetries: -1}); m.retrier.MaxRetries != 0 || m.baseURL != "http://x/v1" {
+		t.Errorf("MaxRetries -1 means none; got %d, base %q", m.retrier.MaxRetries, m.baseURL)
 	}
 	for _, s := range []string{fmt.Sprint(Config{APIKey: testKey}), fmt.Sprintf("%+v", Config{APIKey: testKey}),
 		fmt.Sprintf("%#v", Config{APIKey: testKey}), fmt.Sprintf("%+v", m), fmt.Sprintf("%+v", *m)} {
@@ -966,7 +967,7 @@ func TestRetryAfter(t *testing.T) {
 		{map[string]string{"Retry-After": "0.5"}, 500 * time.Millisecond, true},
 		{map[string]string{"Retry-After-Ms": "250"}, 250 * time.Millisecond, true},
 		{map[string]string{"Retry-After": now.Add(3 * time.Second).Format(http.TimeFormat)}, 3 * time.Second, true},
-		{map[string]string{"Retry-After": "3600"}, maxRetryAfter, true},
+		{map[string]string{"Retry-After": "3600"}, remote.MaxRetryAfter, true},
 		{map[string]string{"Retry-After": "soon"}, 0, false},
 		{map[string]string{}, 0, false},
 	}
@@ -975,17 +976,17 @@ func TestRetryAfter(t *testing.T) {
 		for k, v := range c.h {
 			h.Set(k, v)
 		}
-		got, ok := retryAfter(h, now)
+		got, ok := remote.RetryAfter(h, now)
 		if got != c.want || ok != c.ok {
 			t.Errorf("%v: got %s %v, want %s %v", c.h, got, ok, c.want, c.ok)
 		}
 	}
 	for n := 1; n <= 10; n++ {
-		if d := defaultBackoff(n); d <= 0 || d > 8*time.Second {
+		if d := remote.DefaultBackoff(n); d <= 0 || d > 8*time.Second {
 			t.Errorf("backoff %d: %s", n, d)
 		}
 	}
-	if d := defaultBackoff(1); d < 125*time.Millisecond || d > 250*time.Millisecond {
+	if d := remote.DefaultBackoff(1); d < 125*time.Millisecond || d > 250*time.Millisecond {
 		t.Errorf("first backoff %s", d)
 	}
 }

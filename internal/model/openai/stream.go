@@ -3,53 +3,42 @@ package openai
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sort"
 	"strings"
-	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/model/remote"
 )
 
 // streamOnce makes one streamed attempt: text deltas go to onDelta as they
 // arrive; tool calls, which arrive in pieces, are put back together. idle is
 // re-armed at every chunk, so CallTimeout bounds the silence between chunks,
 // not the length of the answer.
-func (m *Model) streamOnce(ctx, actx context.Context, c *call, info *attemptInfo, idle *time.Timer,
-	onDelta func(string)) (*result, *failure) {
+func (m *Model) streamOnce(ctx context.Context, at *remote.Attempt, c *call, info *attemptInfo,
+	onDelta func(string)) (*result, *remote.Failure) {
 	info.streamed = true
-	st, err := m.client.CreateChatCompletionStream(actx, m.wireRequest(c, true))
+	st, err := m.client.CreateChatCompletionStream(at.Ctx, m.wireRequest(c, true))
 	if err != nil || info.said != nil {
 		if st != nil {
 			st.Close()
 		}
-		return nil, m.classify(ctx, actx, c, info, err)
+		return nil, m.classify(ctx, at, c, info, err)
 	}
 	defer st.Close()
 
 	var acc accumulator
 	sent := false
-	// brokeOff keeps a broken stream from being retried once text was
-	// shown: a retry would show the answer's start twice, and a different
-	// answer may come back.
-	brokeOff := func(f *failure) *failure {
-		if sent && f.retry {
-			return &failure{err: fmt.Errorf("the answer broke off after the model had started writing it (%s); "+
-				"it was not retried because its first part was already shown", f.what)}
-		}
-		return f
-	}
 	for {
 		chunk, err := st.Recv()
-		idle.Reset(m.callTimeout)
+		at.Reset()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, brokeOff(m.classify(ctx, actx, c, info, err))
+			return nil, remote.BrokeOff(sent, m.classify(ctx, at, c, info, err))
 		}
 		for _, d := range acc.add(chunk) {
 			onDelta(d)
@@ -59,7 +48,7 @@ func (m *Model) streamOnce(ctx, actx context.Context, c *call, info *attemptInfo
 	// go-openai reports a stream that just stops as a normal end; an answer
 	// is complete only with [DONE] or a finish_reason.
 	if !acc.finished && !info.sawDone {
-		return nil, brokeOff(&failure{retry: true, what: "a stream that ended before the answer was complete"})
+		return nil, remote.BrokeOff(sent, &remote.Failure{Retry: true, What: "a stream that ended before the answer was complete"})
 	}
 	return acc.result(), nil
 }

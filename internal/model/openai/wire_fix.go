@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/delegationstudio/studio/internal/model/remote"
 )
 
 // The wire layer sits between go-openai and the network. go-openai builds
@@ -40,7 +42,7 @@ type attemptInfo struct {
 	sawDone bool   // the stream carried its [DONE] line
 	// said is an error the endpoint sent with status 200: an error event in
 	// a stream, or a JSON body that is an error instead of a completion.
-	said *endpointError
+	said *remote.EndpointError
 	// temperature, when set, is sent as the request's temperature.
 	temperature *float64
 	// streamed: the request asked for a stream.
@@ -202,7 +204,7 @@ func (s *streamMender) mendLine(line []byte) []byte {
 	}
 	if s.errorNext {
 		s.errorNext = false
-		e := parseErrorBody(data)
+		e := remote.ParseErrorBody(data)
 		s.info.said = &e
 		return nil
 	}
@@ -219,7 +221,7 @@ func (s *streamMender) mendLine(line []byte) []byte {
 
 // errorEvent reports whether a JSON document is an error instead of an
 // answer: an object with an "error" member and no choices.
-func errorEvent(doc []byte) (*endpointError, bool) {
+func errorEvent(doc []byte) (*remote.EndpointError, bool) {
 	if !bytes.Contains(doc, []byte(`"error"`)) {
 		return nil, false
 	}
@@ -230,7 +232,7 @@ func errorEvent(doc []byte) (*endpointError, bool) {
 	if json.Unmarshal(doc, &probe) != nil || len(probe.Error) == 0 || string(probe.Error) == "null" || len(probe.Choices) > 0 {
 		return nil, false
 	}
-	e := parseErrorBody(doc)
+	e := remote.ParseErrorBody(doc)
 	return &e, true
 }
 
