@@ -143,7 +143,7 @@ func (s *Session) matchDelegation(input []Message, name string, byContent bool) 
 			if tc.task == nil || tc.child != nil || tc.added || tc.refused {
 				continue
 			}
-			if name != "" && name != "main" && tc.task.SubagentType != "" && name != tc.task.SubagentType {
+			if name != "" && name != "main" && tc.task.typed && name != tc.task.SubagentType {
 				continue
 			}
 			desc := strings.TrimSpace(tc.task.Description)

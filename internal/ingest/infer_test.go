@@ -295,3 +295,36 @@ func TestActivityAndDeltas(t *testing.T) {
 	}
 	r.trace(t) // deltas are not in the stored log
 }
+
+// The third article's hand-built subagent tool: one argument, task, no
+// subagent type. The delegation is found by --task-tool, its child is the
+// call whose user message is that task, and it is general-purpose's.
+func TestTaskArgumentAndNoTypeIsGeneralPurpose(t *testing.T) {
+	sink := &collect{}
+	s := ingest.New(ingest.Config{SessionID: "s1", Tokenizer: "approx", Counter: wordCounter{}, Sink: sink, TaskTool: "subagent"})
+	r := &recording{s: s, sink: sink, at: t0}
+	prompt := user("Find where the config is read.")
+	first := delegation.ToolCall{Name: "subagent", Args: json.RawMessage(`{"task":"List the files that read config.yaml."}`)}
+	second := delegation.ToolCall{Name: "subagent", Args: json.RawMessage(`{"task":"Say which of them is the entry point."}`)}
+	r.call("You are main.", []ingest.Message{prompt}, asst("", first))
+	a := r.call("You explore.", []ingest.Message{user("List the files that read config.yaml.")}, asst("main.go and load.go."))
+	if a.ParentID != "main" || a.Name != delegation.GeneralPurposeName || a.Mode != delegation.ModeIsolated || a.Invocation != 0 {
+		t.Fatalf("the child = %+v, want general-purpose's first, isolated, under main", a)
+	}
+	r.call("You are main.", []ingest.Message{prompt, asst("", first), toolMsg("main.go and load.go.")}, asst("", second))
+	b := r.call("You explore.", []ingest.Message{user("Say which of them is the entry point.")}, asst("main.go."))
+	if b.Name != delegation.GeneralPurposeName || b.Invocation != 1 || b.ID == a.ID {
+		t.Fatalf("the second child = %+v, want general-purpose's second", b)
+	}
+	r.call("You are main.", []ingest.Message{prompt, asst("", first), toolMsg("main.go and load.go."), asst("", second), toolMsg("main.go.")}, asst("main.go reads it."))
+	tr := r.trace(t)
+	var receipts int
+	for _, m := range tr.Messages {
+		if m.AgentID == "main" && m.Kind == string(delegation.KindReceipt) {
+			receipts++
+		}
+	}
+	if receipts != 2 {
+		t.Fatalf("main holds %d receipts, want 2", receipts)
+	}
+}

@@ -203,9 +203,28 @@ type toolCall struct {
 	files      []delegation.FileChange
 }
 
+// taskArgs are a delegation's arguments: its task in description (the
+// task tool's) or task (a hand-built subagent tool's, as the third article
+// writes it), and the subagent type; a delegation naming none is the
+// general-purpose subagent's, as in deepagents.
 type taskArgs struct {
 	Description  string `json:"description"`
+	Task         string `json:"task"`
 	SubagentType string `json:"subagent_type"`
+	typed        bool   // the call named its subagent type
+}
+
+func readTaskArgs(raw json.RawMessage) *taskArgs {
+	var args taskArgs
+	_ = json.Unmarshal(raw, &args)
+	if strings.TrimSpace(args.Description) == "" {
+		args.Description = args.Task
+	}
+	args.typed = args.SubagentType != ""
+	if !args.typed {
+		args.SubagentType = delegation.GeneralPurposeName
+	}
+	return &args
 }
 
 // New starts a session; nothing is emitted until the first observation.
@@ -480,13 +499,13 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 			mode = delegation.ModeFork
 			inherited = cut(tc.inherit, p.Inherited)
 		}
-		name := tc.task.SubagentType
-		if name == "" {
-			name = orDefault(in.Hint.Name, "subagent")
+		name, inv := tc.task.SubagentType, tc.invocation
+		if !tc.task.typed && in.Hint.Name != "" && in.Hint.Name != "main" {
+			// A span that names the agent says more than the default.
+			name, inv = in.Hint.Name, -1
 		}
 		s.children++
 		id := "a" + strconv.Itoa(s.children)
-		inv := tc.invocation
 		if inv < 0 {
 			inv = s.invocations[name]
 			s.invocations[name]++
@@ -619,12 +638,11 @@ func (t *Turn) Finish(out CallOutput) {
 		for _, c := range msg.ToolCalls {
 			tc := &toolCall{owner: a, call: c, inherit: a.last, invocation: -1}
 			if c.Name == s.cfg.TaskTool {
-				var args taskArgs
-				_ = json.Unmarshal(c.Args, &args)
-				tc.task = &args
+				args := readTaskArgs(c.Args)
+				tc.task = args
 				// A fork's task calls are refused (delegation.md §3): they
 				// start no child, so they take no number.
-				if a.info.Mode != delegation.ModeFork && args.SubagentType != "" {
+				if a.info.Mode != delegation.ModeFork {
 					tc.invocation = s.invocations[args.SubagentType]
 					s.invocations[args.SubagentType]++
 				}
