@@ -201,6 +201,17 @@ func (a *auth) validSession(v string) bool {
 	return a.now().Unix() < int64(binary.BigEndian.Uint64(b[16:]))
 }
 
+// bearerToken is the token of an Authorization header of the Bearer
+// scheme, whose name is compared without regard to case (RFC 9110 §11.1):
+// "bearer x" is as much the token as "Bearer x".
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(token, " "), true
+}
+
 // studioTokenHeader carries the access token on the recording endpoint,
 // whose Authorization is the client's key for the upstream.
 const studioTokenHeader = "X-Studio-Token"
@@ -227,7 +238,7 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		wrong := false
 		if h := r.Header.Get("Authorization"); h != "" {
-			if bearer, ok := strings.CutPrefix(h, "Bearer "); ok && a.matches(bearer) {
+			if bearer, ok := bearerToken(h); ok && a.matches(bearer) {
 				return next(c)
 			}
 			// The recording endpoint's clients send their upstream key as

@@ -60,7 +60,7 @@ func (s *Server) forUpstream(r *http.Request) *http.Request {
 		return r
 	}
 	h := r.Header.Get("Authorization")
-	if bearer, ok := strings.CutPrefix(h, "Bearer "); ok && s.auth.matches(bearer) {
+	if bearer, ok := bearerToken(h); ok && s.auth.matches(bearer) {
 		r = r.Clone(r.Context())
 		r.Header.Del("Authorization")
 	}

@@ -161,6 +161,24 @@ func TestRecordingEndpointBehindAToken(t *testing.T) {
 			t.Errorf("upstream got %q: the studio's token must never leave it", got)
 		}
 	})
+	t.Run("the studio's token as the key, the scheme in any case: it never goes on", func(t *testing.T) {
+		for _, scheme := range []string{"bearer", "BEARER", "bEaReR"} {
+			for _, beside := range []http.Header{nil, {"X-Studio-Token": {token}}} {
+				// go-openai writes "Bearer "; the header given replaces it.
+				h := http.Header{"Authorization": {scheme + " " + token}}
+				for k, v := range beside {
+					h[k] = v
+				}
+				if err := ask(openAIClient(s.ts.URL, "unused", h)); err != nil {
+					t.Fatalf("%s %v: %v", scheme, beside, err)
+				}
+				if got := seen.last(); got != "Bearer sk-env-key-of-the-operator" {
+					t.Errorf("Authorization: %s <token>, X-Studio-Token %v: upstream got %q: the studio's token must never leave it",
+						scheme, beside, got)
+				}
+			}
+		}
+	})
 	t.Run("the token beside the caller's own key", func(t *testing.T) {
 		if err := ask(openAIClient(s.ts.URL, "sk-callers", http.Header{"X-Studio-Token": {token}})); err != nil {
 			t.Fatal(err)
