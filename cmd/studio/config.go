@@ -127,8 +127,13 @@ type chosenUpstream struct {
 // of every endpoint (session.Endpoint): a *_API_KEY variable that is set,
 // OPENAI_API_KEY only to OpenAI's own URL or $OPENAI_BASE_URL. It is read
 // once, here, and never written anywhere.
-func upstreamFrom(c *command, spec, rawURL, keyEnv string, list []session.Endpoint, stderr io.Writer) (chosenUpstream, int) {
+func upstreamFrom(c *command, spec, rawURL, provider, keyEnv string, list []session.Endpoint, stderr io.Writer) (chosenUpstream, int) {
 	switch {
+	case provider != "openai" && provider != "anthropic":
+		return chosenUpstream{}, c.fail("--upstream-provider %q: give openai (chat completions) or anthropic (Anthropic's Messages API)", provider)
+	case provider == "anthropic" && rawURL == "":
+		return chosenUpstream{}, c.fail("--upstream-provider anthropic goes with --upstream-url, e.g. --upstream-url https://api.anthropic.com " +
+			"(a script answers both APIs without it)")
 	case spec != "" && rawURL != "":
 		return chosenUpstream{}, c.fail("give --upstream or --upstream-url, not both")
 	case keyEnv != "" && rawURL == "":
@@ -168,6 +173,9 @@ func upstreamFrom(c *command, spec, rawURL, keyEnv string, list []session.Endpoi
 			return chosenUpstream{}, c.fail("the upstream's key is read from %s, which is not set", ep.KeyEnv)
 		}
 	}
+	if provider == "anthropic" {
+		return anthropicUpstream(c, ep)
+	}
 	note := "the caller's Authorization; without one, no key"
 	key := ""
 	if v := ep.KeyVar(); v != "" {
@@ -193,4 +201,29 @@ func endpointNames(list []session.Endpoint) string {
 		names[i] = e.Name
 	}
 	return "given: " + strings.Join(names, ", ")
+}
+
+// anthropicUpstream is an Anthropic server for the recording endpoint: the
+// caller's x-api-key (or Authorization) passes through; a call that brings
+// neither is sent with the key of --upstream-key-env, or ANTHROPIC_API_KEY
+// at Anthropic's own API and nowhere else.
+func anthropicUpstream(c *command, ep session.Endpoint) (chosenUpstream, int) {
+	v := ep.KeyEnv
+	if v == "" {
+		v = proxy.AnthropicKeyVar(ep.BaseURL)
+	}
+	note := "Anthropic's Messages API; the caller's x-api-key; without one, no key"
+	key := ""
+	if v != "" {
+		key = openai.KeyFromEnv(v)
+		note = "Anthropic's Messages API; the caller's x-api-key, else the key in " + v
+		if key == "" {
+			note += ", which is NOT set"
+		}
+	}
+	up, err := proxy.NewAnthropicUpstream(ep.BaseURL, key)
+	if err != nil {
+		return chosenUpstream{}, c.fail("--upstream-url: %v", err)
+	}
+	return chosenUpstream{upstream: up, note: note}, exitOK
 }

@@ -43,8 +43,10 @@ point a program's base URL at http://HOST:PORT/v1 and each call to
 /v1/chat/completions is forwarded to the upstream (--upstream-url, with the
 caller's Authorization, or else the key of --upstream-key-env), its answer
 relayed as it streams, and both recorded, the agents and their delegations
-inferred from content (docs/proxy.md). --upstream script:SCENARIO.json answers
-from a scenario's script instead: offline, deterministic, no key.`, stdout, stderr)
+inferred from content (docs/proxy.md). With --upstream-provider anthropic it
+records Anthropic's Messages API (POST /v1/messages, an Anthropic SDK's base
+URL http://HOST:PORT) the same way. --upstream script:SCENARIO.json answers
+either from a scenario's script instead: offline, deterministic, no key.`, stdout, stderr)
 	addr := c.String("addr", "127.0.0.1:7788", "127.0.0.1:7788", "listen on this `host:port`; beyond loopback it needs an access token", nil)
 	dbPath := dbFlag(c)
 	token := c.String("token", "", "", "access `token` every request must carry (at least 16 characters, hard to guess); prefer $STUDIO_TOKEN or --token-file, which ps does not show", nil)
@@ -75,6 +77,7 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 	otlpInputs := c.String("otlp-inputs", "new", "new", "what the pushed chat spans' inputs hold: `new` (the messages each call added) or full (capped)", nil)
 	upstream := c.String("upstream", "", "", "where /v1/chat/completions calls go: `script:SCENARIO.json` (or script:lesson:NAME) answers from its script; an endpoint's NAME (--endpoint, --config) forwards to it", nil)
 	upstreamURL := c.String("upstream-url", "", "", "forward /v1/chat/completions calls to this OpenAI-compatible server (`URL`, e.g. https://api.openai.com/v1), with the caller's Authorization", nil)
+	upstreamProvider := c.String("upstream-provider", "openai", "openai", "what --upstream-url speaks: `openai` (chat completions) or anthropic (Anthropic's Messages API, POST /v1/messages; its key from $ANTHROPIC_API_KEY at api.anthropic.com)", nil)
 	upstreamKey := c.String("upstream-key-env", "", "", "for a call that brings no Authorization, send the key in this `variable` (a *_API_KEY one) to --upstream-url; OPENAI_API_KEY goes to OpenAI (or $OPENAI_BASE_URL) without it", nil)
 	upstreamTimeout := c.Duration("upstream-timeout", proxy.DefaultTimeout, "cut a call whose upstream sends nothing for this `long` (before its answer, or between two pieces of a stream)", nil)
 	doneAfter := c.Duration("proxy-done-after", proxy.DefaultDoneAfter, "a recorded session whose main agent has answered ends, done, when no call comes for this `long`", nil)
@@ -129,7 +132,7 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 	if err := checkEndpoints(list); err != nil {
 		return c.fail("%v", err)
 	}
-	up, code := upstreamFrom(c, *upstream, *upstreamURL, *upstreamKey, list, stderr)
+	up, code := upstreamFrom(c, *upstream, *upstreamURL, *upstreamProvider, *upstreamKey, list, stderr)
 	if code != exitOK {
 		return code
 	}
@@ -187,6 +190,9 @@ from a scenario's script instead: offline, deterministic, no key.`, stdout, stde
 	}
 	if up.upstream != nil {
 		fmt.Fprintf(stdout, "Recording endpoint http://%s/v1 → %s (%s)\n", ln.Addr(), up.upstream, up.note)
+		if _, ok := up.upstream.(proxy.MessagesUpstream); ok {
+			fmt.Fprintf(stdout, "Anthropic's Messages API at http://%s/v1/messages (an Anthropic SDK's base URL: http://%s)\n", ln.Addr(), ln.Addr())
+		}
 	}
 	if c.given("token") == "flag" {
 		log.Warn("the access token was given with --token: other users of this machine can read it in the process list; use STUDIO_TOKEN or --token-file")

@@ -33,6 +33,7 @@ type Message struct {
 	ToolCalls  []delegation.ToolCall
 	ToolCallID string
 	Name       string
+	IsError    bool // an Anthropic tool_result's is_error
 }
 
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
@@ -427,7 +428,7 @@ func (r *Request) Call(at time.Time) ingest.CallInput {
 	}
 	in.System = strings.Join(system, "\n\n")
 	for _, m := range r.Messages[i:] {
-		msg := ingest.Message{Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+		msg := ingest.Message{Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, IsError: m.IsError}
 		switch m.Role {
 		case "assistant":
 			msg.Role = delegation.RoleAssistant

@@ -79,51 +79,62 @@ func (u *ScriptUpstream) model(sessionID string) *scripted.Model {
 	return m
 }
 
-// Chat plays the calling agent's next turn, streamed or whole as asked.
-func (u *ScriptUpstream) Chat(ctx context.Context, x *Exchange, out *Reply) {
-	if err := x.Request.CheckSequence(); err != nil {
-		out.Refuse(err)
-		return
-	}
+// play plays the calling agent's next turn of the script, whatever the
+// wire: stream, when set, is given the text as it is played, across the
+// turn's delay_ms, as in our engine. The answer's usage is the studio's own
+// count. A nil answer with no error: the context ended.
+func (u *ScriptUpstream) play(ctx context.Context, x *Exchange, stream func(string)) (*delegation.Response, *Error) {
 	ref := x.Agent
 	if ref.Unattached {
-		out.Refuse(&Error{Status: http.StatusBadRequest, Code: "script_mismatch", Message: fmt.Sprintf(
+		return nil, &Error{Status: http.StatusBadRequest, Code: "script_mismatch", Message: fmt.Sprintf(
 			"The script of %s cannot answer this request: it continues no agent's conversation and opens no task the agents "+
-				"are waiting on, so it is recorded as agent %s, unattached, and no turn of the script is its.", u.label, ref.ID)})
-		return
+				"are waiting on, so it is recorded as agent %s, unattached, and no turn of the script is its.", u.label, ref.ID)}
 	}
 	in := x.Request.Call(time.Time{})
 	req := &delegation.Request{Caller: delegation.Caller{AgentID: ref.ID, Name: ref.Name, Invocation: ref.Invocation},
-		Purpose: delegation.PurposeTurn, Model: x.Request.Model, System: in.System, Tools: in.Tools}
+		Purpose: delegation.PurposeTurn, Model: x.Request.Model, System: in.System, Tools: in.Tools, Stream: stream}
 	for _, m := range in.Input {
 		req.Messages = append(req.Messages, &delegation.Message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID})
-	}
-	w := &chunkWriter{id: "chatcmpl-" + strings.ReplaceAll(x.Turn.CallID(), ".", "-") + "-" + shortID(x.SessionID),
-		model: x.Request.Model, created: u.now().Unix(), out: out}
-	if x.Request.Stream {
-		// The text streams across the turn's delay_ms, as it does in our
-		// engine; nothing is written before the first piece, so a turn the
-		// script cannot play is still answered with an error status.
-		req.Stream = func(delta string) {
-			w.delta(wireMessage{Content: &delta})
-			x.Turn.Delta(delta)
-		}
 	}
 	resp, err := u.model(x.SessionID).Generate(ctx, req)
 	if err != nil {
 		var te *scripted.TurnError
 		switch {
 		case errors.As(err, &te):
-			out.Refuse(&Error{Status: http.StatusBadRequest, Code: "script_mismatch", Message: te.Message})
+			return nil, &Error{Status: http.StatusBadRequest, Code: "script_mismatch", Message: te.Message}
 		case ctx.Err() != nil:
-			// The client left, or the studio stops: Reply.close says so.
-		default:
-			out.Refuse(&Error{Status: http.StatusInternalServerError, Message: err.Error()})
+			return nil, nil
 		}
-		return
+		return nil, &Error{Status: http.StatusInternalServerError, Message: err.Error()}
 	}
 	msg := &delegation.Message{Role: delegation.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls}
 	resp.Usage = &delegation.Usage{PromptTokens: x.Turn.InputTokens(), CompletionTokens: delegation.MessageTokens(u.counter, msg)}
+	return resp, nil
+}
+
+// Chat plays the calling agent's next turn, streamed or whole as asked.
+func (u *ScriptUpstream) Chat(ctx context.Context, x *Exchange, out *Reply) {
+	if err := x.Request.CheckSequence(); err != nil {
+		out.Refuse(err)
+		return
+	}
+	w := &chunkWriter{id: "chatcmpl-" + strings.ReplaceAll(x.Turn.CallID(), ".", "-") + "-" + shortID(x.SessionID),
+		model: x.Request.Model, created: u.now().Unix(), out: out}
+	var stream func(string)
+	if x.Request.Stream {
+		stream = func(delta string) {
+			w.delta(wireMessage{Content: &delta})
+			x.Turn.Delta(delta)
+		}
+	}
+	resp, err := u.play(ctx, x, stream)
+	if err != nil {
+		out.Refuse(err)
+		return
+	}
+	if resp == nil {
+		return // the client left, or the studio stops: Reply.close says so
+	}
 	finish := "stop"
 	if len(resp.ToolCalls) > 0 {
 		finish = "tool_calls"

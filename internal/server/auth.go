@@ -245,6 +245,9 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 			// Authorization, and the studio's token beside it.
 			wrong = !proxyRoute(p) || r.Header.Get(studioTokenHeader) == ""
 		}
+		if k := r.Header.Get("X-Api-Key"); k != "" && proxyRoute(p) && a.matches(k) {
+			return next(c) // Anthropic's SDKs send the token as their key
+		}
 		if t := r.Header.Get(studioTokenHeader); t != "" && proxyRoute(p) {
 			if a.matches(t) {
 				return next(c)

@@ -63,6 +63,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 			s.log.Warn("request refused for now", "method", c.Request().Method, "path", c.Request().URL.Path, "why", msg)
 		}
 	}
+	if anthropicRoute(c.Request().URL.Path) {
+		anthropicError(c, status, msg)
+		return
+	}
 	if proxyRoute(c.Request().URL.Path) {
 		openAIError(c, status, msg)
 		return

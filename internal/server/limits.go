@@ -95,7 +95,7 @@ func bodyLimit(method, route string) int64 {
 		return MaxTraceBody
 	case route == "/v1/traces":
 		return MaxOTLPBody
-	case route == "/v1/chat/completions":
+	case route == "/v1/chat/completions" || route == "/v1/messages":
 		return MaxChatBody
 	case route == "/api/sessions" || route == "/sessions" || route == "/compare" || route == "/clone-team" ||
 		strings.HasPrefix(route, "/teams") || strings.HasPrefix(route, "/lessons/"):
@@ -109,7 +109,7 @@ func bodyLimit(method, route string) int64 {
 func heavy(method, route string) bool {
 	// A model call is not a document to check: it waits on its model,
 	// and agents make many at once.
-	return method == http.MethodPost && bodyLimit(method, route) > MaxFormBody && route != "/v1/chat/completions"
+	return method == http.MethodPost && bodyLimit(method, route) > MaxFormBody && route != "/v1/chat/completions" && route != "/v1/messages"
 }
 
 // limitBody refuses a body larger than its route takes: at once when its

@@ -26,9 +26,13 @@ func proxyRoute(p string) bool {
 	return strings.HasPrefix(p, "/v1/") && p != "/v1/traces"
 }
 
+// anthropicRoute reports whether a path answers in Anthropic's shape,
+// errors included, because Anthropic's clients call it.
+func anthropicRoute(p string) bool { return p == "/v1/messages" }
+
 // apiNotServed answers the OpenAI paths the studio does not record.
 func (s *Server) apiNotServed(c echo.Context) error {
-	return echo.NewHTTPError(http.StatusNotFound, "This studio records chat completions (POST /v1/chat/completions) and lists "+
+	return echo.NewHTTPError(http.StatusNotFound, "This studio records chat completions (POST /v1/chat/completions) and Anthropic's messages (POST /v1/messages), and lists "+
 		"models (GET /v1/models); "+c.Request().Method+" "+c.Request().URL.Path+" is not served (docs/proxy.md).")
 }
 
@@ -42,6 +46,12 @@ func (s *Server) newProxy() *proxy.Proxy {
 // apiChat is POST /v1/chat/completions.
 func (s *Server) apiChat(c echo.Context) error {
 	s.proxy.ServeChat(c.Response(), s.forUpstream(c.Request()))
+	return nil
+}
+
+// apiMessages is POST /v1/messages, Anthropic's Messages API.
+func (s *Server) apiMessages(c echo.Context) error {
+	s.proxy.ServeMessages(c.Response(), s.forUpstream(c.Request()))
 	return nil
 }
 
@@ -64,6 +74,11 @@ func (s *Server) forUpstream(r *http.Request) *http.Request {
 		r = r.Clone(r.Context())
 		r.Header.Del("Authorization")
 	}
+	// Anthropic's SDKs send their key as x-api-key.
+	if k := r.Header.Get("X-Api-Key"); k != "" && s.auth.matches(k) {
+		r = r.Clone(r.Context())
+		r.Header.Del("X-Api-Key")
+	}
 	return r
 }
 
@@ -85,4 +100,9 @@ func (p proxyStore) Open(ctx context.Context, name string, origin *delegation.Or
 func openAIError(c echo.Context, status int, msg string) {
 	e := &proxy.Error{Status: status, Message: msg}
 	_ = c.JSONBlob(status, e.Body())
+}
+
+// anthropicError is openAIError for the route Anthropic's clients call.
+func anthropicError(c echo.Context, status int, msg string) {
+	_ = c.JSONBlob(status, proxy.AnthropicErrorBody(status, msg))
 }

@@ -249,6 +249,7 @@ func (s *Server) routes() *echo.Echo {
 	// The recording endpoint (docs/proxy.md): an OpenAI-compatible base URL
 	// that forwards every call to the upstream and records it.
 	e.POST("/v1/chat/completions", s.apiChat) // forwarded, relayed as it streams, recorded
+	e.POST("/v1/messages", s.apiMessages)     // Anthropic's Messages API, the same way
 	e.GET("/v1/models", s.apiModels)          // the upstream's models
 	e.GET("/v1/models/:id", s.apiModels)      // one of them
 	e.Any("/v1/*", s.apiNotServed)            // the Responses API, embeddings…: said so, in OpenAI's shape
