@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"encoding/json"
+	"maps"
 	"sort"
 	"strings"
 
@@ -77,12 +78,78 @@ func genAICall(sp *Span) (CallInput, CallOutput) {
 			out.Output = &Message{Role: delegation.RoleAssistant}
 		}
 	}
+	in.Counted = countedOf(sp)
+	out.Files = changesFromEvents(sp)
 	p, okP := attrInt(sp.Attrs, "gen_ai.usage.input_tokens")
 	c, okC := attrInt(sp.Attrs, "gen_ai.usage.output_tokens")
-	if okP || okC {
+	// The studio's own export writes a scripted model's usage from its own
+	// count (delegation.input_tokens beside it): no endpoint reported it, so
+	// the import has none, as the session had none.
+	ownScripted := in.Counted != nil && attrString(sp.Attrs, "gen_ai.provider.name") == "scripted"
+	if (okP || okC) && !ownScripted {
 		out.Usage = &delegation.Usage{PromptTokens: p, CompletionTokens: c}
+		out.Usage.CachedTokens, _ = attrInt(sp.Attrs, "gen_ai.usage.cache_read.input_tokens")
+		out.Usage.ReasoningTokens, _ = attrInt(sp.Attrs, "gen_ai.usage.reasoning.output_tokens")
 	}
 	return in, out
+}
+
+// exportedOf reads what the studio's own export says of an agent's end
+// (an invoke_agent span with delegation.status); nil for anyone else's.
+func exportedOf(sp *Span) *Exported {
+	if _, ok := sp.Attrs["delegation.status"]; !ok {
+		return nil
+	}
+	e := &Exported{}
+	var outs []genMessage
+	if json.Unmarshal([]byte(attrString(sp.Attrs, "gen_ai.output.messages")), &outs) == nil && len(outs) > 0 {
+		e.Receipt, e.HasReceipt = partsText(outs[0].Parts), true
+	}
+	e.Returned, e.HeldBack = attrStrings(sp.Attrs, "delegation.returned"), attrStrings(sp.Attrs, "delegation.held_back")
+	return e
+}
+
+// attrStrings is a string list attribute ([] when empty); nil when the span
+// has none.
+func attrStrings(attrs map[string]any, key string) []string {
+	v, ok := attrs[key].([]any)
+	if !ok {
+		return nil
+	}
+	out := []string{}
+	for _, x := range v {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// countedOf reads what the studio's own export counted of a call (its
+// delegation.* attributes); nil for anyone else's span.
+func countedOf(sp *Span) *Counted {
+	input, ok := attrInt(sp.Attrs, "delegation.input_tokens")
+	var tools []delegation.ToolCost
+	if !ok || json.Unmarshal([]byte(attrString(sp.Attrs, "delegation.tools")), &tools) != nil {
+		return nil
+	}
+	c := &Counted{Tools: tools, InputTokens: input, AgentID: attrString(sp.Attrs, "delegation.agent_id")}
+	c.SystemTokens, _ = attrInt(sp.Attrs, "delegation.system_tokens")
+	c.ToolTokens, _ = attrInt(sp.Attrs, "delegation.tool_tokens")
+	c.MessageTokens, _ = attrInt(sp.Attrs, "delegation.message_tokens")
+	c.InheritedTokens, _ = attrInt(sp.Attrs, "delegation.inherited_tokens")
+	c.CachedPrefixTokens, _ = attrInt(sp.Attrs, "delegation.cached_prefix_tokens")
+	var price delegation.Price
+	if json.Unmarshal([]byte(attrString(sp.Attrs, "delegation.price")), &price) == nil {
+		c.Price = &price
+	}
+	c.Purpose = delegation.Purpose(attrString(sp.Attrs, "delegation.purpose"))
+	c.OutputTokens, _ = attrInt(sp.Attrs, "delegation.output_tokens")
+	var sum Summarized
+	if json.Unmarshal([]byte(attrString(sp.Attrs, "delegation.summarization")), &sum) == nil {
+		c.Summarized = &sum
+	}
+	return c
 }
 
 // genMessagesOf turns one GenAI message into ours: its text parts joined,
@@ -153,6 +220,7 @@ func genAITool(sp *Span) ToolResult {
 	if v, ok := sp.Attrs["gen_ai.tool.call.result"]; ok {
 		r.Result, r.HasResult = attrText(v), true
 	}
+	r.Files = changesFromEvents(sp)
 	if sp.StatusError {
 		r.IsError, r.Error = true, orDefault(sp.StatusMessage, "the tool failed")
 		if !r.HasResult {
@@ -162,17 +230,48 @@ func genAITool(sp *Span) ToolResult {
 	return r
 }
 
+// initialFilesOf is the files a session began with, as the studio's own
+// export says them on its root span (delegation.initial_files); nil when
+// it does not.
+func initialFilesOf(sp *Span) map[string]string {
+	var files map[string]string
+	if json.Unmarshal([]byte(attrString(sp.Attrs, "delegation.initial_files")), &files) != nil || len(files) == 0 {
+		return nil
+	}
+	return files
+}
+
+// changesFromEvents is what a tool span's files.changed events changed (the
+// studio's own export keeps them on the tool call, or the task call whose
+// child's changes came back), in order; nil when it has none.
+func changesFromEvents(sp *Span) []delegation.FileChange {
+	var out []delegation.FileChange
+	for _, e := range sp.Events {
+		if e.Name != string(delegation.EventFilesChanged) {
+			continue
+		}
+		var changes []delegation.FileChange
+		if json.Unmarshal([]byte(attrString(e.Attrs, "changes")), &changes) == nil {
+			out = append(out, changes...)
+		}
+	}
+	return out
+}
+
 // filesFromEvents reads an agent span's files.changed events (the studio's
 // own export keeps the log's files.changed on the span whose work changed
 // the files: the agent's own, or its tool, task and summary calls'), with
 // their changes as JSON, into the files they leave; nil when it has none.
-func filesFromEvents(spans ...*Span) map[string]string {
+func filesFromEvents(base map[string]string, spans ...*Span) map[string]string {
+	var files map[string]string
+	if base != nil {
+		files = maps.Clone(base)
+	}
 	var events []SpanEvent
 	for _, sp := range spans {
 		events = append(events, sp.Events...)
 	}
 	sort.SliceStable(events, func(i, j int) bool { return events[i].At.Before(events[j].At) })
-	var files map[string]string
 	for _, e := range events {
 		if e.Name != string(delegation.EventFilesChanged) {
 			continue

@@ -88,6 +88,42 @@ type CallInput struct {
 	Input  []Message // after the system prompt, in order
 	Model  string
 	At     time.Time
+	// Counted, when set, is what the studio that exported the call counted
+	// (its delegation.* attributes): taken as it is, since the export does
+	// not carry the tools' definitions to count again.
+	Counted *Counted
+}
+
+// Counted is a model call's counts as the studio's own export gives them.
+type Counted struct {
+	AgentID                                                  string // the agent's id in the session exported
+	Tools                                                    []delegation.ToolCost
+	SystemTokens, ToolTokens, MessageTokens, InheritedTokens int
+	CachedPrefixTokens, InputTokens                          int
+	// Price is what the agent's calls were costed at; nil: they were not.
+	Price *delegation.Price
+	// Purpose is the call's (a turn, or a summary of its agent's history);
+	// OutputTokens what its answer counted.
+	Purpose      delegation.Purpose
+	OutputTokens int
+	// Summarized is what a summary call did to its agent's history.
+	Summarized *Summarized
+}
+
+// Summarized is a summarization as the studio's own export gives it on its
+// summary call (delegation.summarization): the summary message is the
+// call's answer.
+type Summarized struct {
+	CutoffIndex    int    `json:"cutoff_index"`
+	FilePath       string `json:"file_path"`
+	FoldedMessages int    `json:"folded_messages"`
+	TokensBefore   int    `json:"tokens_before"`
+	TokensAfter    int    `json:"tokens_after"`
+}
+
+// summarizes says whether a call is the studio's own export's summary call.
+func (in CallInput) summarizes() bool {
+	return in.Counted != nil && in.Counted.Purpose == delegation.PurposeSummary && in.Counted.Summarized != nil
 }
 
 // CallOutput is how a model call ended.
@@ -96,6 +132,9 @@ type CallOutput struct {
 	Usage  *delegation.Usage
 	Error  string
 	At     time.Time
+	// Files is what the call changed in its agent's files (a summary call
+	// of the studio's own export writes the history down).
+	Files []delegation.FileChange
 }
 
 // ToolResult is an observed tool execution: what a tool span says.
@@ -132,18 +171,19 @@ type AgentRef struct {
 type Session struct {
 	cfg Config
 
-	mu          sync.Mutex
-	seq         int64
-	started     bool
-	finished    bool
-	agents      []*agent // in the order they started
-	byID        map[string]*agent
-	byKey       map[string]*agent
-	main        *agent
-	children    int
-	invocations map[string]int
-	lastAt      time.Time
-	prompt      string
+	mu           sync.Mutex
+	seq          int64
+	started      bool
+	initialFiles map[string]string // what session.started says (BeginWith)
+	finished     bool
+	agents       []*agent // in the order they started
+	byID         map[string]*agent
+	byKey        map[string]*agent
+	main         *agent
+	children     int
+	invocations  map[string]int
+	lastAt       time.Time
+	prompt       string
 	// prefixes holds every call's request, for each call's cached prefix.
 	prefixes delegation.PrefixIndex
 }
@@ -151,15 +191,19 @@ type Session struct {
 // agent is one inferred agent: its message list (append-only, each message
 // stored once) and the history its next call is expected to begin with.
 type agent struct {
-	info    delegation.AgentInfo
-	parent  *agent
-	keys    []string
-	msgs    []*delegation.Message
-	prefix  []int // prefix[i] is the tokens of msgs[:i]
-	history []delegation.Range
-	// calls counts its turns; open is the turn in progress, if any.
-	calls int
-	open  *Turn
+	// exported is what the studio's own export says of the agent's end
+	// (its receipt, what its delegation held back), taken as it is.
+	exported *Exported
+	info     delegation.AgentInfo
+	parent   *agent
+	keys     []string
+	msgs     []*delegation.Message
+	prefix   []int // prefix[i] is the tokens of msgs[:i]
+	history  []delegation.Range
+	// calls counts its model calls, summaries those that summarized its
+	// history (no step of its); open is the call in progress, if any.
+	calls, summaries int
+	open             *Turn
 	// pending are the tool calls of its last answer, in call order.
 	pending []*toolCall
 	// last is the context of its newest call: what a fork started from it
@@ -263,6 +307,17 @@ func (s *Session) emit(agentID string, typ delegation.EventType, at time.Time, d
 	s.cfg.Sink.Emit(delegation.Event{Seq: s.seq, Type: typ, AgentID: agentID, At: at, Payload: data})
 }
 
+// BeginWith sets the files the session begins with (the studio's own
+// export says them on its root span); it counts only before the session
+// has started.
+func (s *Session) BeginWith(files map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		s.initialFiles = files
+	}
+}
+
 // start emits session.started once, before any other event.
 func (s *Session) start(at time.Time, prompt string) {
 	if s.started {
@@ -270,8 +325,12 @@ func (s *Session) start(at time.Time, prompt string) {
 	}
 	s.started = true
 	s.prompt = prompt
+	files := map[string]string{}
+	for k, v := range s.initialFiles {
+		files[k] = v
+	}
 	s.emit("", delegation.EventSessionStarted, at, delegation.SessionStarted{SessionID: s.cfg.SessionID, Name: s.cfg.Name,
-		Prompt: prompt, Tokenizer: s.cfg.Tokenizer, Files: map[string]string{}, Origin: s.cfg.Origin})
+		Prompt: prompt, Tokenizer: s.cfg.Tokenizer, Files: files, Origin: s.cfg.Origin})
 }
 
 func (s *Session) count(text string) int {
@@ -296,13 +355,21 @@ func (s *Session) toolCosts(defs []delegation.ToolDef) ([]delegation.ToolCost, i
 // newAgent creates an agent and announces it.
 func (s *Session) newAgent(info delegation.AgentInfo, parent *agent, in CallInput) *agent {
 	a := &agent{info: info, parent: parent, prefix: []int{0}, system: in.System, files: map[string]string{}}
+	from := s.initialFiles
 	if parent != nil {
-		for k, v := range parent.files {
-			a.files[k] = v
-		}
+		from = parent.files
+	}
+	for k, v := range from {
+		a.files[k] = v
 	}
 	a.tools, a.toolTokens = s.toolCosts(in.Tools)
-	if s.cfg.Prices != nil && in.Model != "" {
+	if in.Counted != nil && len(in.Tools) == 0 {
+		a.tools, a.toolTokens = in.Counted.Tools, in.Counted.ToolTokens
+	}
+	switch {
+	case in.Counted != nil:
+		a.price = in.Counted.Price // as the studio that exported it priced it, or not
+	case s.cfg.Prices != nil && in.Model != "":
 		if p, ok := s.cfg.Prices(in.Model); ok {
 			a.price = &p
 		}
@@ -384,6 +451,10 @@ type Turn struct {
 	call  delegation.ModelCall
 	start time.Time
 	done  bool
+	// summarized is set on a summary call of the studio's own export, with
+	// the tokens of its answer.
+	summarized   *Summarized
+	outputTokens int
 }
 
 // Agent is the agent the call was placed on.
@@ -506,6 +577,9 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 		}
 		s.children++
 		id := "a" + strconv.Itoa(s.children)
+		if c := in.Counted; c != nil && c.AgentID != "" && c.AgentID != "main" && s.byID[c.AgentID] == nil {
+			id = c.AgentID // the studio's own export: its ids, as the engine gave them
+		}
 		if inv < 0 {
 			inv = s.invocations[name]
 			s.invocations[name]++
@@ -544,7 +618,11 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 	n := s.prefix(input, a.history)
 	ctx := cut(a.history, n)
 	fresh := input[n:]
-	if len(fresh) > 0 {
+	summary := in.summarizes()
+	switch {
+	case summary:
+		// It read the head of the history, which it folds when it ends.
+	case len(fresh) > 0:
 		s.settle(a)
 		a.history = ctx
 		for i := range fresh {
@@ -560,14 +638,19 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 			s.appendMessage(a, msg, in.At)
 		}
 		ctx = a.history
-	} else if n < rangesLen(a.history) {
+	case n < rangesLen(a.history):
 		a.history = ctx
 	}
-	a.pending = keepUnanswered(a.pending)
-	a.last = append([]delegation.Range(nil), ctx...)
+	if !summary {
+		a.pending = keepUnanswered(a.pending)
+		a.last = append([]delegation.Range(nil), ctx...)
+	}
 
 	idx := a.calls
 	a.calls++
+	if summary {
+		a.summaries++
+	}
 	msgTokens, inh := s.tokensOf(a, ctx)
 	systemTokens := s.count(in.System)
 	toolCosts, toolTokens := a.tools, a.toolTokens
@@ -579,8 +662,19 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 		Context: append([]delegation.Range(nil), ctx...), Tools: toolCosts, ToolTokens: toolTokens,
 		MessageTokens: msgTokens, InheritedTokens: inh, InputTokens: systemTokens + toolTokens + msgTokens}
 	call.CachedPrefixTokens = s.cachedPrefix(a, in, call)
+	if c := in.Counted; c != nil {
+		call.Tools, call.ToolTokens, call.SystemTokens = c.Tools, c.ToolTokens, c.SystemTokens
+		call.MessageTokens, call.InheritedTokens = c.MessageTokens, c.InheritedTokens
+		call.CachedPrefixTokens, call.InputTokens = c.CachedPrefixTokens, c.InputTokens
+		if summary {
+			call.Purpose = delegation.PurposeSummary
+		}
+	}
 	s.emit(a.info.ID, delegation.EventModelStarted, in.At, delegation.ModelStarted{Call: call})
 	t := &Turn{s: s, a: a, call: call, start: in.At}
+	if summary {
+		t.summarized, t.outputTokens = in.Counted.Summarized, in.Counted.OutputTokens
+	}
 	a.open = t
 	return t
 }
@@ -626,6 +720,16 @@ func (t *Turn) Finish(out CallOutput) {
 	fin := delegation.ModelFinished{ModelCallID: t.call.ID, Usage: out.Usage, Error: out.Error}
 	if !out.At.IsZero() && !t.start.IsZero() {
 		fin.DurationMS = out.At.Sub(t.start).Milliseconds()
+	}
+	if t.summarized != nil && out.Output != nil {
+		fin.OutputTokens = t.outputTokens
+		if a.price != nil {
+			c := a.price.CallCost(t.call, fin)
+			fin.Cost = &c
+		}
+		s.emit(a.info.ID, delegation.EventModelFinished, out.At, fin)
+		s.summarize(a, t.summarized, out, out.At)
+		return
 	}
 	if out.Output != nil {
 		m := normalize([]Message{*out.Output})[0]
@@ -829,17 +933,20 @@ func (s *Session) findCall(r ToolResult) *toolCall {
 	return nil
 }
 
-// flush adds to a's list, in call order, the results that are in, stopping
-// at the first call still waiting for its result.
+// flush adds to a's list, in call order, the results of an answer's tool
+// calls once every one of them is in: as an agent loop does, which runs an
+// answer's calls (in parallel or not) and then appends all their results,
+// so a child's receipt comes back beside its siblings', not before they end.
 func (s *Session) flush(a *agent, at time.Time) {
 	for _, tc := range a.pending {
-		if tc.added {
-			continue
-		}
-		if tc.result == nil {
+		if !tc.added && tc.result == nil {
 			return
 		}
-		s.resultIn(a, tc, tc.result, at, true)
+	}
+	for _, tc := range a.pending {
+		if !tc.added {
+			s.resultIn(a, tc, tc.result, at, true)
+		}
 	}
 }
 
@@ -866,14 +973,21 @@ func (s *Session) resultIn(a *agent, tc *toolCall, m *delegation.Message, at tim
 			filesBack = s.applyFiles(a, tc.child.info.ID, tc.files, at)
 			tc.files = nil
 		}
-		receipt := s.appendMessage(a, m, at)
 		returned := []string{"receipt"}
 		if filesBack {
 			returned = append(returned, "files")
 		}
-		s.emit(a.info.ID, delegation.EventDelegationFinished, at, delegation.DelegationFinished{ToolCallID: tc.call.ID,
-			ChildID: tc.child.info.ID, ReceiptMessageID: receipt.ID, IsError: receipt.IsError,
-			Returned: returned, HeldBack: []string{"messages"}})
+		if e := tc.child.exported; e != nil && e.Returned != nil {
+			returned = e.Returned
+		}
+		fin := delegation.DelegationFinished{ToolCallID: tc.call.ID, ChildID: tc.child.info.ID, IsError: m.IsError,
+			Returned: returned, HeldBack: heldBack(tc.child)}
+		// The export says when no receipt came back (the parent failed with
+		// its child, as deepagents' does): none is added to its list.
+		if slices.Contains(returned, "receipt") || tc.child.exported == nil || tc.child.exported.Returned == nil {
+			fin.ReceiptMessageID = s.appendMessage(a, m, at).ID
+		}
+		s.emit(a.info.ID, delegation.EventDelegationFinished, at, fin)
 	} else {
 		s.appendMessage(a, m, at)
 	}
@@ -903,16 +1017,74 @@ func refusalOf(a *agent, content string) string {
 	return ""
 }
 
+// summarize folds a's history as a summary call of the studio's own export
+// did (delegation/summarize.go): the history it wrote down, the summary
+// message (its answer) new at the end of a's list, the history from then
+// on the summary and the messages it kept.
+func (s *Session) summarize(a *agent, d *Summarized, out CallOutput, at time.Time) {
+	if out.Files != nil {
+		s.applyFiles(a, "", out.Files, at)
+	}
+	kept := drop(a.history, d.FoldedMessages)
+	a.history = nil
+	m := s.appendMessage(a, &delegation.Message{Role: delegation.RoleUser, Kind: delegation.KindSummary, Content: out.Output.Content}, at)
+	a.history = append(a.history, kept...)
+	s.emit(a.info.ID, delegation.EventSummarization, at, delegation.Summarized{CutoffIndex: d.CutoffIndex, SummaryMessage: m,
+		FilePath: d.FilePath, FoldedMessages: d.FoldedMessages, TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter})
+}
+
+// drop returns ranges without their first n messages.
+func drop(rs []delegation.Range, n int) []delegation.Range {
+	var out []delegation.Range
+	for _, r := range rs {
+		if n >= r.Len() {
+			n -= r.Len()
+			continue
+		}
+		r.From += n
+		n = 0
+		out = append(out, r)
+	}
+	return out
+}
+
+// steps are an agent's model calls that were steps of its: all but its
+// summaries.
+func (a *agent) steps() int { return a.calls - a.summaries }
+
 func (s *Session) finishAgent(a *agent, failed bool, reason string, at time.Time) {
 	if a.finished {
 		return
 	}
 	a.finished = true
-	fin := delegation.AgentFinished{Status: delegation.StatusDone, Steps: a.calls, Receipt: receiptText(a)}
+	fin := delegation.AgentFinished{Status: delegation.StatusDone, Steps: a.steps(), Receipt: receiptText(a)}
+	if a.exported != nil && a.exported.HasReceipt {
+		fin.Receipt = a.exported.Receipt
+	}
 	if failed {
 		fin.Status, fin.Error = delegation.StatusFailed, orDefault(reason, "the agent ended with an error")
 	}
 	s.emit(a.info.ID, delegation.EventAgentFinished, at, fin)
+}
+
+// Exported is what the studio's own export says of an agent's end, which
+// its messages alone do not: its receipt (a structured response is no
+// text) and what its delegation held back.
+type Exported struct {
+	Receipt    string
+	HasReceipt bool
+	// Returned and HeldBack are what its delegation brought back and held
+	// back; nil when the export does not say.
+	Returned, HeldBack []string
+}
+
+// heldBack is what a child's delegation held back: as the export said, else
+// its messages.
+func heldBack(child *agent) []string {
+	if child.exported != nil && child.exported.HeldBack != nil {
+		return child.exported.HeldBack
+	}
+	return []string{"messages"}
 }
 
 // receiptText is the last non-empty text an agent wrote (delegation.md §5).
@@ -944,12 +1116,15 @@ func (s *Session) applyFiles(a *agent, from string, changes []delegation.FileCha
 
 // AgentEnded records that the run of the agent with this key ended (its
 // span did), failed or not. It reports whether the key names an agent.
-func (s *Session) AgentEnded(key string, failed bool, reason string, at time.Time) bool {
+func (s *Session) AgentEnded(key string, failed bool, reason string, at time.Time, exported *Exported) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.byKey[key]
 	if a == nil || s.finished {
 		return false
+	}
+	if exported != nil {
+		a.exported = exported
 	}
 	if a != s.main {
 		s.finishAgent(a, failed, reason, at)
@@ -1049,7 +1224,7 @@ func (s *Session) Finish(status, reason string, files map[string]string, at time
 	answer := ""
 	if s.main != nil {
 		answer = receiptText(s.main)
-		fin := delegation.AgentFinished{Status: delegation.StatusDone, Steps: s.main.calls, Receipt: answer}
+		fin := delegation.AgentFinished{Status: delegation.StatusDone, Steps: s.main.steps(), Receipt: answer}
 		if failed {
 			fin.Status, fin.Error = delegation.StatusFailed, orDefault(reason, "the session did not end well")
 		}

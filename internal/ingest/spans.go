@@ -67,6 +67,10 @@ type Resource struct {
 	Service string
 	SDK     string
 	Scope   string // "name version"
+	// SessionName and SessionTitle are what the studio's own export says
+	// of the session it came from (delegation.session.*), so an import of
+	// it is named as that session was.
+	SessionName, SessionTitle string
 }
 
 // Batch is the spans of one request, grouped by trace, and the spans that
@@ -100,7 +104,8 @@ func Group(td ptrace.Traces) Batch {
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		res := rs.Resource().Attributes()
-		base := Resource{Service: str(res, "service.name")}
+		base := Resource{Service: str(res, "service.name"),
+			SessionName: str(res, "delegation.session.name"), SessionTitle: str(res, "delegation.session.title")}
 		if name := str(res, "telemetry.sdk.name"); name != "" {
 			base.SDK = strings.TrimSpace(strings.Join([]string{name, str(res, "telemetry.sdk.language"), str(res, "telemetry.sdk.version")}, " "))
 		}
@@ -182,9 +187,15 @@ const (
 	classAgent              // an agent's run
 )
 
-// NameOf names the session of a trace: its program's service.name, else
+// NameOf names the session of a trace: the session's name when the
+// studio's own export gives it, else its program's service.name, else
 // "trace" and the start of its id.
 func NameOf(spans []Span) string {
+	for _, sp := range spans {
+		if sp.Resource != nil && sp.Resource.SessionName != "" {
+			return sp.Resource.SessionName
+		}
+	}
 	for _, sp := range spans {
 		if sp.Resource != nil && sp.Resource.Service != "" {
 			return sp.Resource.Service
@@ -194,6 +205,16 @@ func NameOf(spans []Span) string {
 		return "trace"
 	}
 	return "trace " + spans[0].TraceID[:min(8, len(spans[0].TraceID))]
+}
+
+// TitleOf is the session's title when the studio's own export gives it.
+func TitleOf(spans []Span) string {
+	for _, sp := range spans {
+		if sp.Resource != nil && sp.Resource.SessionTitle != "" {
+			return sp.Resource.SessionTitle
+		}
+	}
+	return ""
 }
 
 // Trace assembles one trace's spans into a Session as they arrive, in any
@@ -213,6 +234,7 @@ type Trace struct {
 	origin  *delegation.Origin
 	scopes  map[string]bool
 	files   map[string]string // the root's final state, when it says
+	initial map[string]string // the files it began with, when the studio's own export says
 	ended   bool
 	lists   lists             // a linear export's message lists (linear.go)
 	systems map[string]string // and its agents' system prompts
@@ -270,6 +292,10 @@ func (t *Trace) Add(spans []Span) (dups int, first *Span) {
 	}
 	for _, sp := range batch {
 		t.cls[sp.ID] = t.classify(sp)
+		if files := initialFilesOf(sp); files != nil && t.initial == nil {
+			t.initial = files
+			t.s.BeginWith(files)
+		}
 	}
 	// Take them in the order things happened: a model call when it began
 	// (an agent's calls follow one another, a child's start after the call
@@ -374,14 +400,14 @@ func (t *Trace) take(sp *Span) {
 		if sp.Parent == "" {
 			if files := finalFiles(sp); files != nil {
 				t.files = files
-			} else if files := filesFromEvents(t.mainSpans(sp)...); files != nil {
+			} else if files := filesFromEvents(t.initial, t.mainSpans(sp)...); files != nil {
 				t.files = files
 			}
 			return
 		}
 		if t.s.Known(sp.ID) {
 			if t.agentRun(sp) {
-				t.s.AgentEnded(sp.ID, sp.StatusError, sp.StatusMessage, sp.End)
+				t.s.AgentEnded(sp.ID, sp.StatusError, sp.StatusMessage, sp.End, exportedOf(sp))
 				return
 			}
 			// A step inside an agent's run: its parent is the same agent's.
@@ -538,7 +564,7 @@ func (t *Trace) Close(status, reason string, at time.Time) {
 	for _, sp := range t.others {
 		if t.s.Known(sp.ID) && t.agentRun(sp) {
 			// An agent's run, which calls placed later turned out to be under.
-			t.s.AgentEnded(sp.ID, sp.StatusError, sp.StatusMessage, sp.End)
+			t.s.AgentEnded(sp.ID, sp.StatusError, sp.StatusMessage, sp.End, exportedOf(sp))
 			continue
 		}
 		t.s.Span(t.kept(sp))

@@ -39,7 +39,7 @@ func WriteJSON(w io.Writer, src Source, opts Options) (Summary, error) {
 		return Summary{}, errNoSource
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	b := appendDocumentHead(nil, resourceOf(src.Head()))
+	b := appendDocumentHead(nil, producerOf(src.Head()))
 	if _, err := bw.Write(b); err != nil {
 		return Summary{}, err
 	}
@@ -79,7 +79,7 @@ func WriteProto(w io.Writer, src Source, opts Options) (Summary, error) {
 		return Summary{}, errNoSource
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	res := resourceOf(src.Head())
+	res := producerOf(src.Head())
 	var batch []*tracepb.Span
 	flush := func() error {
 		if len(batch) == 0 {
@@ -109,28 +109,28 @@ func WriteProto(w io.Writer, src Source, opts Options) (Summary, error) {
 	return sum, bw.Flush()
 }
 
-func tracesData(res *resourcepb.Resource, spans []*tracepb.Span) *tracepb.TracesData {
+func tracesData(pr producer, spans []*tracepb.Span) *tracepb.TracesData {
 	return &tracepb.TracesData{ResourceSpans: []*tracepb.ResourceSpans{{
-		Resource:   res,
-		ScopeSpans: []*tracepb.ScopeSpans{{Scope: scope(), Spans: spans}},
+		Resource:   pr.res,
+		ScopeSpans: []*tracepb.ScopeSpans{{Scope: pr.scope, Spans: spans}},
 	}}}
 }
 
 // appendDocumentHead begins an OTLP/JSON document of one resource and one
 // scope, up to its spans; documentTail ends it after them.
-func appendDocumentHead(b []byte, res *resourcepb.Resource) []byte {
+func appendDocumentHead(b []byte, pr producer) []byte {
 	b = append(b, `{"resourceSpans":[{"resource":`...)
-	b = appendResource(b, res)
+	b = appendResource(b, pr.res)
 	b = append(b, `,"scopeSpans":[{"scope":`...)
-	b = appendScope(b, scope())
+	b = appendScope(b, pr.scope)
 	return append(b, `,"spans":[`...)
 }
 
 const documentTail = "]}]}]}"
 
 // jsonDocument encodes spans as one OTLP/JSON document.
-func jsonDocument(res *resourcepb.Resource, spans []*tracepb.Span) []byte {
-	b := appendDocumentHead(nil, res)
+func jsonDocument(pr producer, spans []*tracepb.Span) []byte {
+	b := appendDocumentHead(nil, pr)
 	for i, s := range spans {
 		if i > 0 {
 			b = append(b, ',')

@@ -43,6 +43,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 
+	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/trace"
 )
 
@@ -149,16 +150,46 @@ type Summary struct {
 	Running bool
 }
 
-// resourceOf is the resource every span of a session shares.
-func resourceOf(h trace.Head) *resourcepb.Resource {
-	return &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
-		str("service.name", ServiceName),
-		str("session.id", h.Session.ID),
-	}}
+// producer is the resource and instrumentation scope every span of a
+// session shares: the studio's for the sessions it ran; for a received or
+// recorded session, the program that sent it (its service.name, its first
+// instrumentation scope), with the studio named beside them as the
+// exporter (delegation.exporter.*), so a back end shows who made the spans.
+type producer struct {
+	res   *resourcepb.Resource
+	scope *commonpb.InstrumentationScope
 }
 
-func scope() *commonpb.InstrumentationScope {
-	return &commonpb.InstrumentationScope{Name: ServiceName, Version: ScopeVersion}
+func producerOf(h trace.Head) producer {
+	service := ServiceName
+	sc := &commonpb.InstrumentationScope{Name: ServiceName, Version: ScopeVersion}
+	if o := h.Session.Origin; o != nil && o.OriginKind() != delegation.OriginEngine {
+		if o.Service != "" {
+			service = o.Service
+		}
+		if len(o.Instrumentation) > 0 {
+			name, version := o.Instrumentation[0], ""
+			if i := strings.LastIndexByte(name, ' '); i > 0 {
+				name, version = name[:i], name[i+1:]
+			}
+			sc = &commonpb.InstrumentationScope{Name: name, Version: version}
+		}
+	}
+	attrs := []*commonpb.KeyValue{
+		str("service.name", service),
+		str("session.id", h.Session.ID),
+		str("delegation.exporter.name", ServiceName),
+		str("delegation.exporter.version", ScopeVersion),
+	}
+	// The session's name and title, so that an import of the export is
+	// named as the session was.
+	if h.Session.Name != "" {
+		attrs = append(attrs, str("delegation.session.name", h.Session.Name))
+	}
+	if h.Session.Title != "" {
+		attrs = append(attrs, str("delegation.session.title", h.Session.Title))
+	}
+	return producer{res: &resourcepb.Resource{Attributes: attrs}, scope: sc}
 }
 
 var errNoSource = errors.New("otlp: no session to export")

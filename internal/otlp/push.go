@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/delegationstudio/studio/internal/retryafter"
@@ -257,7 +256,7 @@ func (p *Pusher) Push(ctx context.Context, src Source, opts Options) (Summary, e
 	if src == nil {
 		return Summary{}, errNoSource
 	}
-	res := resourceOf(src.Head())
+	res := producerOf(src.Head())
 	var batch []*tracepb.Span
 	size := 0
 	flush := func() error {
@@ -297,7 +296,7 @@ func (p *Pusher) Push(ctx context.Context, src Source, opts Options) (Summary, e
 	return sum, err
 }
 
-func (p *Pusher) body(res *resourcepb.Resource, spans []*tracepb.Span) []byte {
+func (p *Pusher) body(res producer, spans []*tracepb.Span) []byte {
 	if p.cfg.Protocol == ProtocolJSON {
 		return jsonDocument(res, spans)
 	}

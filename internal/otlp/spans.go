@@ -59,14 +59,15 @@ const (
 
 // exporter is the fold's state: the spans still open and what they need.
 type exporter struct {
-	src     Source
-	opts    Options
-	emit    func(*tracepb.Span, int64) error
-	head    trace.Head
-	team    team
-	traceID []byte
-	used    map[uint64]bool
-	sum     Summary
+	initialFiles map[string]string // session.started's, on main's first call
+	src          Source
+	opts         Options
+	emit         func(*tracepb.Span, int64) error
+	head         trace.Head
+	team         team
+	traceID      []byte
+	used         map[uint64]bool
+	sum          Summary
 
 	agents  map[string]*agentRun
 	order   []*agentRun           // in start order
@@ -83,7 +84,8 @@ type exporter struct {
 // agentRun is an agent's span in the making.
 type agentRun struct {
 	id, name, parentID, mode, taskCallID, model string
-	endpoint                                    string // where its calls went, as its agent.started says
+	endpoint                                    string            // where its calls went, as its agent.started says
+	price                                       *delegation.Price // what its tokens cost, as its agent.started says
 	invocation                                  int
 	systemPrompt                                string
 	spanID, parentSpanID                        []byte
@@ -132,7 +134,9 @@ type callRun struct {
 	fin      *delegation.ModelFinished
 	output   *trace.Message
 	summary  *trace.Message
-	events   []*tracepb.Span_Event
+	// summarized is the summarization its summary made (a summary call's).
+	summarized *trace.Summarization
+	events     []*tracepb.Span_Event
 }
 
 // toolRun is an execute_tool span in the making.
@@ -283,6 +287,7 @@ func (x *exporter) add(st trace.Step) error {
 				if run.last != nil && (d.SummaryMessageID == "" || run.last.ID == d.SummaryMessageID) {
 					c.summary = run.last
 				}
+				c.summarized = d
 				return x.writeCall(c)
 			}
 		}
@@ -294,6 +299,8 @@ func (x *exporter) add(st trace.Step) error {
 		if run != nil {
 			x.filesChanged(run, st)
 		}
+	case st.SessionStarted != nil:
+		x.initialFiles = st.SessionStarted.Files
 	case st.SessionFinished != nil:
 		x.ended = true
 	}
@@ -327,6 +334,14 @@ func (x *exporter) filesChanged(run *agentRun, st trace.Step) {
 		return
 	}
 	run.events = append(run.events, e)
+}
+
+// nonNilTools is a call's tools, [] rather than null when it had none.
+func nonNilTools(t []delegation.ToolCost) []delegation.ToolCost {
+	if t == nil {
+		return []delegation.ToolCost{}
+	}
+	return t
 }
 
 // server is the host and port an agent's calls went to: its agent.started's
@@ -376,7 +391,7 @@ func (x *exporter) startAgent(d delegation.AgentStarted, at time.Time) {
 	if d.Model != "" {
 		run.model = d.Model
 	}
-	run.endpoint = d.Endpoint
+	run.endpoint, run.price = d.Endpoint, d.Price
 	run.description = x.tasks[a.ID]
 	delete(x.tasks, a.ID)
 	x.agents[a.ID] = run
@@ -926,7 +941,25 @@ func (x *exporter) writeCall(c *callRun) error {
 		integer("delegation.tool_tokens", int64(call.ToolTokens)),
 		integer("delegation.message_tokens", int64(call.MessageTokens)),
 		integer("delegation.cached_prefix_tokens", int64(call.CachedPrefixTokens)),
+		str("delegation.tools", jsonText(nonNilTools(call.Tools))),
 	)
+	if c.summarized != nil {
+		// What the summary did to its agent's history (the summarization
+		// event of its agent's span, which ends last): an import of the
+		// export folds the history as the session did.
+		attrs = append(attrs, str("delegation.summarization", jsonText(c.summarized)))
+	}
+	if run.parentID == "" && call.Index == 0 && len(x.initialFiles) > 0 {
+		// The files the session began with, which no files.changed says, on
+		// the first span a receiver gets (the root ends last): an import of
+		// the export begins with them too.
+		attrs = append(attrs, str("delegation.initial_files", jsonText(x.initialFiles)))
+	}
+	if run.price != nil {
+		// The price its agent's calls were costed at (the scenario's, or
+		// the table's of that date), so an import costs them the same.
+		attrs = append(attrs, str("delegation.price", jsonText(run.price)))
+	}
 	if cost != nil {
 		attrs = append(attrs, double("delegation.cost.input", cost.Input), double("delegation.cost.cached_input", cost.CachedInput),
 			double("delegation.cost.output", cost.Output), str("delegation.cost.basis", cost.Basis))

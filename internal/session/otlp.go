@@ -109,7 +109,7 @@ func OTLPTraces(raw []byte, format string) ([]*trace.Trace, error) {
 			Counter: counter, Sink: sink, Prices: pricing.Lookup})
 		tr.Add(spans)
 		tr.Close("", "", time.Time{})
-		t, err := trace.Build(trace.Meta{ID: id, Scenario: json.RawMessage("{}")}, events)
+		t, err := trace.Build(trace.Meta{ID: id, Title: ingest.TitleOf(spans), Scenario: json.RawMessage("{}")}, events)
 		if err != nil {
 			return nil, fmt.Errorf("trace %s: %w", traceID, err)
 		}
