@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -54,11 +53,7 @@ func jsonBody(c echo.Context) ([]byte, error) {
 	}
 	b, err := io.ReadAll(c.Request().Body)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, echo.NewHTTPError(http.StatusRequestEntityTooLarge, bodyTooLarge(tooLarge.Limit))
-		}
-		return nil, echo.NewHTTPError(http.StatusBadRequest, "The request body could not be read: "+err.Error()+".")
+		return nil, echo.NewHTTPError(http.StatusRequestEntityTooLarge, "the body is too large")
 	}
 	return b, nil
 }
