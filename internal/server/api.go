@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -53,7 +54,11 @@ func jsonBody(c echo.Context) ([]byte, error) {
 	}
 	b, err := io.ReadAll(c.Request().Body)
 	if err != nil {
-		return nil, echo.NewHTTPError(http.StatusRequestEntityTooLarge, "the body is too large")
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, echo.NewHTTPError(http.StatusRequestEntityTooLarge, bodyTooLarge(tooLarge.Limit))
+		}
+		return nil, echo.NewHTTPError(http.StatusBadRequest, "The request body could not be read: "+err.Error()+".")
 	}
 	return b, nil
 }

@@ -263,6 +263,7 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
 			return echo.NewHTTPError(http.StatusUnauthorized, "This studio needs its access token: send Authorization: Bearer <token>.")
 		}
+		closeAfter(c)
 		return c.Redirect(http.StatusSeeOther, "/sign-in")
 	}
 }

@@ -24,6 +24,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
+	closeAfter(c) // a refused body is not read to its end
 	status, msg := http.StatusInternalServerError, "Internal error"
 	fields := []delegation.FieldError{}
 	if d, ok := s.cfg.DB.(describer); ok {

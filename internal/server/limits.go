@@ -25,6 +25,12 @@ type Limits struct {
 	// checked at once; others wait up to CheckWait for their turn.
 	MaxChecks int
 	CheckWait time.Duration
+	// A request body must come at MinBodyRate bytes a second once its
+	// first BodyGrace has passed, and one client address sends at most
+	// MaxClientBodies at once (bodies.go; the defaults there).
+	BodyGrace       time.Duration
+	MinBodyRate     int
+	MaxClientBodies int
 }
 
 // Defaults of Limits.
@@ -50,6 +56,15 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.CheckWait <= 0 {
 		l.CheckWait = DefaultCheckWait
+	}
+	if l.BodyGrace <= 0 {
+		l.BodyGrace = DefaultBodyGrace
+	}
+	if l.MinBodyRate <= 0 {
+		l.MinBodyRate = DefaultMinBodyRate
+	}
+	if l.MaxClientBodies <= 0 {
+		l.MaxClientBodies = DefaultMaxClientBodies
 	}
 	return l
 }

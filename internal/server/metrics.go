@@ -111,6 +111,20 @@ func (m *metrics) count(ev delegation.Event) {
 	}
 }
 
+// watchBodies shows the request bodies being read, and those refused or
+// cut (bodies.go).
+func (m *metrics) watchBodies(g *bodyGuard) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_request_bodies_reading",
+			Help: "Request bodies being read now."}, func() float64 { return float64(g.readingNow()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "studio_request_bodies_refused_total",
+			Help: "Requests refused because their client was sending as many bodies at once as the studio reads from one."},
+			func() float64 { return float64(g.refused.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "studio_request_bodies_cut_total",
+			Help: "Request bodies the studio stopped reading because they came too slowly."},
+			func() float64 { return float64(g.cut.Load()) }))
+}
+
 // ObserveBatch records how long the store took for a batch.
 func (m *metrics) ObserveBatch(_ int, took time.Duration, err error) {
 	outcome := "ok"

@@ -81,6 +81,7 @@ type Server struct {
 	csrfKey []byte
 	limits  Limits
 	checks  chan struct{} // one per document check running (admit)
+	bodies  *bodyGuard    // request bodies being read, per client (guardBodies)
 	// receiver turns OTLP traces into sessions; stopReceiver ends its sweeps.
 	receiver     *receiver
 	stopReceiver context.CancelFunc
@@ -105,12 +106,14 @@ func New(cfg Config) *Server {
 		s.auth = newAuth(cfg.Token, cfg.Now)
 	}
 	s.checks = make(chan struct{}, s.limits.MaxChecks)
+	s.bodies = newBodyGuard(s.limits)
 	// A viewer's queue holds more than the recorder's largest batch, which
 	// it publishes at once.
 	s.hub = live.NewHub(live.Options{Buffer: 1024, Logger: cfg.Logger,
 		MaxViewers: s.limits.MaxViewers, MaxSessionViewers: s.limits.MaxSessionViewers})
 	s.views = &liveViews{hub: s.hub, db: cfg.DB, log: cfg.Logger}
 	s.metrics = newMetrics(cfg.DB, s.hub)
+	s.metrics.watchBodies(s.bodies)
 	s.runner = &session.Runner{DB: cfg.DB, Pub: publishers{s.views, s.metrics}, Logger: cfg.Logger, MaxRunning: s.limits.MaxRunning,
 		Endpoints: session.Endpoints{List: cfg.Endpoints, Only: true}}
 	if cfg.OTLP != nil {
@@ -199,6 +202,7 @@ func (s *Server) routes() *echo.Echo {
 	e.Use(securityHeaders)
 	e.Use(s.language)     // each page in the reader's language: the switch's cookie, else Accept-Language
 	e.Use(s.checkHost)    // the Host names this studio; changes and websockets come from its own pages
+	e.Use(s.guardBodies)  // bodies come at a pace, a few per client at once
 	e.Use(limitBody)      // bodies sized to their route
 	e.Use(s.requireToken) // the access token, when there is one
 	e.Use(s.csrf)         // forms carry their token
