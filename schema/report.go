@@ -523,7 +523,9 @@ func moreMessage(n int) string {
 // fieldErrors renders leaves as FieldErrors, de-duplicated and sorted by
 // field (array indexes in numeric order), then message; past MaxErrors the
 // rest are counted in one last entry. Messages, and their suggestions, are
-// written only for the problems listed.
+// written only for the problems listed, and only those are sorted: a
+// document of 200,000 unknown keys costs a few comparisons per key, not a
+// sort of them all.
 func (r *reporter) fieldErrors(leaves []leaf) []FieldError {
 	type item struct {
 		loc   []string
@@ -531,25 +533,7 @@ func (r *reporter) fieldErrors(leaves []leaf) []FieldError {
 		l     *leaf
 		i     int // the order found, which breaks ties
 	}
-	items := make([]item, 0, len(leaves))
-	type key struct{ field, msg, unknown string }
-	seen := map[key]bool{}
-	for i := range leaves {
-		l := &leaves[i]
-		if i%1024 == 0 && r.ctx.Err() != nil {
-			return nil
-		}
-		k := key{field: fieldPath(r.doc, l.loc), msg: l.msg, unknown: l.unknown}
-		if l.unknown != "" {
-			k.msg = strings.Join(l.known, ",")
-		}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		items = append(items, item{l.loc, k.field, l, len(items)})
-	}
-	slices.SortFunc(items, func(a, b item) int {
+	less := func(a, b item) int {
 		if c := compareLoc(a.loc, b.loc); c != 0 {
 			return c
 		}
@@ -557,10 +541,51 @@ func (r *reporter) fieldErrors(leaves []leaf) []FieldError {
 			return c
 		}
 		return a.i - b.i
-	})
-	n := min(len(items), MaxErrors)
-	out := make([]FieldError, 0, n+1)
-	for _, it := range items[:n] {
+	}
+	type key struct{ field, msg, unknown string }
+	seen := map[key]bool{}
+	// The fields allowed beside an unknown one are one slice for all the
+	// unknown fields of an object: joined once.
+	type slice struct {
+		first *string
+		n     int
+	}
+	joined := map[slice]string{}
+	// first holds the MaxErrors smallest items so far, in order.
+	first := make([]item, 0, MaxErrors+1)
+	count := 0
+	for i := range leaves {
+		l := &leaves[i]
+		if i%1024 == 0 && r.ctx.Err() != nil {
+			return nil
+		}
+		k := key{field: fieldPath(r.doc, l.loc), msg: l.msg, unknown: l.unknown}
+		if l.unknown != "" && len(l.known) > 0 {
+			id := slice{&l.known[0], len(l.known)}
+			j, ok := joined[id]
+			if !ok {
+				j = strings.Join(l.known, ",")
+				joined[id] = j
+			}
+			k.msg = j
+		}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		it := item{l.loc, k.field, l, count}
+		count++
+		if len(first) == MaxErrors && less(it, first[MaxErrors-1]) >= 0 {
+			continue
+		}
+		at, _ := slices.BinarySearchFunc(first, it, less)
+		first = slices.Insert(first, at, it)
+		if len(first) > MaxErrors {
+			first = first[:MaxErrors]
+		}
+	}
+	out := make([]FieldError, 0, len(first)+1)
+	for _, it := range first {
 		msg := it.l.msg
 		if it.l.unknown != "" {
 			msg = unknownMessage(it.l.unknown, it.l.known)
@@ -570,8 +595,8 @@ func (r *reporter) fieldErrors(leaves []leaf) []FieldError {
 		}
 		out = append(out, FieldError{Field: it.field, Message: msg})
 	}
-	if len(items) > n {
-		out = append(out, FieldError{Message: moreMessage(len(items) - n)})
+	if count > len(first) {
+		out = append(out, FieldError{Message: moreMessage(count - len(first))})
 	}
 	return out
 }

@@ -192,3 +192,47 @@ func BenchmarkBigDelegation(b *testing.B) {
 	b.ReportMetric((median(lays[1])/boxes[1])/(median(lays[0])/boxes[0]), "layout-per-box-x50/5")
 	b.ReportMetric(float64(svg.Len())/1024, "tree-KB-50")
 }
+
+// Issue 28: a scenario of 200,000 unknown keys (2.2 MB) posted to
+// /api/sessions took 5–7 s before its 400. It is timed beside a valid
+// scenario of the same size (one long prompt, started as a session):
+// "bomb-x" is how many times longer the bomb takes.
+func BenchmarkUnknownKeyBombRequest(b *testing.B) {
+	d, err := db.Open(context.Background(), filepath.Join(b.TempDir(), "studio.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	srv := New(Config{DB: d, Limits: Limits{MaxRunning: 1 << 20}})
+	defer srv.Shutdown()
+	h := srv.Handler()
+	var bomb bytes.Buffer
+	bomb.WriteString(`{"name": "bomb", "prompt": "p", "script": {"main": [{"content": "a"}]}`)
+	for i := 0; bomb.Len() < 2200<<10; i++ {
+		fmt.Fprintf(&bomb, `, "k%05d": 1`, i)
+	}
+	bomb.WriteString("}")
+	prompt := bytes.Repeat([]byte("word "), (bomb.Len()-70)/5)
+	normal := []byte(`{"name": "big", "prompt": "` + string(prompt) + `", "script": {"main": [{"content": "a"}]}}`)
+	post := func(doc []byte, want int) time.Duration {
+		start := time.Now()
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/api/sessions", bytes.NewReader(doc))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			b.Fatalf("status %d, want %d: %.300s", rec.Code, want, rec.Body.String())
+		}
+		return time.Since(start)
+	}
+	var tb, tn time.Duration
+	for b.Loop() {
+		tb += post(bomb.Bytes(), http.StatusBadRequest)
+		tn += post(normal, http.StatusCreated)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tb.Milliseconds())/n, "ms-bomb")
+	b.ReportMetric(float64(tn.Milliseconds())/n, "ms-normal")
+	b.ReportMetric(float64(tb)/float64(tn), "bomb-x")
+	b.ReportMetric(float64(bomb.Len()), "bytes")
+}

@@ -98,18 +98,28 @@ func (s *Server) guardBodies(next echo.HandlerFunc) echo.HandlerFunc {
 		if err := b.rc.SetReadDeadline(start.Add(g.grace)); err != nil {
 			b.rc = nil // not a real connection (a test's recorder): only counted
 		}
+		orig := r.Body
 		r.Body = b
 		c.Set(pacedKey, b)
+		// Go's server looks at the request's own body type when it answers
+		// and closes (how much is left, whether to linger): it gets it back.
+		defer func() { r.Body = orig }()
 		return next(c)
 	}
 }
 
 const pacedKey = "studio.pacedBody"
 
+// refusedDrain is how long the rest of a refused body is read: a client
+// that has sent it all is drained at once and reads its answer (a close
+// with unread bytes would reset the connection under it); a trickling one
+// holds the connection no longer.
+const refusedDrain = time.Second
+
 // closeAfter has the connection closed after a refusal, rather than the
 // rest of an unread body read to keep it: Go's server reads up to 256 KiB
-// of it, before the answer and again when it closes the body, unless the
-// answer says Connection: close and reading can go no further.
+// of it, before the answer unless the answer says Connection: close, and
+// again when it closes the body, as long as the read deadline lets it.
 func closeAfter(c echo.Context) {
 	if c.Request().Body == http.NoBody {
 		return
@@ -118,7 +128,7 @@ func closeAfter(c echo.Context) {
 		return // read whole: the connection can serve the next request
 	}
 	c.Response().Header().Set("Connection", "close")
-	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now())
+	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(refusedDrain))
 }
 
 // pacedBody moves the connection's read deadline on as its bytes come:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/retryafter"
 )
 
 func envInt(name string, def int) int {
@@ -63,7 +65,7 @@ func load(t *testing.T, studios []*studio) {
 	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds+60)*time.Second)
 	defer cancel()
-	var started, viewed, events atomic.Int64
+	var started, viewed, events, backedOff atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 1000)
 	for w := 0; w < sessions; w++ {
@@ -71,8 +73,20 @@ func load(t *testing.T, studios []*studio) {
 		s := studios[w%len(studios)]
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
+			// Each worker starts one session at least, however long it is
+			// told to wait.
+			for mine := 0; (time.Now().Before(deadline) || mine == 0) && ctx.Err() == nil; mine++ {
 				res, body := s.api("POST", "/api/sessions", "application/json", []byte(scenario))
+				if pushedBack(res) {
+					// A busy studio says when to come back; its clients
+					// do, and so does this one.
+					backedOff.Add(1)
+					if !backOff(ctx, res.Header) {
+						return
+					}
+					mine--
+					continue
+				}
 				var created struct{ ID string }
 				if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
 					errs <- fmt.Errorf("start: %d %s", res.StatusCode, body)
@@ -86,7 +100,7 @@ func load(t *testing.T, studios []*studio) {
 						defer vg.Done()
 						time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 						on := studios[rand.IntN(len(studios))]
-						n, err := watch(ctx, "ws"+strings.TrimPrefix(on.ts.URL, "http")+"/api/sessions/"+created.ID+"/live?after=0")
+						n, err := watch(ctx, "ws"+strings.TrimPrefix(on.ts.URL, "http")+"/api/sessions/"+created.ID+"/live?after=0", &backedOff)
 						if err != nil {
 							errs <- fmt.Errorf("session %s: %w", created.ID, err)
 							return
@@ -109,17 +123,49 @@ func load(t *testing.T, studios []*studio) {
 	for err := range errs {
 		t.Error(err)
 	}
-	t.Logf("%d sessions on %d studios, %d viewers each saw every event of their session exactly once (%d events in all)",
-		started.Load(), len(studios), viewed.Load(), events.Load())
+	t.Logf("%d sessions on %d studios, %d viewers each saw every event of their session exactly once (%d events in all); %d requests were told to come back later, and did",
+		started.Load(), len(studios), viewed.Load(), events.Load(), backedOff.Load())
 	if started.Load() < int64(sessions) || viewed.Load() < started.Load()*int64(viewersPer) {
 		t.Fatalf("started %d sessions, %d views", started.Load(), viewed.Load())
 	}
 }
 
+// pushedBack reports a refusal for now: 503 or 429, which say when to come
+// back (Retry-After).
+func pushedBack(res *http.Response) bool {
+	return res != nil && (res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests)
+}
+
+// backOff waits what the refusal's Retry-After says (a second when it says
+// nothing readable; at most 30), or until ctx ends: false then.
+func backOff(ctx context.Context, h http.Header) bool {
+	d, ok := retryafter.Parse(h, time.Now(), 30*time.Second)
+	if !ok {
+		d = time.Second
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // watch reads a session's live socket until session.finished and checks the
-// seqs run 1, 2, 3… with no gap and no duplicate; it returns the last.
-func watch(ctx context.Context, url string) (int64, error) {
-	conn, _, err := websocket.Dial(ctx, url, nil)
+// seqs run 1, 2, 3… with no gap and no duplicate; it returns the last. A
+// viewer refused for now (too many viewers) comes back when told to, and
+// is counted in backedOff.
+func watch(ctx context.Context, url string, backedOff *atomic.Int64) (int64, error) {
+	conn, res, err := websocket.Dial(ctx, url, nil)
+	for err != nil && pushedBack(res) {
+		backedOff.Add(1)
+		if !backOff(ctx, res.Header) {
+			return 0, err
+		}
+		conn, res, err = websocket.Dial(ctx, url, nil)
+	}
 	if err != nil {
 		return 0, err
 	}
