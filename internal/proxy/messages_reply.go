@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -160,46 +158,14 @@ func (o *MessagesReply) close(ctx context.Context) {
 // relayMessagesStream relays Anthropic's server-sent events one by one as
 // they arrive, until the end of the stream.
 func relayMessagesStream(r io.Reader, out *MessagesReply) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var name []byte
-	var data [][]byte
-	flush := func() {
-		if len(data) == 0 && len(name) == 0 {
-			return
-		}
-		out.Event(string(name), bytes.Join(data, []byte("\n")), nextAtHand(br))
-		name, data = nil, data[:0]
+	_, err := readEvents(r, func(name, data []byte, more bool) bool {
+		out.Event(string(name), data, more)
+		return false
+	}, out.Comment)
+	if err == nil {
+		out.End()
 	}
-	size := 0
-	for {
-		line, err := readLine(br, maxAnswer-size)
-		if len(line) > 0 {
-			size += len(line)
-			if size > maxAnswer {
-				return errEventTooLarge
-			}
-			text := bytes.TrimRight(line, "\r\n")
-			switch {
-			case len(text) == 0:
-				flush()
-				size = 0
-			case text[0] == ':':
-				out.Comment(text)
-			case bytes.HasPrefix(text, []byte("event:")):
-				name = bytes.TrimSpace(bytes.TrimPrefix(text, []byte("event:")))
-			case bytes.HasPrefix(text, []byte("data:")):
-				data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(text, []byte("data:")), []byte(" ")))
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			flush()
-			out.End()
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
+	return err
 }
 
 // messageAnswer puts an Anthropic answer together: a whole message, or the

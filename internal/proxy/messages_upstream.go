@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,11 +32,7 @@ func AnthropicKeyVar(base string) string {
 // AnthropicUpstream forwards Messages requests to an Anthropic server,
 // body and answer as they are.
 type AnthropicUpstream struct {
-	base string // as Anthropic's SDKs take it, without /v1: https://api.anthropic.com
-	// key is the x-api-key a request that carries no key of its own is sent
-	// with (the environment's, read at start); "" sends none.
-	key    string
-	client *http.Client
+	forwarder // base as Anthropic's SDKs take it, without /v1: https://api.anthropic.com
 }
 
 // NewAnthropicUpstream forwards to the server at base, as Anthropic's SDKs
@@ -45,18 +40,13 @@ type AnthropicUpstream struct {
 // when not empty, is sent as x-api-key with requests that bring neither
 // x-api-key nor Authorization; it is never stored or logged.
 func NewAnthropicUpstream(base, key string) (*AnthropicUpstream, error) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("upstream %q is not an absolute http(s) URL without a query, such as https://api.anthropic.com", base)
+	f, err := newForwarder(base, key, "https://api.anthropic.com")
+	if err != nil {
+		return nil, err
 	}
-	base = strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1")
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.ResponseHeaderTimeout = 0
-	return &AnthropicUpstream{base: base, key: key, client: &http.Client{Transport: tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}, nil
+	f.base = strings.TrimSuffix(f.base, "/v1")
+	return &AnthropicUpstream{f}, nil
 }
-
-func (u *AnthropicUpstream) String() string { return u.base }
 
 // anthropicForwarded are the client's headers that go on to an Anthropic
 // upstream besides the body: its key (x-api-key, or a bearer token), the
@@ -64,26 +54,11 @@ func (u *AnthropicUpstream) String() string { return u.base }
 var anthropicForwarded = []string{"X-Api-Key", "Authorization", "Anthropic-Version", "Anthropic-Beta", "Idempotency-Key", "User-Agent", "Accept"}
 
 func (u *AnthropicUpstream) newRequest(ctx context.Context, method, path string, h http.Header, body []byte) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.base+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range anthropicForwarded {
-		if v := h.Get(k); v != "" {
-			req.Header.Set(k, v)
+	return u.forwarder.newRequest(ctx, method, path, h, body, anthropicForwarded, func(rh http.Header) {
+		if rh.Get("X-Api-Key") == "" && rh.Get("Authorization") == "" {
+			rh.Set("X-Api-Key", u.key)
 		}
-	}
-	if req.Header.Get("X-Api-Key") == "" && req.Header.Get("Authorization") == "" && u.key != "" {
-		req.Header.Set("X-Api-Key", u.key)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return req, nil
+	})
 }
 
 // Messages forwards the request and relays the answer: a stream event by
@@ -134,19 +109,6 @@ func (u *AnthropicUpstream) Messages(ctx context.Context, x *Exchange, _ *Messag
 		default:
 			out.Whole(resp.StatusCode, resp.Header, b)
 		}
-	}
-}
-
-// broke answers a call whose upstream failed: silent past the timeout
-// (504), unreachable or broken off (502), or left by the client.
-func (u *AnthropicUpstream) broke(ctx context.Context, dog *watchdog, out *MessagesReply, err error) {
-	var silent errSilent
-	switch cause := context.Cause(ctx); {
-	case dog.hasFired() || errors.As(cause, &silent):
-		out.Abort(http.StatusGatewayTimeout, errSilent{dog.d}.Error())
-	case ctx.Err() != nil:
-	default:
-		out.Abort(http.StatusBadGateway, "the upstream "+u.base+" could not be reached or broke off: "+transportError(err))
 	}
 }
 

@@ -17,59 +17,59 @@ import (
 	"github.com/delegationstudio/studio/internal/model/remote"
 )
 
-// HTTPUpstream forwards requests to an OpenAI-compatible server, body and
-// answer as they are.
-type HTTPUpstream struct {
-	base string // the base URL, without a trailing slash: …/v1
-	// key is the Authorization a request that carries none is sent with
-	// (the environment's key, read at start); "" sends none.
+// forwarder is what both upstreams share: where requests go, the key a
+// request that brings none is sent with, the client, and the rule that
+// keeps the key out of what comes back.
+type forwarder struct {
+	base string // without a trailing slash
+	// key is sent with a request that carries no key of its own (the
+	// environment's, read at start); "" sends none. It is never stored or
+	// logged.
 	key    string
 	client *http.Client
 	// redact keeps the key (and anything shaped like one) out of what the
 	// upstream sends back, before it is relayed or recorded: an upstream may
-	// echo the Authorization it got in an error, a header, an answer.
+	// echo the key it got in an error, a header, an answer.
 	redact func(string) string
 }
 
-// NewHTTPUpstream forwards to the server at base (its /v1, as OpenAI's SDKs
-// take it). key, when not empty, is sent as a bearer token with requests
-// that bring no Authorization of their own; it is never stored or logged.
-func NewHTTPUpstream(base, key string) (*HTTPUpstream, error) {
+// newForwarder checks base (an absolute http(s) URL without a query, as in
+// example) and makes the forwarder's client.
+func newForwarder(base, key, example string) (forwarder, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("upstream %q is not an absolute http(s) URL without a query, such as https://api.openai.com/v1", base)
+		return forwarder{}, fmt.Errorf("upstream %q is not an absolute http(s) URL without a query, such as %s", base, example)
 	}
 	// No overall timeout: an answer may stream for many minutes. Silence is
 	// what is bounded, by the call's watchdog.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = 0
-	return &HTTPUpstream{base: strings.TrimRight(base, "/"), key: key, redact: remote.Redactor(key), client: &http.Client{Transport: tr,
+	return forwarder{base: strings.TrimRight(base, "/"), key: key, redact: remote.Redactor(key), client: &http.Client{Transport: tr,
 		// A redirect would carry the key to wherever it points.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}, nil
 }
 
-func (u *HTTPUpstream) String() string { return u.base }
+func (f *forwarder) String() string { return f.base }
 
-// forwarded are the client's headers that go on to the upstream besides
-// the body's: its key, and the settings OpenAI reads from headers.
-var forwarded = []string{"Authorization", "OpenAI-Organization", "OpenAI-Project", "OpenAI-Beta", "Idempotency-Key", "User-Agent", "Accept"}
-
-func (u *HTTPUpstream) newRequest(ctx context.Context, method, path string, h http.Header, body []byte) (*http.Request, error) {
+// newRequest is a request to path with the body and, of the client's
+// headers h, those named in pass; keyed adds the forwarder's key when the
+// request brings none.
+func (f *forwarder) newRequest(ctx context.Context, method, path string, h http.Header, body []byte, pass []string, keyed func(http.Header)) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, f.base+path, rd)
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range forwarded {
+	for _, k := range pass {
 		if v := h.Get(k); v != "" {
 			req.Header.Set(k, v)
 		}
 	}
-	if req.Header.Get("Authorization") == "" && u.key != "" {
-		req.Header.Set("Authorization", "Bearer "+u.key)
+	if f.key != "" {
+		keyed(req.Header)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -81,17 +81,63 @@ func (u *HTTPUpstream) newRequest(ctx context.Context, method, path string, h ht
 // to relay and record: an error's body, or headers, without the key or
 // anything shaped like one; an answer's bytes without the key itself (its
 // content is otherwise the model's, as it said it).
-func (u *HTTPUpstream) scrubError(b []byte) []byte  { return []byte(u.redact(string(b))) }
-func (u *HTTPUpstream) scrubAnswer(b []byte) []byte { return remote.RedactKey(b, u.key) }
+func (f *forwarder) scrubError(b []byte) []byte  { return []byte(f.redact(string(b))) }
+func (f *forwarder) scrubAnswer(b []byte) []byte { return remote.RedactKey(b, f.key) }
 
-func (u *HTTPUpstream) scrubHeader(h http.Header) http.Header {
+func (f *forwarder) scrubHeader(h http.Header) http.Header {
 	out := make(http.Header, len(h))
 	for k, vs := range h {
 		for _, v := range vs {
-			out[k] = append(out[k], u.redact(v))
+			out[k] = append(out[k], f.redact(v))
 		}
 	}
 	return out
+}
+
+// aborter is a reply a call that broke is answered on.
+type aborter interface{ Abort(status int, why string) }
+
+// broke answers a call whose upstream failed: silent past the timeout
+// (504), unreachable or broken off (502), or left by the client.
+func (f *forwarder) broke(ctx context.Context, dog *watchdog, out aborter, err error) {
+	var silent errSilent
+	switch cause := context.Cause(ctx); {
+	case dog.hasFired() || errors.As(cause, &silent):
+		out.Abort(http.StatusGatewayTimeout, errSilent{dog.d}.Error())
+	case ctx.Err() != nil:
+		// The client went away or the studio stopped: the reply's close says so.
+	default:
+		out.Abort(http.StatusBadGateway, "the upstream "+f.base+" could not be reached or broke off: "+transportError(err))
+	}
+}
+
+// HTTPUpstream forwards requests to an OpenAI-compatible server, body and
+// answer as they are.
+type HTTPUpstream struct {
+	forwarder // base is the server's /v1
+}
+
+// NewHTTPUpstream forwards to the server at base (its /v1, as OpenAI's SDKs
+// take it). key, when not empty, is sent as a bearer token with requests
+// that bring no Authorization of their own; it is never stored or logged.
+func NewHTTPUpstream(base, key string) (*HTTPUpstream, error) {
+	f, err := newForwarder(base, key, "https://api.openai.com/v1")
+	if err != nil {
+		return nil, err
+	}
+	return &HTTPUpstream{f}, nil
+}
+
+// forwarded are the client's headers that go on to the upstream besides
+// the body's: its key, and the settings OpenAI reads from headers.
+var forwarded = []string{"Authorization", "OpenAI-Organization", "OpenAI-Project", "OpenAI-Beta", "Idempotency-Key", "User-Agent", "Accept"}
+
+func (u *HTTPUpstream) newRequest(ctx context.Context, method, path string, h http.Header, body []byte) (*http.Request, error) {
+	return u.forwarder.newRequest(ctx, method, path, h, body, forwarded, func(rh http.Header) {
+		if rh.Get("Authorization") == "" {
+			rh.Set("Authorization", "Bearer "+u.key)
+		}
+	})
 }
 
 // errSilent is why a call to a silent upstream is cut.
@@ -203,20 +249,6 @@ func (u *HTTPUpstream) Chat(ctx context.Context, x *Exchange, out *Reply) {
 	}
 }
 
-// broke answers a call whose upstream failed: silent past the timeout
-// (504), unreachable or broken off (502), or left by the client.
-func (u *HTTPUpstream) broke(ctx context.Context, dog *watchdog, out *Reply, err error) {
-	var silent errSilent
-	switch cause := context.Cause(ctx); {
-	case dog.hasFired() || errors.As(cause, &silent):
-		out.Abort(http.StatusGatewayTimeout, errSilent{dog.d}.Error())
-	case ctx.Err() != nil:
-		// The client went away or the studio stopped: Reply.close says so.
-	default:
-		out.Abort(http.StatusBadGateway, "the upstream "+u.base+" could not be reached or broke off: "+transportError(err))
-	}
-}
-
 // transportError is a transport error without the URL go's client puts in
 // it (already said).
 func transportError(err error) string {
@@ -230,20 +262,39 @@ func transportError(err error) string {
 // relayStream relays server-sent events one by one as they arrive, until
 // [DONE] or the end of the stream, each made safe by scrub first.
 func relayStream(r io.Reader, out *Reply, scrub func([]byte) []byte) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var data [][]byte
-	flush := func() bool {
-		if len(data) == 0 {
+	done, err := readEvents(r, func(_, data []byte, more bool) bool {
+		switch {
+		case len(data) == 0: // event:, id: and retry: fields are not used by chat completions
 			return false
-		}
-		ev := bytes.Join(data, []byte("\n"))
-		data = data[:0]
-		if string(bytes.TrimSpace(ev)) == "[DONE]" {
+		case string(bytes.TrimSpace(data)) == "[DONE]":
 			out.End(true)
 			return true
 		}
-		out.Event(scrub(ev), nextAtHand(br))
+		out.Event(scrub(data), more)
 		return false
+	}, func(c []byte) { out.Comment(scrub(c)) })
+	if err == nil && !done {
+		out.End(false)
+	}
+	return err
+}
+
+// readEvents reads server-sent events as they arrive, each of any size up
+// to maxAnswer (then errEventTooLarge): event gets its name (event:), its
+// data lines joined, and whether more is already at hand, and ends the
+// reading by returning true (then readEvents says done); comment gets each
+// comment line. The end of the stream ends it too, its last event given.
+func readEvents(r io.Reader, event func(name, data []byte, more bool) bool, comment func([]byte)) (done bool, err error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var name []byte
+	var data [][]byte
+	flush := func() bool {
+		if len(data) == 0 && len(name) == 0 {
+			return false
+		}
+		stop := event(name, bytes.Join(data, []byte("\n")), nextAtHand(br))
+		name, data = nil, data[:0]
+		return stop
 	}
 	size := 0
 	for {
@@ -251,31 +302,28 @@ func relayStream(r io.Reader, out *Reply, scrub func([]byte) []byte) error {
 		if len(line) > 0 {
 			size += len(line)
 			if size > maxAnswer {
-				return errEventTooLarge
+				return false, errEventTooLarge
 			}
 			text := bytes.TrimRight(line, "\r\n")
 			switch {
 			case len(text) == 0:
 				if flush() {
-					return nil
+					return true, nil
 				}
 				size = 0
 			case text[0] == ':':
-				out.Comment(scrub(text))
+				comment(text)
+			case bytes.HasPrefix(text, []byte("event:")):
+				name = bytes.TrimSpace(bytes.TrimPrefix(text, []byte("event:")))
 			case bytes.HasPrefix(text, []byte("data:")):
 				data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(text, []byte("data:")), []byte(" ")))
 			}
-			// event:, id: and retry: fields are not used by chat completions.
 		}
 		if errors.Is(err, io.EOF) {
-			if flush() {
-				return nil
-			}
-			out.End(false)
-			return nil
+			return flush(), nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
 }
