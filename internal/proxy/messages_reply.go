@@ -156,12 +156,12 @@ func (o *MessagesReply) close(ctx context.Context) {
 }
 
 // relayMessagesStream relays Anthropic's server-sent events one by one as
-// they arrive, until the end of the stream.
-func relayMessagesStream(r io.Reader, out *MessagesReply) error {
+// they arrive, until the end of the stream, each made safe by scrub first.
+func relayMessagesStream(r io.Reader, out *MessagesReply, scrub func([]byte) []byte) error {
 	_, err := readEvents(r, func(name, data []byte, more bool) bool {
-		out.Event(string(name), data, more)
+		out.Event(string(name), scrub(data), more)
 		return false
-	}, out.Comment)
+	}, func(c []byte) { out.Comment(scrub(c)) })
 	if err == nil {
 		out.End()
 	}

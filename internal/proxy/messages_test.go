@@ -74,6 +74,9 @@ func send(t *testing.T, base string, body any, header map[string]string) msgAnsw
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.data); err != nil {
 				t.Fatalf("an event's data is not JSON: %q", line)
 			}
+		case line == "" && ev.name == "" && ev.data == nil:
+			// A blank line after a comment, or a second one: no event, as
+			// an SSE client reads it.
 		case line == "":
 			if ev.data["type"] != ev.name {
 				t.Errorf("event %q carries data of type %v", ev.name, ev.data["type"])
@@ -394,6 +397,64 @@ func TestMessagesOperatorKeyNeverLeaves(t *testing.T) {
 	raw, _ := json.Marshal(h.store.all()[0].trace(t))
 	if strings.Contains(string(raw), "operator-secret") || strings.Contains(h.logs.String(), "operator-secret") {
 		t.Error("the operator's key is in the recorded session or the logs")
+	}
+}
+
+// An upstream that echoes the x-api-key it got — in an error's body and
+// headers, in a whole answer, in a stream — has none of it relayed to a
+// caller who sent no key, or recorded.
+func TestMessagesEchoedKeyNeverRelayed(t *testing.T) {
+	const key = "sk-ant-operator-echoed-0123456789"
+	up := newAnthropic(t, func(w http.ResponseWriter, body map[string]any) {
+		echo := key // what a careless gateway writes back
+		w.Header().Set("X-Debug-Key", echo)
+		switch body["model"] {
+		case "fail":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"type":"error","error":{"type":"api_error","message":"bad key %s (Authorization: Bearer %s)"}}`, echo, echo)
+		case "stream":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, ": key %s\n", echo)
+			fmt.Fprintf(w, "event: message_start\ndata: %s\n\n", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}`)
+			fmt.Fprintf(w, "event: content_block_start\ndata: %s\n\n", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+			fmt.Fprintf(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"your key is %s\"}}\n\n", echo)
+			fmt.Fprintf(w, "event: content_block_stop\ndata: %s\n\n", `{"type":"content_block_stop","index":0}`)
+			fmt.Fprintf(w, "event: message_delta\ndata: %s\n\n", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":5}}`)
+			fmt.Fprintf(w, "event: message_stop\ndata: %s\n\n", `{"type":"message_stop"}`)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(message("end_turn", map[string]any{"input_tokens": 1, "output_tokens": 1}, textBlock("your key is "+echo)))
+		}
+	})
+	h := newHarness(t, mustAnthropic(t, up.srv.URL, key), options{})
+	base := messagesServer(t, h)
+	var seen strings.Builder
+	for _, c := range []struct {
+		model  string
+		stream bool
+		status int
+	}{{"fail", false, 500}, {"whole", false, 200}, {"stream", true, 200}} {
+		req := map[string]any{"model": c.model, "max_tokens": 5, "stream": c.stream, "messages": []any{map[string]any{"role": "user", "content": "Hi."}}}
+		a := send(t, base, req, map[string]string{proxy.SessionHeader: c.model})
+		if a.status != c.status {
+			t.Fatalf("%s: answered %d %s, want %d", c.model, a.status, a.body, c.status)
+		}
+		fmt.Fprintf(&seen, "%v %s %v\n", a.header, a.body, a.events)
+	}
+	if got := up.headers()[0].Get("X-Api-Key"); got != key {
+		t.Fatalf("the upstream got x-api-key %q: the test's echo would prove nothing", got)
+	}
+	for _, sess := range h.store.all() {
+		raw, _ := json.Marshal(sess.trace(t))
+		seen.Write(raw)
+	}
+	seen.WriteString(h.logs.String())
+	if strings.Contains(seen.String(), "operator-echoed") {
+		t.Errorf("the operator's key, echoed by the upstream, reached the caller, the recorded sessions or the logs:\n%s", seen.String())
+	}
+	if !strings.Contains(seen.String(), "[redacted]") {
+		t.Error("nothing was redacted: the echo did not go through the relay")
 	}
 }
 

@@ -89,10 +89,10 @@ func (u *AnthropicUpstream) Messages(ctx context.Context, x *Exchange, _ *Messag
 			u.broke(ctx, dog, out, err)
 			return
 		}
-		out.Fail(resp.StatusCode, resp.Header, b)
+		out.Fail(resp.StatusCode, u.scrubHeader(resp.Header), u.scrubError(b))
 	case mt == "text/event-stream":
-		out.Begin(resp.StatusCode, resp.Header)
-		switch err := relayMessagesStream(body, out); {
+		out.Begin(resp.StatusCode, u.scrubHeader(resp.Header))
+		switch err := relayMessagesStream(body, out, u.scrubAnswer); {
 		case errors.Is(err, errEventTooLarge):
 			out.Abort(http.StatusBadGateway, fmt.Sprintf("the upstream sent a stream event over %s, more than the studio relays: the answer was cut there",
 				byteSize(int64(maxAnswer))))
@@ -107,7 +107,7 @@ func (u *AnthropicUpstream) Messages(ctx context.Context, x *Exchange, _ *Messag
 		case len(b) > maxAnswer:
 			out.Abort(http.StatusBadGateway, fmt.Sprintf("the upstream's answer is over %s, more than the studio relays", byteSize(int64(maxAnswer))))
 		default:
-			out.Whole(resp.StatusCode, resp.Header, b)
+			out.Whole(resp.StatusCode, u.scrubHeader(resp.Header), u.scrubAnswer(b))
 		}
 	}
 }
@@ -135,14 +135,14 @@ func (u *AnthropicUpstream) Models(ctx context.Context, h http.Header, id string
 			defer resp.Body.Close()
 			b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 			if rerr == nil {
-				for k, vs := range resp.Header {
+				for k, vs := range u.scrubHeader(resp.Header) {
 					if relayed(k) || anthropicRelayed(k) {
 						w.Header()[k] = vs
 					}
 				}
 				w.Header().Set("Content-Type", orDefault(resp.Header.Get("Content-Type"), "application/json"))
 				w.WriteHeader(resp.StatusCode)
-				_, _ = w.Write(b)
+				_, _ = w.Write(u.scrubAnswer(b))
 				return
 			}
 			err = rerr
