@@ -64,3 +64,44 @@ type Range struct {
 
 // Len is the number of messages in the range.
 func (r Range) Len() int { return r.To - r.From }
+
+// RangesLen is the number of messages in ranges.
+func RangesLen(rs []Range) int {
+	n := 0
+	for _, r := range rs {
+		n += r.Len()
+	}
+	return n
+}
+
+// FirstMessages is the first n messages of ranges, as ranges.
+func FirstMessages(rs []Range, n int) []Range {
+	var out []Range
+	for _, r := range rs {
+		if n <= 0 {
+			break
+		}
+		if r.Len() > n {
+			r.To = r.From + n
+		}
+		out = append(out, r)
+		n -= r.Len()
+	}
+	return out
+}
+
+// AfterMessages is ranges without their first n messages (a
+// summarization's folded ones).
+func AfterMessages(rs []Range, n int) []Range {
+	var out []Range
+	for _, r := range rs {
+		if n >= r.Len() {
+			n -= r.Len()
+			continue
+		}
+		r.From += n
+		n = 0
+		out = append(out, r)
+	}
+	return out
+}

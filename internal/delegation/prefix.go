@@ -172,7 +172,7 @@ func (x *PrefixIndex) Add(req PrefixRequest, from ...*PrefixMark) (int, *PrefixM
 	skip := 0
 	for _, m := range from {
 		if m != nil && m.tools == req.Tools && m.system == req.System && extends(req.Context, m.context) {
-			node, skip = m.node, rangesLen(m.context)
+			node, skip = m.node, RangesLen(m.context)
 			break
 		}
 	}
@@ -222,12 +222,4 @@ func extends(ctx, prev []Range) bool {
 		}
 	}
 	return true
-}
-
-func rangesLen(rs []Range) int {
-	n := 0
-	for _, r := range rs {
-		n += r.Len()
-	}
-	return n
 }

@@ -79,7 +79,7 @@ func (s *Session) place(in CallInput) Placement {
 		if !s.canContinue(a, in.Hint.Name) {
 			continue
 		}
-		n := rangesLen(a.history)
+		n := delegation.RangesLen(a.history)
 		if n == 0 || n <= bestLen {
 			continue
 		}
@@ -212,14 +212,6 @@ func (s *Session) prefix(input []Message, rs []delegation.Range) int {
 			}
 			n++
 		}
-	}
-	return n
-}
-
-func rangesLen(rs []delegation.Range) int {
-	n := 0
-	for _, r := range rs {
-		n += r.Len()
 	}
 	return n
 }

@@ -412,22 +412,6 @@ func (s *Session) appendMessage(a *agent, m *delegation.Message, at time.Time) *
 	return m
 }
 
-// cut returns the first n messages of ranges, as ranges.
-func cut(rs []delegation.Range, n int) []delegation.Range {
-	var out []delegation.Range
-	for _, r := range rs {
-		if n <= 0 {
-			break
-		}
-		if r.Len() > n {
-			r.To = r.From + n
-		}
-		out = append(out, r)
-		n -= r.Len()
-	}
-	return out
-}
-
 func (s *Session) tokensOf(a *agent, rs []delegation.Range) (total, inherited int) {
 	for _, r := range rs {
 		owner := s.byID[r.AgentID]
@@ -568,7 +552,7 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 		mode := delegation.ModeIsolated
 		if p.Inherited > 0 {
 			mode = delegation.ModeFork
-			inherited = cut(tc.inherit, p.Inherited)
+			inherited = delegation.FirstMessages(tc.inherit, p.Inherited)
 		}
 		name, inv := tc.task.SubagentType, tc.invocation
 		if !tc.task.typed && in.Hint.Name != "" && in.Hint.Name != "main" {
@@ -616,7 +600,7 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 	// What the call received: the part of its history it begins with, then
 	// the messages new to it, added to its own list once.
 	n := s.prefix(input, a.history)
-	ctx := cut(a.history, n)
+	ctx := delegation.FirstMessages(a.history, n)
 	fresh := input[n:]
 	summary := in.summarizes()
 	switch {
@@ -638,7 +622,7 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 			s.appendMessage(a, msg, in.At)
 		}
 		ctx = a.history
-	case n < rangesLen(a.history):
+	case n < delegation.RangesLen(a.history):
 		a.history = ctx
 	}
 	if !summary {
@@ -1025,27 +1009,12 @@ func (s *Session) summarize(a *agent, d *Summarized, out CallOutput, at time.Tim
 	if out.Files != nil {
 		s.applyFiles(a, "", out.Files, at)
 	}
-	kept := drop(a.history, d.FoldedMessages)
+	kept := delegation.AfterMessages(a.history, d.FoldedMessages)
 	a.history = nil
 	m := s.appendMessage(a, &delegation.Message{Role: delegation.RoleUser, Kind: delegation.KindSummary, Content: out.Output.Content}, at)
 	a.history = append(a.history, kept...)
 	s.emit(a.info.ID, delegation.EventSummarization, at, delegation.Summarized{CutoffIndex: d.CutoffIndex, SummaryMessage: m,
 		FilePath: d.FilePath, FoldedMessages: d.FoldedMessages, TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter})
-}
-
-// drop returns ranges without their first n messages.
-func drop(rs []delegation.Range, n int) []delegation.Range {
-	var out []delegation.Range
-	for _, r := range rs {
-		if n >= r.Len() {
-			n -= r.Len()
-			continue
-		}
-		r.From += n
-		n = 0
-		out = append(out, r)
-	}
-	return out
 }
 
 // steps are an agent's model calls that were steps of its: all but its

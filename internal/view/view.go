@@ -576,7 +576,7 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 		// The history is now the summary, then what was kept of it: the
 		// engine's rule (delegation.md §7), read off the event.
 		if a.summaryAt >= 0 {
-			kept := dropMessages(a.History.Ranges, d.FoldedMessages)
+			kept := delegation.AfterMessages(a.History.Ranges, d.FoldedMessages)
 			a.History.Ranges = append([]delegation.Range{{AgentID: a.ID, From: a.summaryAt, To: a.summaryAt + 1}}, kept...)
 			a.summaryAt = -1
 			ch.replaced(a.ID)
@@ -819,21 +819,6 @@ func ownLen(rs []delegation.Range, agentID string) int {
 		}
 	}
 	return n
-}
-
-// dropMessages removes the first n messages from ranges.
-func dropMessages(rs []delegation.Range, n int) []delegation.Range {
-	var out []delegation.Range
-	for _, r := range rs {
-		if n >= r.Len() {
-			n -= r.Len()
-			continue
-		}
-		r.From += n
-		n = 0
-		out = append(out, r)
-	}
-	return out
 }
 
 func (c Context) clone() Context {
