@@ -2,8 +2,6 @@ package lessons
 
 import (
 	"fmt"
-
-	"github.com/delegationstudio/studio/internal/tokens"
 )
 
 var entryCost = lessonDef{
@@ -105,26 +103,23 @@ func entryCostTable(r runs) (Table, error) {
 	// is deepagents' preamble and the parent's steps, which are ours and
 	// which the article does not print: the figures differ by our steps.
 	stepCounted := (eight.forkCounted - one.forkCounted) / 7
-	articleTask := tokens.CountLangChain(tokens.LangChainMessage{Role: "system"}, tokens.LangChainMessage{Role: "user", Content: orderArticleTask})
 	isoGap := fmt.Sprintf("our task %q is %d characters; the article's 12 is its task of §2, %q, %d characters: "+
-		"counted the same way with an empty prompt, %d", one.task, chars(one.task), orderArticleTask, chars(orderArticleTask), articleTask)
+		"counted the same way with an empty prompt, %d", one.task, chars(one.task), orderArticleTask, chars(orderArticleTask), articleTaskTokens())
 	stepGap := fmt.Sprintf("the parent's steps are ours (each writes a note and reads its result), %d tokens a step counted as the article counts; "+
 		"the article does not print its steps, which cost %d", stepCounted, 57)
 	forkGap := fmt.Sprintf("the fork reads our prompt (%d characters), our task (%d) and our steps (%d tokens a step counted as the article counts); "+
 		"the article prints neither its prompt nor its steps, which cost %d a step", chars(one.prompt), chars(one.task), stepCounted, 57)
+	var figs []countedFigure
 	for _, e := range es {
 		what := stepsCell(e.steps)
-		if err := tab.countAs(what+": isolated (tokens)", e.isoCounted, 12, isoGap); err != nil {
-			return Table{}, err
-		}
-		if err := tab.countAs(what+": fork (tokens)", e.forkCounted, map[int]int{1: 217, 4: 388, 8: 616}[e.steps], forkGap); err != nil {
-			return Table{}, err
-		}
+		figs = append(figs, countedFigure{what + ": isolated (tokens)", e.isoCounted, 12, isoGap},
+			countedFigure{what + ": fork (tokens)", e.forkCounted, map[int]int{1: 217, 4: 388, 8: 616}[e.steps], forkGap})
 		if e.steps > 1 {
-			if err := tab.countAs(what+": fork: tokens a step since 1 step", (e.forkCounted-one.forkCounted)/(e.steps-1), 57, stepGap); err != nil {
-				return Table{}, err
-			}
+			figs = append(figs, countedFigure{what + ": fork: tokens a step since 1 step", (e.forkCounted - one.forkCounted) / (e.steps - 1), 57, stepGap})
 		}
+	}
+	if err := tab.countAs(figs...); err != nil {
+		return Table{}, err
 	}
 	tab.Checks = append(tab.Checks,
 		check("the isolated child's entry cost is the same after 1, 4 and 8 steps",

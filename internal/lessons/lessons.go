@@ -152,18 +152,29 @@ func (c Counted) Diff() string { return pctDiff(c.Ours, c.Article) }
 // Off says whether the counted figure is more than 15 % from the article's.
 func (c Counted) Off() bool { return !withinPct(c.Ours, c.Article, 15) }
 
-// countAs sets the counted figure of the Versus named what: ours, counted
-// as the article counts, against the article's figure, with the reason
-// they still differ ("" where they do not). A name no Versus has is an
-// error, so a renamed row cannot drop its figure unseen.
-func (tab *Table) countAs(what string, ours, article int, gap string) error {
-	for i := range tab.Versus {
-		if tab.Versus[i].What == what {
-			tab.Versus[i].Counted = &Counted{Ours: ours, Article: article, Gap: gap}
-			return nil
+// countedFigure is one of ours counted as the article counts, for the Versus
+// named what: against the article's figure, with the reason they still
+// differ ("" where they do not).
+type countedFigure struct {
+	what          string
+	ours, article int
+	gap           string
+}
+
+// countAs sets the counted figures of the Versus they name. A name no
+// Versus has is an error, so a renamed row cannot drop its figure unseen.
+func (tab *Table) countAs(figs ...countedFigure) error {
+next:
+	for _, f := range figs {
+		for i := range tab.Versus {
+			if tab.Versus[i].What == f.what {
+				tab.Versus[i].Counted = &Counted{Ours: f.ours, Article: f.article, Gap: f.gap}
+				continue next
+			}
 		}
+		return fmt.Errorf("lesson table %q: no figure %q to count as the article counts", tab.Title, f.what)
 	}
-	return fmt.Errorf("lesson table %q: no figure %q to count as the article counts", tab.Title, what)
+	return nil
 }
 
 // ArticleTable is the article's own figures, typed in from it.

@@ -125,31 +125,8 @@ func orderNumberTable(r runs) (Table, error) {
 	for i := range tab.Versus {
 		tab.Versus[i].Why = "the same shape: the fork reads the parent's whole conversation; token counts are our tokenizer's, over our texts"
 	}
-	// Counted as the article counts: the fork's opening is deepagents'
-	// texts and the parent's steps, and lands on the article's figure; the
-	// isolated child and the call carry our task, in English, where the
-	// article's is 11 Chinese characters — the same count over its task
-	// gives its figures.
-	articleTask := tokens.CountLangChain(tokens.LangChainMessage{Role: "system"}, tokens.LangChainMessage{Role: "user", Content: orderArticleTask})
-	withTask, err := withDescription(iso.d.call, orderArticleTask)
-	if err != nil {
+	if err := countOrderNumber(&tab, iso.counted, fork.counted, iso.d.call, fork.d.call, iso.d.task); err != nil {
 		return Table{}, err
-	}
-	taskGap := fmt.Sprintf("our task %q is %d characters, the article's %q %d; counted the same way, ", iso.d.task, chars(iso.d.task),
-		orderArticleTask, chars(orderArticleTask))
-	for _, c := range []struct {
-		what          string
-		ours, article int
-		gap           string
-	}{
-		{"opening tokens (system prompt + messages)", iso.counted, 12, taskGap + fmt.Sprintf("its task and an empty prompt make %d", articleTask)},
-		{"opening tokens (system prompt + messages) (fork)", fork.counted, 326, ""},
-		{"the parent's task call (tokens)", articleCallTokens(iso.d.call), 36, taskGap + fmt.Sprintf("the call with its task makes %d", articleCallTokens(withTask))},
-		{"the parent's task call (tokens) (fork)", articleCallTokens(fork.d.call), 36, taskGap + fmt.Sprintf("the call with its task makes %d", articleCallTokens(withTask))},
-	} {
-		if err := tab.countAs(c.what, c.ours, c.article, c.gap); err != nil {
-			return Table{}, err
-		}
 	}
 
 	tab.Checks = append(tab.Checks,
@@ -171,4 +148,31 @@ func orderNumberTable(r runs) (Table, error) {
 			iso.toolsN == 7 && fork.toolsN == 8 && hasToolNamed(fork.d.child.Tools, delegation.TaskToolName), "%d and %d", iso.toolsN, fork.toolsN),
 	)
 	return tab, nil
+}
+
+// countOrderNumber counts the table's figures as the article counts: the
+// fork's opening is deepagents' texts and the parent's steps, and lands on
+// the article's figure; the isolated child and the call carry our task, in
+// English, where the article's is 11 Chinese characters — the same count
+// over its task gives its figures.
+func countOrderNumber(tab *Table, isoOpen, forkOpen int, isoCall, forkCall trace.ToolCall, task string) error {
+	withTask, err := withDescription(isoCall, orderArticleTask)
+	if err != nil {
+		return err
+	}
+	taskGap := fmt.Sprintf("our task %q is %d characters, the article's %q %d; counted the same way, ", task, chars(task),
+		orderArticleTask, chars(orderArticleTask))
+	callGap := taskGap + fmt.Sprintf("the call with its task makes %d", articleCallTokens(withTask))
+	return tab.countAs(
+		countedFigure{"opening tokens (system prompt + messages)", isoOpen, 12, taskGap + fmt.Sprintf("its task and an empty prompt make %d", articleTaskTokens())},
+		countedFigure{"opening tokens (system prompt + messages) (fork)", forkOpen, 326, ""},
+		countedFigure{"the parent's task call (tokens)", articleCallTokens(isoCall), 36, callGap},
+		countedFigure{"the parent's task call (tokens) (fork)", articleCallTokens(forkCall), 36, callGap},
+	)
+}
+
+// articleTaskTokens is the article's own task, «把刚才那个订单号报给我», with
+// an empty prompt, counted as the article counts: its 12 (article 2, §2, §4).
+func articleTaskTokens() int {
+	return tokens.CountLangChain(tokens.LangChainMessage{Role: "system"}, tokens.LangChainMessage{Role: "user", Content: orderArticleTask})
 }

@@ -112,35 +112,34 @@ func parentAfterTable(r runs) (Table, error) {
 	)
 	tab.Versus = versusByIndexKeyed(tab, 2, "the same four messages; the receipt is the article's sentence, the tokens are our tokenizer's and our texts'",
 		"role", "characters", "tokens")
-	// Counted as the article counts. The receipt is the article's sentence
-	// and lands on its figure; the call carries our description, which the
-	// article does not print: the longest description a call of its 40
-	// tokens can hold says how much shorter its was.
+	if err := countParentAfter(&tab, d); err != nil {
+		return Table{}, err
+	}
+	return tab, nil
+}
+
+// countParentAfter counts the table's figures as the article counts. The
+// receipt is the article's sentence and lands on its figure; the call
+// carries our description, which the article does not print: the longest
+// description a call of its 40 tokens can hold says how much shorter its
+// was.
+func countParentAfter(tab *Table, d *delegationRun) error {
 	call, receipt := articleCallTokens(d.call), articleMessageTokens(d.receipt)
 	fits := 0
 	for n := 1; n <= 400; n++ {
 		c, err := withDescription(d.call, strings.Repeat("x", n))
 		if err != nil {
-			return Table{}, err
+			return err
 		}
 		if articleCallTokens(c) > 40 {
 			break
 		}
 		fits = n
 	}
-	for _, c := range []struct {
-		what          string
-		ours, article int
-		gap           string
-	}{
-		{"its task call: tokens", call, 40, fmt.Sprintf("our description is %d characters and says where the working goes; the article does not print "+
+	return tab.countAs(
+		countedFigure{"its task call: tokens", call, 40, fmt.Sprintf("our description is %d characters and says where the working goes; the article does not print "+
 			"its own, and a call of 40 tokens holds a description of at most %d", chars(d.task), fits)},
-		{"the receipt: tokens", receipt, 13, ""},
-		{"the delegation (call + receipt): tokens", call + receipt, 68, ""},
-	} {
-		if err := tab.countAs(c.what, c.ours, c.article, c.gap); err != nil {
-			return Table{}, err
-		}
-	}
-	return tab, nil
+		countedFigure{"the receipt: tokens", receipt, 13, ""},
+		countedFigure{"the delegation (call + receipt): tokens", call + receipt, 68, ""},
+	)
 }

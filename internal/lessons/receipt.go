@@ -61,19 +61,11 @@ func receiptTable(r runs) (Table, error) {
 	if err != nil {
 		return Table{}, err
 	}
-	findingsChars, bareChars, descChars := 0, 0, 0
-	for _, d := range sc.Team.SubagentTools("analyst") {
-		if d.Name == "Findings" {
-			b, _ := json.Marshal(d)
-			findingsChars = chars(string(b))
-			bare, n, err := withoutDescriptions(d)
-			if err != nil {
-				return Table{}, err
-			}
-			b, _ = json.Marshal(bare)
-			bareChars, descChars = chars(string(b)), n
-		}
+	findings, err := findingsSize(sc.Team.SubagentTools("analyst"))
+	if err != nil {
+		return Table{}, err
 	}
+	findingsChars := findings.chars
 	tab := Table{
 		Title:   "What the spec says, and the receipt the parent gets",
 		Columns: []string{"the spec says", "the child's tools", "the receipt", "parses as JSON?"},
@@ -160,12 +152,32 @@ func receiptTable(r runs) (Table, error) {
 	// The tool's characters are counted as the article counts them; what
 	// differs is our schema's texts: the article does not print its
 	// Findings class, and ours describes the tool and both fields.
-	if err := tab.countAs("response_format=Findings: the child's tools", findingsChars, 285,
+	if err := tab.countAs(countedFigure{"response_format=Findings: the child's tools", findings.chars, 285,
 		fmt.Sprintf("the article does not print its Findings class; ours describes the tool and both its fields in %d characters, "+
-			"and without those descriptions the tool is %d characters", descChars, bareChars)); err != nil {
+			"and without those descriptions the tool is %d characters", findings.descriptions, findings.bare)}); err != nil {
 		return Table{}, err
 	}
 	return tab, nil
+}
+
+// toolSize is a tool definition's characters, as the model receives it:
+// whole, in its descriptions, and without them.
+type toolSize struct{ chars, descriptions, bare int }
+
+// findingsSize is the Findings tool's size among a child's tools.
+func findingsSize(tools []delegation.ToolDef) (toolSize, error) {
+	for _, d := range tools {
+		if d.Name == "Findings" {
+			whole, _ := json.Marshal(d)
+			bare, n, err := withoutDescriptions(d)
+			if err != nil {
+				return toolSize{}, err
+			}
+			b, _ := json.Marshal(bare)
+			return toolSize{chars: chars(string(whole)), descriptions: n, bare: chars(string(b))}, nil
+		}
+	}
+	return toolSize{}, nil
 }
 
 // withoutDescriptions is a tool's definition with no description texts —
