@@ -406,18 +406,12 @@ const watchPanels = `(() => {
   return true;
 })()`
 
-// TestEveryPanelLiveEqualsReload opens the page of a session of delayed
-// scripted turns before its first turn is played, watches it to the end
-// with no reload, and compares every panel with a fresh load; and checks,
-// panel by panel, that the events that change a panel patch it, and only
-// those.
-func TestEveryPanelLiveEqualsReload(t *testing.T) {
-	s := startStudio(t)
-	tb := newTab(t)
-	// The page must be watching before the first delegation. On a busy
-	// machine the page can open after it: then a new session is started
-	// whose first turn waits twice as long, until the page is in time.
-	var id, url string
+// openBeforeFirstDelegation starts the every-panel session and opens its
+// page, watching, before the first delegation. On a busy machine the page
+// can open after it: then a new session is started whose first turn waits
+// twice as long, until the page is in time.
+func openBeforeFirstDelegation(t *testing.T, s *studio, tb *tab) (id, url string) {
+	t.Helper()
 	for delay := 600; ; delay *= 2 {
 		id = s.start(t, strings.Replace(everyPanelScenario, `"delay_ms": 600`, fmt.Sprintf(`"delay_ms": %d`, delay), 1))
 		url = s.URL + "/sessions/" + id
@@ -426,13 +420,24 @@ func TestEveryPanelLiveEqualsReload(t *testing.T) {
 		eval[bool](tb, watchPanels)
 		first := eval[panelsRead](tb, readPanels)
 		if strings.Contains(first.Panels["delegation"], "No delegation yet") {
-			break
+			return id, url
 		}
 		if delay >= 600*32 {
 			t.Fatalf("the page opened after the first turn even when it waited %d ms: %q", delay, first.Panels["delegation"])
 		}
 		t.Logf("the page opened after the first turn (%d ms; a busy machine): trying with a longer first turn", delay)
 	}
+}
+
+// TestEveryPanelLiveEqualsReload opens the page of a session of delayed
+// scripted turns before its first turn is played, watches it to the end
+// with no reload, and compares every panel with a fresh load; and checks,
+// panel by panel, that the events that change a panel patch it, and only
+// those.
+func TestEveryPanelLiveEqualsReload(t *testing.T) {
+	s := startStudio(t)
+	tb := newTab(t)
+	id, url := openBeforeFirstDelegation(t, s, tb)
 	tb.waitFor("the status shows done", statusIs("done"), describeStatus)
 	last := s.lastSeq(t, id)
 	tb.waitFor("the live page shows the last seq", `document.querySelector('.session').dataset.lastSeq === `+jsString(last), `document.querySelector('.session').dataset.lastSeq`)
