@@ -295,16 +295,7 @@ func (m *MessagesRequest) addMessage(at string, raw json.RawMessage) *AnthropicE
 	var results []Message
 	for i, b := range blocks {
 		bat := fmt.Sprintf("%s.content.%d", at, i)
-		var blk struct {
-			Type      *string         `json:"type"`
-			Text      *string         `json:"text"`
-			ID        *string         `json:"id"`
-			Name      *string         `json:"name"`
-			Input     json.RawMessage `json:"input"`
-			ToolUseID *string         `json:"tool_use_id"`
-			Content   json.RawMessage `json:"content"`
-			IsError   bool            `json:"is_error"`
-		}
+		var blk msgBlock
 		if json.Unmarshal(b, &blk) != nil {
 			return msgWrongType(bat, "dictionary")
 		}
@@ -321,37 +312,22 @@ func (m *MessagesRequest) addMessage(at string, raw json.RawMessage) *AnthropicE
 			if role != "assistant" {
 				return msgInvalid("%s: tool_use blocks are only allowed in assistant messages", bat)
 			}
-			switch {
-			case blk.ID == nil:
-				return msgMissing(bat + ".id")
-			case blk.Name == nil:
-				return msgMissing(bat + ".name")
-			case len(blk.Input) == 0:
-				return msgMissing(bat + ".input")
+			c, err := blk.toolUse(bat)
+			if err != nil {
+				return err
 			}
-			var input map[string]json.RawMessage
-			if json.Unmarshal(blk.Input, &input) != nil || input == nil {
-				return msgWrongType(bat+".input", "dictionary")
-			}
-			calls = append(calls, delegation.ToolCall{ID: *blk.ID, Name: *blk.Name, Args: blk.Input})
-			turn.uses = append(turn.uses, *blk.ID)
+			calls = append(calls, c)
+			turn.uses = append(turn.uses, c.ID)
 		case "tool_result":
 			if role != "user" {
 				return msgInvalid("%s: tool_result blocks are only allowed in user messages", bat)
 			}
-			if blk.ToolUseID == nil {
-				return msgMissing(bat + ".tool_use_id")
+			r, err := blk.toolResult(bat)
+			if err != nil {
+				return err
 			}
-			res := ""
-			if c, ok := present(map[string]json.RawMessage{"c": blk.Content}, "c"); ok {
-				t, err := blocksText(bat+".content", c, true)
-				if err != nil {
-					return err
-				}
-				res = t
-			}
-			results = append(results, Message{Role: "tool", Content: res, ToolCallID: *blk.ToolUseID, IsError: blk.IsError})
-			turn.results = append(turn.results, *blk.ToolUseID)
+			results = append(results, r)
+			turn.results = append(turn.results, r.ToolCallID)
 			turn.resAt = append(turn.resAt, i)
 		case "thinking", "redacted_thinking":
 			// A reasoning model's thinking sent back: kept by the upstream,
@@ -370,6 +346,51 @@ func (m *MessagesRequest) addMessage(at string, raw json.RawMessage) *AnthropicE
 	}
 	m.turns = append(m.turns, turn)
 	return nil
+}
+
+// msgBlock is one content block of a message, as far as the studio reads it.
+type msgBlock struct {
+	Type      *string         `json:"type"`
+	Text      *string         `json:"text"`
+	ID        *string         `json:"id"`
+	Name      *string         `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID *string         `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+// toolUse reads a tool_use block (at bat) as the tool call it is.
+func (blk *msgBlock) toolUse(bat string) (delegation.ToolCall, *AnthropicError) {
+	switch {
+	case blk.ID == nil:
+		return delegation.ToolCall{}, msgMissing(bat + ".id")
+	case blk.Name == nil:
+		return delegation.ToolCall{}, msgMissing(bat + ".name")
+	case len(blk.Input) == 0:
+		return delegation.ToolCall{}, msgMissing(bat + ".input")
+	}
+	var input map[string]json.RawMessage
+	if json.Unmarshal(blk.Input, &input) != nil || input == nil {
+		return delegation.ToolCall{}, msgWrongType(bat+".input", "dictionary")
+	}
+	return delegation.ToolCall{ID: *blk.ID, Name: *blk.Name, Args: blk.Input}, nil
+}
+
+// toolResult reads a tool_result block (at bat) as the tool message it is.
+func (blk *msgBlock) toolResult(bat string) (Message, *AnthropicError) {
+	if blk.ToolUseID == nil {
+		return Message{}, msgMissing(bat + ".tool_use_id")
+	}
+	res := ""
+	if c, ok := present(map[string]json.RawMessage{"c": blk.Content}, "c"); ok {
+		t, err := blocksText(bat+".content", c, true)
+		if err != nil {
+			return Message{}, err
+		}
+		res = t
+	}
+	return Message{Role: "tool", Content: res, ToolCallID: *blk.ToolUseID, IsError: blk.IsError}, nil
 }
 
 // blocksText reads a system prompt or a tool result: a string, or a list
