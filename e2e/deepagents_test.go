@@ -416,11 +416,15 @@ func TestDeepagentsDifferentialBig(t *testing.T) {
 // TestDeepagentsDifferentialRules runs the cases of issue 29's smaller
 // differences, each one rule of docs/delegation.md, through both engines.
 // A case that fails must fail in both, after the same model calls.
-func TestDeepagentsDifferentialRules(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("the differential tests need Node.js: %v", err)
-	}
+// ruleCase is a scenario of docs/delegation.md's rules run by both
+// engines, and whether both runs fail.
+type ruleCase struct {
+	doc   map[string]any
+	fails bool
+}
+
+// ruleCases are TestDeepagentsDifferentialRules' scenarios, by name.
+func ruleCases() map[string]ruleCase {
 	ls := map[string]any{"name": "ls", "args": map[string]any{"path": "/"}}
 	var busy []any
 	for range 6 {
@@ -428,10 +432,7 @@ func TestDeepagentsDifferentialRules(t *testing.T) {
 	}
 	busy = append(busy, map[string]any{"content": "Found it."})
 	researcher := []any{map[string]any{"name": "researcher", "description": "Finds things.", "system_prompt": "Find it."}}
-	cases := map[string]struct {
-		doc   map[string]any
-		fails bool
-	}{
+	cases := map[string]ruleCase{
 		// §2: max_steps 3 reaches the child, which makes 3 calls and fails
 		// the run (compat: deepagents' GraphRecursionError fails it).
 		"max-steps": {fails: true, doc: map[string]any{
@@ -445,10 +446,7 @@ func TestDeepagentsDifferentialRules(t *testing.T) {
 		}},
 	}
 	// §4: under compat a spec's tools add to the filesystem tools.
-	cases["tools-add"] = struct {
-		doc   map[string]any
-		fails bool
-	}{doc: map[string]any{
+	cases["tools-add"] = ruleCase{doc: map[string]any{
 		"prompt":    "What does the note say?",
 		"agent":     map[string]any{"compat": "deepagents"},
 		"files":     map[string]string{"/note.md": "Ship on Friday.\n"},
@@ -469,10 +467,7 @@ func TestDeepagentsDifferentialRules(t *testing.T) {
 	findings := map[string]any{"title": "Findings", "type": "object",
 		"properties": map[string]any{"findings": map[string]any{"type": "string"}, "confidence": map[string]any{"type": "number"}},
 		"required":   []string{"findings"}}
-	cases["structured"] = struct {
-		doc   map[string]any
-		fails bool
-	}{doc: map[string]any{
+	cases["structured"] = ruleCase{doc: map[string]any{
 		"prompt": "Analyse twice.",
 		"subagents": []any{map[string]any{"name": "analyst", "description": "Analyses.", "system_prompt": "Analyse.",
 			"response_format": findings}},
@@ -493,10 +488,7 @@ func TestDeepagentsDifferentialRules(t *testing.T) {
 	}}
 	// §3: under compat an empty description starts a child with an empty
 	// message.
-	cases["empty-description"] = struct {
-		doc   map[string]any
-		fails bool
-	}{doc: map[string]any{
+	cases["empty-description"] = ruleCase{doc: map[string]any{
 		"prompt":    "Ask for nothing.",
 		"agent":     map[string]any{"compat": "deepagents"},
 		"subagents": researcher,
@@ -508,6 +500,15 @@ func TestDeepagentsDifferentialRules(t *testing.T) {
 			"researcher": []any{[]any{map[string]any{"content": "There is no task."}}},
 		},
 	}}
+	return cases
+}
+
+func TestDeepagentsDifferentialRules(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("the differential tests need Node.js: %v", err)
+	}
+	cases := ruleCases()
 	dir := t.TempDir()
 	for name, c := range cases {
 		c.doc["name"] = name
