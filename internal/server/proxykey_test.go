@@ -43,36 +43,7 @@ func (l *lockedBuffer) String() string {
 // or /metrics.
 func TestTheOperatorsKeyIsNeverStoredOrRelayed(t *testing.T) {
 	const key = "sk-operator-0123456789abcdefXYZ"
-	var mu sync.Mutex
-	var sent []string // the Authorization each upstream request came with
-	upSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		auth := r.Header.Get("Authorization")
-		mu.Lock()
-		sent = append(sent, auth)
-		mu.Unlock()
-		w.Header().Set("X-Request-Id", "req-"+strings.TrimPrefix(auth, "Bearer "))
-		w.Header().Set("Openai-Organization", auth)
-		switch {
-		case bytes.Contains(body, []byte("Fail")):
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprintf(w, `{"error": {"message": "Upstream broke while using %s (sent as %s).", "type": "server_error", "param": null, "code": null}}`,
-				strings.TrimPrefix(auth, "Bearer "), auth)
-		case bytes.Contains(body, []byte(`"stream":true`)):
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprintf(w, ": keep-alive %s\n\n", auth)
-			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Your key is %s.\"},\"finish_reason\":null}]}\n\n",
-				strings.TrimPrefix(auth, "Bearer "))
-			fmt.Fprint(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
-			fmt.Fprint(w, "data: [DONE]\n\n")
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"id":"c2","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Your key is %s."},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":5}}`,
-				strings.TrimPrefix(auth, "Bearer "))
-		}
-	}))
-	defer upSrv.Close()
+	upSrv, sentAuth := keyEchoingUpstream(t)
 	up, err := proxy.NewHTTPUpstream(upSrv.URL, key)
 	if err != nil {
 		t.Fatal(err)
@@ -97,13 +68,11 @@ func TestTheOperatorsKeyIsNeverStoredOrRelayed(t *testing.T) {
 		}
 	}
 	// The key did go to the upstream, which echoed it: what follows can fail.
-	mu.Lock()
-	for _, a := range sent {
+	for _, a := range sentAuth() {
 		if a != "Bearer "+key {
 			t.Fatalf("the upstream got Authorization %q; want the operator's key", a)
 		}
 	}
-	mu.Unlock()
 
 	list, err := s.db.Sessions(context.Background(), 0)
 	if err != nil || len(list) != 4 {
@@ -151,5 +120,46 @@ func TestTheOperatorsKeyIsNeverStoredOrRelayed(t *testing.T) {
 				t.Errorf("the operator's key (%q) is in %s", part, what)
 			}
 		}
+	}
+}
+
+// keyEchoingUpstream is an OpenAI-compatible upstream that writes back the
+// Authorization it got — in an error's body, headers, a stream's comment
+// and text, a whole answer — and the Authorization of each request.
+func keyEchoingUpstream(t *testing.T) (*httptest.Server, func() []string) {
+	var mu sync.Mutex
+	var sent []string // the Authorization each upstream request came with
+	upSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		auth := r.Header.Get("Authorization")
+		mu.Lock()
+		sent = append(sent, auth)
+		mu.Unlock()
+		w.Header().Set("X-Request-Id", "req-"+strings.TrimPrefix(auth, "Bearer "))
+		w.Header().Set("Openai-Organization", auth)
+		switch {
+		case bytes.Contains(body, []byte("Fail")):
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"error": {"message": "Upstream broke while using %s (sent as %s).", "type": "server_error", "param": null, "code": null}}`,
+				strings.TrimPrefix(auth, "Bearer "), auth)
+		case bytes.Contains(body, []byte(`"stream":true`)):
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, ": keep-alive %s\n\n", auth)
+			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Your key is %s.\"},\"finish_reason\":null}]}\n\n",
+				strings.TrimPrefix(auth, "Bearer "))
+			fmt.Fprint(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"id":"c2","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Your key is %s."},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":5}}`,
+				strings.TrimPrefix(auth, "Bearer "))
+		}
+	}))
+	t.Cleanup(upSrv.Close)
+	return upSrv, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), sent...)
 	}
 }
