@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -125,8 +124,6 @@ func msgWrongType(at, want string) *AnthropicError {
 	return msgInvalid("%s: Input should be a valid %s", at, want)
 }
 
-// anthropicToolNameRE is Anthropic's rule for a tool's name.
-var anthropicToolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
 
 // ServeMessages is POST /v1/messages. The body is expected to be limited by
 // the caller (a MaxBytesReader): past it, 413.
@@ -461,7 +458,7 @@ func (m *MessagesRequest) parseTools(top map[string]json.RawMessage) *AnthropicE
 		switch {
 		case t.Name == nil:
 			return msgMissing(at + ".name")
-		case !anthropicToolNameRE.MatchString(*t.Name):
+		case !validToolName(*t.Name, 128):
 			return msgInvalid("%s.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'", at)
 		case len(t.InputSchema) == 0 || string(t.InputSchema) == "null":
 			return msgMissing(at + ".input_schema")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -38,8 +37,22 @@ type Message struct {
 
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
 
-// toolNameRE is OpenAI's rule for function names.
-var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// validToolName is the providers' rule for a tool's name: 1 to max
+// letters, digits, _ and - (OpenAI's max is 64, Anthropic's 128). A loop,
+// not a regexp: a bounded repetition compiles into a program of its size
+// at every start.
+func validToolName(name string, max int) bool {
+	if name == "" || len(name) > max {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 const badJSON = "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library " +
 	"correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
@@ -303,7 +316,7 @@ func (r *Request) parseTools(top map[string]json.RawMessage) *Error {
 		if f.Name == nil {
 			return missing(at + ".name")
 		}
-		if !toolNameRE.MatchString(*f.Name) {
+		if !validToolName(*f.Name, 64) {
 			return invalid(at+".name", "invalid_value", "Invalid '%s.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.", at)
 		}
 		params := f.Parameters

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -217,13 +218,13 @@ func jsonText(raw json.RawMessage) string {
 	return string(raw)
 }
 
-var titleRE = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`)
+var titleRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`) })
 
 // plainText is a body that is not JSON: an HTML page is named by its title.
 func plainText(b []byte) string {
 	t := strings.TrimSpace(string(b))
 	if strings.HasPrefix(t, "<") {
-		if m := titleRE.FindStringSubmatch(t); m != nil {
+		if m := titleRE().FindStringSubmatch(t); m != nil {
 			return "an HTML page titled " + strconv.Quote(strings.TrimSpace(m[1]))
 		}
 		if strings.Contains(strings.ToLower(t[:min(len(t), 200)]), "<html") {
@@ -236,28 +237,36 @@ func plainText(b []byte) string {
 // contextLengthRE matches how servers word it: OpenAI and vLLM ("maximum
 // context length"), llama.cpp ("exceeds the available context size"),
 // Anthropic ("prompt is too long"), others ("context window").
-var contextLengthRE = regexp.MustCompile(`(?i)context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long`)
+var contextLengthRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long`)
+})
 
 func isContextLength(e EndpointError) bool {
 	k := e.Kind()
 	if strings.Contains(k, "context_length") || strings.Contains(k, "context_window") || strings.Contains(e.Type, "context") {
 		return true
 	}
-	return contextLengthRE.MatchString(e.Msg)
+	return contextLengthRE().MatchString(e.Msg)
 }
 
 // noToolsRE matches a server saying the model cannot call tools (Ollama:
 // "… does not support tools"; others: "tools are not supported").
-var noToolsRE = regexp.MustCompile(`(?i)(does not|doesn't) support tools|tools? (are|is) not supported|tool[ _]?call(s|ing)? (are|is)? ?not supported`)
+var noToolsRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(does not|doesn't) support tools|tools? (are|is) not supported|tool[ _]?call(s|ing)? (are|is)? ?not supported`)
+})
 
 // modelMissingRE reads a refusal that says the model does not exist, from
 // a server that sends it as a 400 (mock-openai-api: "Model 'x' does not
 // exist").
-var modelMissingRE = regexp.MustCompile(`(?i)\bmodel\b.*\b(does not exist|doesn't exist|not found|unknown)`)
+var modelMissingRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\bmodel\b.*\b(does not exist|doesn't exist|not found|unknown)`)
+})
 
 // authMsgRE reads a bare message ({"error": "Invalid API key"}) that has no
 // code or type to classify it by.
-var authMsgRE = regexp.MustCompile(`(?i)(invalid|incorrect|missing|no) (api[ _-]?)?key|unauthori[sz]ed|authentication`)
+var authMsgRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(invalid|incorrect|missing|no) (api[ _-]?)?key|unauthori[sz]ed|authentication`)
+})
 
 func hasAny(s string, subs ...string) bool {
 	for _, sub := range subs {
@@ -329,10 +338,10 @@ func (ep *Endpoint) Classify(e EndpointError, model string, header http.Header) 
 			ep.KeyEnv, ep.URL, statusText(), said)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden ||
 		hasAny(k, "invalid_api_key", "authentication", "unauthorized", "permission_denied", "permission_error", "invalid_authentication") ||
-		(k == " " && authMsgRE.MatchString(e.Msg)):
+		(k == " " && authMsgRE().MatchString(e.Msg)):
 		return ep.authFailure(status, msg)
 	case status == http.StatusNotFound || hasAny(k, "model_not_found", "invalid_model", "not_found_error") ||
-		((status == http.StatusBadRequest || status == 0) && modelMissingRE.MatchString(e.Msg)):
+		((status == http.StatusBadRequest || status == 0) && modelMissingRE().MatchString(e.Msg)):
 		text := fmt.Sprintf("model %q not found at %s: check model.model", model, ep.URL)
 		if !strings.Contains(strings.ToLower(msg), "model") {
 			text += "; if the name is right, check model.base_url too: it must be " + ep.Root
@@ -343,7 +352,7 @@ func (ep *Endpoint) Classify(e EndpointError, model string, header http.Header) 
 	case status == http.StatusMethodNotAllowed:
 		return Fail(ErrModelNotFound, "%s does not take %s (%s): check model.base_url; it must be %s%s",
 			ep.URL, ep.API, statusText(), ep.Root, said)
-	case (status == http.StatusBadRequest || status == 0) && noToolsRE.MatchString(msg):
+	case (status == http.StatusBadRequest || status == 0) && noToolsRE().MatchString(msg):
 		return Fail(ErrRefused, "model %q at %s cannot call tools: pick a model with tool support (llama.cpp's server needs --jinja)%s", model, ep.URL, said)
 	case status == http.StatusTooManyRequests || RetryableStatus(status) ||
 		hasAny(k, "rate_limit", "overloaded", "server_error", "timeout", "unavailable", "internal", "api_error"):
@@ -458,8 +467,8 @@ func (ep *Endpoint) Clean(s string) string {
 // Anthropic's (sk-ant-…) are, masked ones too. Neither reaches past a
 // quote or a backslash, so that a JSON body they are applied to stays JSON.
 var (
-	bearerRE = regexp.MustCompile(`(?i)(bearer\s+)[^\s"\\]+`)
-	skKeyRE  = regexp.MustCompile(`\bsk-[A-Za-z0-9_\-*]{6,}`)
+	bearerRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(bearer\s+)[^\s"\\]+`) })
+	skKeyRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\bsk-[A-Za-z0-9_\-*]{6,}`) })
 )
 
 // Redacted is what a key is replaced with.
@@ -474,8 +483,8 @@ func Redactor(key string) func(string) string {
 		if key != "" && strings.Contains(s, key) {
 			s = string(RedactKey([]byte(s), key))
 		}
-		s = bearerRE.ReplaceAllString(s, "${1}"+Redacted)
-		return skKeyRE.ReplaceAllString(s, "sk-"+Redacted)
+		s = bearerRE().ReplaceAllString(s, "${1}"+Redacted)
+		return skKeyRE().ReplaceAllString(s, "sk-"+Redacted)
 	}
 }
 
