@@ -653,10 +653,10 @@ func TestLessonPage(t *testing.T) {
 	}
 	// Ours counted as the article counts, beside the article's figure, with
 	// the reason where they are still more than 15 % apart.
-	counted := doc.Find(`[data-testid="table-versus"] [data-testid="versus-counted"] .counted`)
-	if counted.Length() < 6 || doc.Find(`[data-testid="versus-counted"] .counted.off`).Length() != doc.Find(`[data-testid="versus-counted"] .gap`).Length() {
+	counted := doc.Find(`[data-testid="table-versus"] [data-testid="versus-counted"] .versus-figure`)
+	if counted.Length() < 6 || doc.Find(`[data-testid="versus-counted"] .versus-figure.off`).Length() != doc.Find(`[data-testid="versus-counted"] .versus-gap`).Length() {
 		t.Fatalf("counted figures: %d, off %d, with a reason %d", counted.Length(),
-			doc.Find(`[data-testid="versus-counted"] .counted.off`).Length(), doc.Find(`[data-testid="versus-counted"] .gap`).Length())
+			doc.Find(`[data-testid="versus-counted"] .versus-figure.off`).Length(), doc.Find(`[data-testid="versus-counted"] .versus-gap`).Length())
 	}
 	if doc.Find(`[data-testid="run-lesson-deepagents"]`).Length() != 1 {
 		t.Fatal("no way to run the lesson as deepagents does")

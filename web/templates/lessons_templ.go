@@ -1754,7 +1754,7 @@ func LessonRunSection(v LessonRunView, now time.Time) templ.Component {
 								if templ_7745c5c3_Err != nil {
 									return templ_7745c5c3_Err
 								}
-								var templ_7745c5c3_Var88 = []any{"counted", templ.KV("off", x.Counted.Off)}
+								var templ_7745c5c3_Var88 = []any{"versus-figure", templ.KV("off", x.Counted.Off)}
 								templ_7745c5c3_Err = templ.RenderCSSItems(ctx, templ_7745c5c3_ElementWriter, templ_7745c5c3_Var88...)
 								if templ_7745c5c3_Err != nil {
 									return templ_7745c5c3_Err
@@ -1789,7 +1789,7 @@ func LessonRunSection(v LessonRunView, now time.Time) templ.Component {
 							var templ_7745c5c3_Var90 string
 							templ_7745c5c3_Var90, templ_7745c5c3_Err = templ.JoinStringErrs(Num(ctx, x.Counted.Ours))
 							if templ_7745c5c3_Err != nil {
-								return templ.Error{Err: templ_7745c5c3_Err, FileName: `lessons.templ`, Line: 324, Col: 97}
+								return templ.Error{Err: templ_7745c5c3_Err, FileName: `lessons.templ`, Line: 324, Col: 103}
 							}
 							_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var90))
 							if templ_7745c5c3_Err != nil {
@@ -1802,7 +1802,7 @@ func LessonRunSection(v LessonRunView, now time.Time) templ.Component {
 							var templ_7745c5c3_Var91 string
 							templ_7745c5c3_Var91, templ_7745c5c3_Err = templ.JoinStringErrs(x.Counted.Diff)
 							if templ_7745c5c3_Err != nil {
-								return templ.Error{Err: templ_7745c5c3_Err, FileName: `lessons.templ`, Line: 324, Col: 137}
+								return templ.Error{Err: templ_7745c5c3_Err, FileName: `lessons.templ`, Line: 324, Col: 143}
 							}
 							_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var91))
 							if templ_7745c5c3_Err != nil {
@@ -1813,7 +1813,7 @@ func LessonRunSection(v LessonRunView, now time.Time) templ.Component {
 								return templ_7745c5c3_Err
 							}
 							if x.Counted.Gap != "" {
-								templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 153, "<span class=\"muted detail gap\">")
+								templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 153, "<span class=\"versus-gap\">")
 								if templ_7745c5c3_Err != nil {
 									return templ_7745c5c3_Err
 								}
