@@ -37,8 +37,11 @@ const hrTime = (ns) => {
 
 const headers = process.env.STUDIO_TOKEN ? { Authorization: `Bearer ${process.env.STUDIO_TOKEN}` } : {};
 const rs = doc.resourceSpans[0];
+// The replayer is a program of its own: its service is its name, and the
+// studio's session naming (delegation.session.*) is not what it sends.
+const resource = Object.fromEntries(Object.entries(attrs(rs.resource.attributes)).filter(([k]) => !k.startsWith("delegation.session.")));
 const sdk = new NodeSDK({
-  resource: resources.defaultResource().merge(resources.resourceFromAttributes({ ...attrs(rs.resource.attributes), "service.name": "genai-replay" })),
+  resource: resources.defaultResource().merge(resources.resourceFromAttributes({ ...resource, "service.name": "genai-replay" })),
   spanProcessors: [new tracing.BatchSpanProcessor(new OTLPTraceExporter({ url: url + "/v1/traces", headers }), { scheduledDelayMillis: 20 })],
 });
 sdk.start();
