@@ -124,7 +124,6 @@ func msgWrongType(at, want string) *AnthropicError {
 	return msgInvalid("%s: Input should be a valid %s", at, want)
 }
 
-
 // ServeMessages is POST /v1/messages. The body is expected to be limited by
 // the caller (a MaxBytesReader): past it, 413.
 func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request) {
