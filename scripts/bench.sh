@@ -75,6 +75,8 @@ row "studio run of the example, peak RSS" "≤ 25 MB" ./cmd/studio/ BenchmarkSta
 row "a tokenizer's first count in a process (open + one sentence)" "—" ./internal/tokens/ BenchmarkFirstCount ns/op 2000x
 row "received OTLP: cost per received message at 400 calls vs 50 (x8)" "≤ 1.3" ./internal/ingest/ BenchmarkReceiveLongAgent x8/x1 3x
 row "received OTLP: mapping time per received message" "—" ./internal/ingest/ BenchmarkReceiveLongAgent ns/received-message 3x
+row "OTLP receiver: spans per CPU second, HTTP request to stored session (the recorded deepagents run, one request per trace)" "≥ 23,000 (10× the 2,300 of #30)" ./internal/server/ BenchmarkReceiveOTLP spans/cpu-s 3x
+row "OTLP receiver: its CPU ÷ only decoding the same requests" "—" ./internal/server/ BenchmarkReceiveOTLP ours/decode 3x
 row "recording endpoint: cost per received message at 400 calls vs 50 (x8)" "≤ 1.3" ./internal/proxy/ BenchmarkProxyLongAgent x8/x1 5x
 row "recording endpoint: time per received message (read, placed, new ones stored)" "—" ./internal/proxy/ BenchmarkProxyLongAgent ns/received-message 5x
 row "recording endpoint: database bytes per raw message byte, one agent's 400 calls (each request the whole conversation)" "≤ 2" ./internal/server/ BenchmarkProxyStorage db/raw 1x
