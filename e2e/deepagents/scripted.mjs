@@ -4,8 +4,8 @@
 // deterministically and offline. e2e/deepagents/run.mjs (the differential
 // tests) and e2e/otlp/deepagents.mjs (the OTLP tests) both use it.
 //
-// Only what those tests use is supported: the main agent's system prompt
-// and max_steps (run.mjs), subagents (name, description, system_prompt,
+// Only what those tests use is supported: the main agent's system prompt,
+// write_todos in its tools and max_steps (run.mjs), subagents (name, description, system_prompt,
 // mode, tools, response_format), files, and a script of
 // content and tool-call turns (cases too). deepAgentOf builds the same team
 // on any chat model: e2e/proxy/deepagents.mjs puts ChatOpenAI there, pointed
@@ -14,6 +14,7 @@
 import { createDeepAgent } from "deepagents";
 import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { AIMessage, HumanMessage } from "@langchain/core/messages";
+import { todoListMiddleware } from "langchain";
 
 // scriptedDeepAgent builds the deepagents agent of a scenario. It returns
 // the agent, its input (the prompt and the scenario's files) and calls,
@@ -160,9 +161,14 @@ export function scriptedDeepAgent(scenario, { openAIToolCalls = false, beforeTur
 // on the chat model modelFor(name) gives ("main", or a subagent's name), and
 // its input: the prompt and the scenario's files.
 export function deepAgentOf(scenario, modelFor) {
+  // write_todos comes from langchain's todo middleware: listed in an
+  // agent's tools, it turns that agent's todo list on. A fork mirrors the
+  // main agent's middleware, todos included.
+  const todos = (tools) => (Array.isArray(tools) && tools.includes("write_todos") ? { middleware: [todoListMiddleware()] } : {});
   const agent = createDeepAgent({
     model: modelFor("main"),
     ...(scenario.agent?.system_prompt ? { systemPrompt: scenario.agent.system_prompt } : {}),
+    ...todos(scenario.agent?.tools),
     subagents: (scenario.subagents ?? []).map((s) => ({
       name: s.name,
       description: s.description,
@@ -172,6 +178,7 @@ export function deepAgentOf(scenario, modelFor) {
       // tool objects added to the filesystem tools its middleware brings,
       // so a list of stack names adds none of its own.
       ...(Array.isArray(s.tools) ? { tools: [] } : {}),
+      ...todos(s.tools),
       // A JSON Schema with a title: langchain makes it a tool of that name
       // (ToolStrategy, as the scripted model declares no native support).
       ...(s.response_format ? { responseFormat: s.response_format } : {}),

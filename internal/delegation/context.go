@@ -38,16 +38,17 @@ func isolatedContext(t *Team, s *Subagent, description string) childStart {
 	}
 }
 
-// forkContext is what a fork child sees: the parent's system prompt, a blank
-// line, then the spec's (deepagentsjs resolveForkSystemPrompt,
-// src/middleware/subagents.ts:562); the parent's effective history without
+// forkContext is what a fork child sees: the parent's own system prompt, a
+// blank line, then the spec's (deepagentsjs resolveForkSystemPrompt,
+// src/middleware/subagents.ts:562), and after them the sections its tools
+// bring, as the parent's come after its prompt (systemPrompt); the parent's effective history without
 // the in-flight assistant message that holds this task call
 // (stripInFlightAIMessage and getEffectiveMessages, :485 and :874-877); one user
 // message of preamble and description; and the parent's tools, task
 // included, unchanged, so the prompt prefix matches the parent's and a
 // prompt cache stays warm — unless the spec lists tools of its own.
 func forkContext(parent *agent, t *Team, s *Subagent, description string) childStart {
-	system := parent.system
+	system := parent.prompt
 	switch {
 	case system == "":
 		system = s.SystemPrompt

@@ -496,6 +496,34 @@ func TestSection6WhatCrossesBack(t *testing.T) {
 			t.Fatal("the deleted file did not survive")
 		}
 	})
+	t.Run("write_todos adds langchain's todo section after the prompt, a fork's after its parent's and its own", func(t *testing.T) {
+		ts := TeamSpec{Main: MainSpec{SystemPrompt: "Plan.", Tools: append(DefaultTools(), WriteTodosToolName)},
+			Subagents: []Spec{{Name: "fk", Description: "d", SystemPrompt: "Briefly.", Mode: ModeFork},
+				{Name: "plain", Description: "d", SystemPrompt: "Read.", Tools: []string{"read_file"}},
+				{Name: "bare", Description: "d", Tools: []string{WriteTodosToolName}}}}
+		r := runSession(t, ts, map[string][]fakeTurn{
+			"main":    {{calls: []ToolCall{task("t", "fk"), task("t", "plain"), task("t", "bare")}}, {content: "ok"}},
+			"fk#0":    {{content: "x"}},
+			"plain#0": {{content: "y"}},
+			"bare#0":  {{content: "z"}},
+		}, nil)
+		section := "\n\n" + TodoSystemPrompt
+		for agent, want := range map[string]string{
+			"main": "Plan." + section, r.childByName(t, "fk").ID: "Plan.\n\nBriefly." + section,
+			r.childByName(t, "plain").ID: "Read.", r.childByName(t, "bare").ID: section,
+		} {
+			c := r.modelCalls(agent)[0]
+			if c.SystemPrompt != want {
+				t.Errorf("%s's system prompt = %q, want %q", agent, c.SystemPrompt, want)
+			}
+			if c.SystemTokens != (wordCounter{}).Count(want) {
+				t.Errorf("%s's system tokens = %d, want the section counted (%d)", agent, c.SystemTokens, (wordCounter{}).Count(want))
+			}
+		}
+		if got := mustTeam(t, ts).MainPromptSections(); got != section {
+			t.Errorf("MainPromptSections = %q", got)
+		}
+	})
 	t.Run("a fork inherits the parent's todos, an isolated child does not", func(t *testing.T) {
 		ts := TeamSpec{Main: MainSpec{Tools: append(DefaultTools(), WriteTodosToolName)},
 			Subagents: []Spec{{Name: "fk", Description: "d", Mode: ModeFork}}}

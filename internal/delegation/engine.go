@@ -97,6 +97,10 @@ type agent struct {
 	parent *agent
 	model  string
 
+	// prompt is the agent's own system prompt, the one a fork inherits;
+	// system is what its model calls receive: prompt and the sections its
+	// tools bring (systemPrompt).
+	prompt       string
 	system       string
 	systemTokens int
 	tools        []*tool
@@ -155,7 +159,7 @@ func (e *Engine) Run(ctx context.Context, prompt string) *Result {
 	main := &agent{
 		info:        AgentInfo{ID: "main", Name: "main"},
 		model:       e.team.Main.Model,
-		system:      e.team.Main.SystemPrompt,
+		prompt:      e.team.Main.SystemPrompt,
 		tools:       e.team.mainTools,
 		maxSteps:    e.team.Main.MaxSteps,
 		summary:     e.team.Main.Summarization,
@@ -200,6 +204,7 @@ func hasTool(tools []*tool, name string) bool {
 
 // startAgent counts the agent's fixed costs and announces it.
 func (e *Engine) startAgent(a *agent) {
+	a.system = systemPrompt(a.prompt, a.tools)
 	a.systemTokens = e.count(a.system)
 	a.toolDefs = defs(a.tools)
 	a.toolCosts = make([]ToolCost, len(a.tools))
@@ -750,7 +755,7 @@ func (e *Engine) planChild(a *agent, c ToolCall) (*agent, *Message) {
 		info: AgentInfo{ID: id, Name: sub.Name, ParentID: a.info.ID, Mode: sub.Mode,
 			TaskCallID: c.ID, Invocation: inv},
 		parent: a, model: model,
-		system: start.system, tools: start.tools, structured: sub.structured,
+		prompt: start.system, tools: start.tools, structured: sub.structured,
 		maxSteps: sub.MaxSteps, summary: sub.Summarization, timeout: sub.Timeout,
 		canDelegate: hasTool(start.tools, TaskToolName), isFork: sub.Mode == ModeFork,
 		history: start.inherited, inherited: start.inherited, prefix: []int{0}, pricing: sub.Pricing,

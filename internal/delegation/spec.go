@@ -45,7 +45,9 @@ type Merge string
 
 const (
 	// MergeDelta applies each child's writes and deletes in tool-call order:
-	// nothing is lost.
+	// a sibling that never touched a file cannot overwrite it, but when two
+	// agents change the same path in one message the later in call order
+	// wins and the earlier change is lost, as in deepagents.
 	MergeDelta Merge = "delta"
 	// MergeSnapshot copies each child's whole file map over the parent's, per
 	// path, in call order: deepagents' behaviour, kept to show its lost update.

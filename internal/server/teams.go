@@ -995,6 +995,12 @@ func teamPreview(lang *i18n.Lang, f scenario.File) templates.TeamPreview {
 			p.TaskSize = size(counter, def.Description)
 		}
 	}
+	// write_todos brings a section of the system prompt too, paid on every
+	// call as its definition is.
+	if section := team.MainPromptSections(); section != "" {
+		p.TodoSection = counter.Count(section)
+		p.ToolTokens += p.TodoSection
+	}
 	return p
 }
 

@@ -407,6 +407,29 @@ func TestTeamPreview(t *testing.T) {
 			t.Errorf("tokens = %d, want %d", toks1, counter.Count(desc1))
 		}
 	})
+	t.Run("write_todos' section of the system prompt is counted with the tools", func(t *testing.T) {
+		v := teamValues(withResearcher)
+		v["agent.tools"] = append(delegation.DefaultTools(), delegation.WriteTodosToolName)
+		withTodos, _, _, _ := s.teamPreviewOf(v)
+		counter, _ := tokens.Get("")
+		section := counter.Count("\n\n" + delegation.TodoSystemPrompt)
+		if got := strings.TrimSpace(withTodos.Find(`[data-testid="todo-section"] td.num`).Text()); got != strconv.Itoa(section) {
+			t.Fatalf("the section's row = %q, want %d tokens", got, section)
+		}
+		total := section
+		withTodos.Find(`[data-testid="tool-costs"] tbody tr[data-tool]`).Each(func(_ int, row *goquery.Selection) {
+			n, _ := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(row.Find("td.num").Text()), ",", ""))
+			total += n
+		})
+		if got := withTodos.Find(`[data-testid="tool-total"]`).Text(); got != strconv.Itoa(total) && got != teamThousands(total) {
+			t.Errorf("total = %q, want %d with the section", got, total)
+		}
+	})
+	t.Run("without write_todos there is no section", func(t *testing.T) {
+		if doc.Find(`[data-testid="todo-section"]`).Length() != 0 {
+			t.Error("a section row without write_todos")
+		}
+	})
 	t.Run("a fork's line ends with the fork suffix", func(t *testing.T) {
 		_, desc, _, _ := s.teamPreviewOf(teamValues(withResearcher, "subagents[0].mode", "fork"))
 		want := "- researcher: Researches one question and returns a paragraph." + delegation.ForkSuffix

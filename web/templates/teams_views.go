@@ -141,8 +141,11 @@ type TeamPreview struct {
 	TaskDescription string
 	TaskSize        Size
 	Tools           []ToolView // each tool definition's tokens, in order
-	ToolTokens      int
-	Prompts         []PromptSize
+	// TodoSection is the tokens of the section write_todos adds to the
+	// main agent's system prompt, 0 without write_todos; ToolTokens counts it.
+	TodoSection int
+	ToolTokens  int
+	Prompts     []PromptSize
 }
 
 // PromptSize is a system prompt's size, keyed by its form field.
