@@ -229,6 +229,16 @@ func (t target) keyVar() string {
 	return ""
 }
 
+// withheld names the variable of a key the rule above keeps from this
+// target: OPENAI_API_KEY, set, at a URL that is not OpenAI's; "" otherwise.
+// Its 401 then says so, and how to send it.
+func (t target) withheld() string {
+	if t.keyVar() == "" && openai.KeyFromEnv(openai.DefaultKeyEnv) != "" {
+		return openai.DefaultKeyEnv
+	}
+	return ""
+}
+
 // KeyVar is the environment variable the endpoint's key is read from, or
 // "" when its calls carry none.
 func (e Endpoint) KeyVar() string { return target{url: e.BaseURL, keyEnv: e.KeyEnv}.keyVar() }
@@ -314,7 +324,7 @@ func endpoints(sc *scenario.Scenario, eps Endpoints, log *slog.Logger) (delegati
 		if md, ok := models[k]; ok {
 			return md, nil
 		}
-		md, err := openai.New(openai.Config{BaseURL: t.url, Model: t.model, APIKey: t.apiKey(), KeyEnv: t.keyVar(),
+		md, err := openai.New(openai.Config{BaseURL: t.url, Model: t.model, APIKey: t.apiKey(), KeyEnv: t.keyVar(), WithheldKeyEnv: t.withheld(),
 			NativeJSONSchema: m.NativeJSONSchema, Settings: openaiSettings(st), NoStream: t.noStream, Logger: log})
 		if err != nil {
 			return nil, err

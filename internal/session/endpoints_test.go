@@ -285,6 +285,32 @@ func TestCommandLineEndpoints(t *testing.T) {
 			t.Fatalf("the scenario's endpoint got key %q: OPENAI_API_KEY is for OpenAI only", got)
 		}
 	})
+	t.Run("a 401 there says the key was withheld and how to send it (issue 28)", func(t *testing.T) {
+		deny := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error": {"message": "You didn't provide an API key.", "type": "invalid_request_error", "code": null}}`)
+		}))
+		t.Cleanup(deny.Close)
+		doc := fmt.Sprintf(`{"name": "x", "prompt": "p", "model": {"provider": "openai", "model": "m", "base_url": %q}}`, deny.URL+"/v1")
+		sc, err := scenario.Parse([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Run(context.Background(), sc, RunOptions{Sink: delegation.SinkFunc(func(delegation.Event) {})})
+		if err != nil || res.Status != delegation.StatusFailed {
+			t.Fatalf("run: %v %+v", err, res)
+		}
+		msg := res.Err.Error()
+		for _, want := range []string{"OPENAI_API_KEY is set but was withheld", "OPENAI_BASE_URL=" + deny.URL + "/v1", "model.api_key_env"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("error %q lacks %q", msg, want)
+			}
+		}
+		if strings.Contains(msg, "set OPENAI_API_KEY") {
+			t.Errorf("error %q says to set the key that is set", msg)
+		}
+	})
 	t.Run("a named key variable that is unset is an error, not another key", func(t *testing.T) {
 		doc := fmt.Sprintf(`{"name": "x", "prompt": "p", "model": {"provider": "openai", "model": "m", "base_url": %q, "api_key_env": "UNSET_FOR_TEST_API_KEY"}}`, srv.URL+"/v1")
 		got := fieldsOf(t, runWith(t, doc, Endpoints{}))

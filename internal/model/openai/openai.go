@@ -56,8 +56,13 @@ type Config struct {
 	// the Model does not keep it anywhere it could be printed.
 	APIKey string
 	// KeyEnv names the variable APIKey came from, for messages ("the key in
-	// OPENAI_API_KEY was rejected"); "" means DefaultKeyEnv.
+	// OPENAI_API_KEY was rejected"); "" means DefaultKeyEnv when APIKey is
+	// set, and that no variable was read when it is not.
 	KeyEnv string
+	// WithheldKeyEnv names a variable whose key was kept from this endpoint
+	// because it is meant for another (OPENAI_API_KEY at a URL that is not
+	// OpenAI's), so that a 401 says so rather than to set it.
+	WithheldKeyEnv string
 	// HTTPClient makes the calls; nil means a client with connect and TLS
 	// timeouts (each attempt's length is bounded by CallTimeout).
 	HTTPClient *http.Client
@@ -211,11 +216,14 @@ func New(cfg Config) (*Model, error) {
 		return nil, errors.New(`model.model must name the model to call, e.g. "gpt-4.1-mini"`)
 	}
 	keyEnv := cfg.KeyEnv
-	if keyEnv == "" {
-		keyEnv = DefaultKeyEnv
-	}
 	if cfg.APIKey == "" && strings.EqualFold(u.Hostname(), "api.openai.com") {
+		if keyEnv == "" {
+			keyEnv = DefaultKeyEnv
+		}
 		return nil, fmt.Errorf("no API key for %s: set %s (or point model.base_url, --model-url or OPENAI_BASE_URL at a server that needs none)", shown, keyEnv)
+	}
+	if keyEnv == "" && cfg.APIKey != "" {
+		keyEnv = DefaultKeyEnv
 	}
 	if err := cfg.Settings.check(); err != nil {
 		return nil, err
@@ -228,7 +236,7 @@ func New(cfg Config) (*Model, error) {
 		stream:      cfg.streams(),
 		settings:    cfg.Settings,
 		compat:      new(compat),
-		ep: remote.NewEndpoint(remote.Endpoint{URL: shown, KeyEnv: keyEnv, HasKey: cfg.APIKey != "",
+		ep: remote.NewEndpoint(remote.Endpoint{URL: shown, KeyEnv: keyEnv, HasKey: cfg.APIKey != "", Withheld: cfg.WithheldKeyEnv,
 			API: "chat completions", Format: "a chat completion",
 			Root:     "the root that /chat/completions is under, often ending in /v1",
 			Settings: cfg.Settings.named()}, cfg.APIKey),

@@ -466,3 +466,86 @@ func TestStreamIgnored(t *testing.T) {
 		t.Errorf("deltas %q", got)
 	}
 }
+
+// TestStreamErrorEventWording (issue 28): an error event inside a stream
+// that is retried until the retries run out says that the endpoint sent an
+// error event in the stream, its code and message, and the advice of its
+// class — not "the last one got in the stream: …".
+func TestStreamErrorEventWording(t *testing.T) {
+	for _, tc := range []struct {
+		name, event string
+		want        []string
+	}{
+		{name: "rate limited", event: `{"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}}`,
+			want: []string{`the last one got an error event in the stream (rate_limit_exceeded): "Rate limit reached"`, "limiting the rate of calls", "agent.max_concurrency"}},
+		{name: "a server error", event: `{"error":{"message":"The server had an error","type":"server_error"}}`,
+			want: []string{`the last one got an error event in the stream (server_error): "The server had an error"`, "turn streaming off"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request, req *wireReq) {
+				s := startSSE(w)
+				fmt.Fprintf(w, "data: %s\n\n", tc.event)
+				s.flush()
+			})
+			_, err := newModel(t, f.url(), nil).Generate(context.Background(), streamReq("x"))
+			if err == nil || f.count() != 3 {
+				t.Fatalf("err %v after %d requests; want 3 attempts", err, f.count())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "got in the stream") {
+				t.Errorf("message %q is garbled", err)
+			}
+		})
+	}
+}
+
+// TestNoKeyWording (issue 28): an endpoint that wants a key, or says the
+// account is out of quota, when none was sent is told so: the message does
+// not blame a key in OPENAI_API_KEY that was never sent, and it says why no
+// key went (a variable that is empty, OPENAI_API_KEY withheld from a URL
+// that is not OpenAI's, or none named) and how to send one.
+func TestNoKeyWording(t *testing.T) {
+	quota := func(w http.ResponseWriter) {
+		apiError(w, 429, "insufficient_quota", "insufficient_quota", "You exceeded your current quota.")
+	}
+	unauthorized := func(w http.ResponseWriter) { apiError(w, 401, "invalid_api_key", "invalid_request_error", "No key.") }
+	for _, tc := range []struct {
+		name   string
+		handle func(w http.ResponseWriter)
+		cfg    func(c *Config)
+		is     error
+		want   []string
+	}{
+		{name: "quota, no key named", handle: quota, cfg: func(c *Config) { c.APIKey = "" }, is: ErrQuota,
+			want: []string{"says the account is out of quota or credit (429 Too Many Requests), but no API key was sent", "--endpoint NAME=THEURL,KEY_ENV"}},
+		{name: "quota, OPENAI_API_KEY withheld", handle: quota, cfg: func(c *Config) { c.APIKey, c.WithheldKeyEnv = "", "OPENAI_API_KEY" }, is: ErrQuota,
+			want: []string{"no API key was sent: OPENAI_API_KEY is set but was withheld", "OPENAI_BASE_URL=THEURL"}},
+		{name: "quota, the named variable empty", handle: quota, cfg: func(c *Config) { c.APIKey, c.KeyEnv = "", "TEAM_API_KEY" }, is: ErrQuota,
+			want: []string{"no API key was sent: TEAM_API_KEY, which should hold it, is empty or not set"}},
+		{name: "quota, a key sent", handle: quota, is: ErrQuota,
+			want: []string{"the account behind the key in OPENAI_API_KEY is out of quota"}},
+		{name: "401, OPENAI_API_KEY withheld", handle: unauthorized, cfg: func(c *Config) { c.APIKey, c.WithheldKeyEnv = "", "OPENAI_API_KEY" }, is: ErrAuth,
+			want: []string{"wants an API key (401) and none was sent: OPENAI_API_KEY is set but was withheld, because it goes only to OpenAI's API and to OPENAI_BASE_URL",
+				"set OPENAI_BASE_URL=THEURL", "--endpoint NAME=THEURL,OPENAI_API_KEY", "model.api_key_env"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request, req *wireReq) { tc.handle(w) })
+			_, err := newModel(t, f.url(), tc.cfg).Generate(context.Background(), userReq("x"))
+			if !errors.Is(err, tc.is) {
+				t.Fatalf("err %v, want %v", err, tc.is)
+			}
+			for _, w := range tc.want {
+				if w = strings.ReplaceAll(w, "THEURL", f.url()); !strings.Contains(err.Error(), w) {
+					t.Errorf("message %q lacks %q", err, w)
+				}
+			}
+			if tc.cfg != nil && strings.Contains(err.Error(), "the key in") {
+				t.Errorf("message %q blames a key that was not sent", err)
+			}
+		})
+	}
+}

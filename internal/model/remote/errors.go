@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,6 +77,9 @@ type Failure struct {
 	Retry  bool   // worth another attempt
 	What   string // what the attempt got, for the error after the last one
 	Status int    // the HTTP status of a retried failure, for the advice after the last one
+	// Cause is a retried failure's class (one of the Cause* codes), when
+	// what the endpoint sent says it; "" leaves it to the status.
+	Cause string
 	// Now: retry at once, without counting it as a retry, after dropping
 	// Drop (an optional part of the request the endpoint refused).
 	Now  bool
@@ -282,9 +286,14 @@ func hasAny(s string, subs ...string) bool {
 type Endpoint struct {
 	// URL is the endpoint as errors show it: without user info or query.
 	URL string
-	// KeyEnv names the variable the key came from; HasKey: one was sent.
+	// KeyEnv names the variable the key came from ("" when none was
+	// read); HasKey: one was sent.
 	KeyEnv string
 	HasKey bool
+	// Withheld names a variable that holds a key which was not sent to
+	// this endpoint because it is meant for another (OPENAI_API_KEY goes
+	// only to OpenAI's API and to OPENAI_BASE_URL), for the advice of a 401.
+	Withheld string
 	// API is the path the adapter calls under URL ("/chat/completions",
 	// "/v1/messages") and Format what it answers with ("a chat
 	// completion"), for the errors that suggest the URL is wrong.
@@ -334,6 +343,10 @@ func (ep *Endpoint) Classify(e EndpointError, model string, header http.Header) 
 		return Fail(ErrContextLength, "%s: %s; shorten the task, or lower agent.summarization.max_tokens so the history is summarized sooner",
 			ErrContextLength, orDefault(msg, "the endpoint gave no detail"))
 	case hasAny(k, "insufficient_quota", "billing", "quota_exceeded", "credit"):
+		if !ep.HasKey {
+			return Fail(ErrQuota, "the endpoint at %s says the account is out of quota or credit (%s), but no API key was sent: %s%s",
+				ep.URL, statusText(), ep.keyAdvice(), said)
+		}
 		return Fail(ErrQuota, "the account behind the key in %s is out of quota or credit at %s (%s): add credit or use another key; a retry will not help%s",
 			ep.KeyEnv, ep.URL, statusText(), said)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden ||
@@ -357,12 +370,16 @@ func (ep *Endpoint) Classify(e EndpointError, model string, header http.Header) 
 	case status == http.StatusTooManyRequests || RetryableStatus(status) ||
 		hasAny(k, "rate_limit", "overloaded", "server_error", "timeout", "unavailable", "internal", "api_error"):
 		f := &Failure{Retry: true, Status: status, What: statusText() + prefixed(": ", msg)}
+		if status == 0 {
+			// No status to go by: the event's code or type says the class.
+			f.What, f.Cause = streamEvent(e, msg), causeOf(k)
+		}
 		f.RetryAfter, f.HasRetryAfter = RetryAfter(header, time.Now())
 		return f
 	case status == 0 && !hasAny(k, "invalid", "bad_request", "not_supported", "unsupported", "not_found"):
 		// An error event of a kind we do not know, before any text: the
 		// stream may have broken on the server's side.
-		return &Failure{Retry: true, What: "an error event in the stream" + prefixed(": ", msg)}
+		return &Failure{Retry: true, Cause: CauseStream, What: streamEvent(e, msg)}
 	}
 	text := fmt.Sprintf("the endpoint at %s refused the request (%s)%s", ep.URL, statusText(), prefixed(": ", msg))
 	if s := ep.settingNamed(msg); s != "" {
@@ -383,8 +400,7 @@ func (ep *Endpoint) authFailure(status int, msg string) *Failure {
 		text = fmt.Sprintf("the endpoint at %s rejected the API key in %s%s: check that key, or name the variable that holds the right one with model.api_key_env",
 			ep.URL, ep.KeyEnv, code)
 	} else {
-		text = fmt.Sprintf("the endpoint at %s wants an API key%s and none was sent: set %s, or name the variable that holds it with model.api_key_env",
-			ep.URL, code, ep.KeyEnv)
+		text = fmt.Sprintf("the endpoint at %s wants an API key%s and none was sent: %s", ep.URL, code, ep.keyAdvice())
 	}
 	if status == http.StatusForbidden && msg != "" {
 		// A 403 is sometimes about something else (a region, a project's
@@ -392,6 +408,62 @@ func (ep *Endpoint) authFailure(status int, msg string) *Failure {
 		text += " (the endpoint said: " + msg + ")"
 	}
 	return Fail(ErrAuth, "%s", text)
+}
+
+// keyAdvice says, for a call that carried no key, why none was sent and how
+// to send one.
+func (ep *Endpoint) keyAdvice() string {
+	switch {
+	case ep.KeyEnv != "":
+		return fmt.Sprintf("%s, which should hold it, is empty or not set: set it to the endpoint's key", ep.KeyEnv)
+	case ep.Withheld != "":
+		return fmt.Sprintf("%[1]s is set but was withheld, because it goes only to OpenAI's API and to OPENAI_BASE_URL; "+
+			"to send it to %[2]s, set OPENAI_BASE_URL=%[2]s, or give the endpoint its key variable "+
+			"(--endpoint NAME=%[2]s,%[1]s, or model.api_key_env in the scenario)", ep.Withheld, ep.URL)
+	}
+	return fmt.Sprintf("give the endpoint the variable that holds its key (--endpoint NAME=%s,KEY_ENV, or model.api_key_env in the scenario)", ep.URL)
+}
+
+// streamEvent is what an attempt got when the endpoint sent an error event
+// inside a stream: its code or type, and its message.
+func streamEvent(e EndpointError, msg string) string {
+	what := "an error event in the stream"
+	var kinds []string
+	for _, s := range []string{e.Code, e.Type} {
+		if s != "" && !slices.Contains(kinds, s) {
+			kinds = append(kinds, s)
+		}
+	}
+	if len(kinds) > 0 {
+		what += " (" + strings.Join(kinds, ", ") + ")"
+	}
+	if msg != "" {
+		what += ": " + strconv.Quote(msg)
+	}
+	return what
+}
+
+// The classes of a retried failure, for counting (ModelRetry.Cause) and for
+// the advice after the last attempt.
+const (
+	CauseRateLimit   = "rate_limit"
+	CauseServerError = "server_error"
+	CauseTimeout     = "timeout"
+	CauseConnection  = "connection"
+	CauseStream      = "stream"
+)
+
+// causeOf is the class an endpoint's error code or type says, or "".
+func causeOf(kind string) string {
+	switch {
+	case hasAny(kind, "rate_limit"):
+		return CauseRateLimit
+	case hasAny(kind, "timeout"):
+		return CauseTimeout
+	case hasAny(kind, "overloaded", "server_error", "unavailable", "internal", "api_error"):
+		return CauseServerError
+	}
+	return ""
 }
 
 // settingNamed is the request setting an endpoint's refusal names, if the
@@ -433,7 +505,7 @@ func (ep *Endpoint) Transport(err error) *Failure {
 		return Fail(ErrUnreachable, "%s does not speak TLS: use http:// in model.base_url", ep.URL)
 	case errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return &Failure{Retry: true, What: "a connection error (" + ep.Clean(err.Error()) + ")"}
+		return &Failure{Retry: true, Cause: CauseConnection, What: "a connection error (" + ep.Clean(err.Error()) + ")"}
 	}
 	return &Failure{Err: fmt.Errorf("the model call failed: %s", ep.Clean(err.Error()))}
 }

@@ -119,31 +119,33 @@ func (r *Retrier) Do(ctx context.Context, model string, streamed bool, retrying 
 // that have some.
 func (r *Retrier) gaveUp(n int, f *Failure, streamed bool) error {
 	text := fmt.Sprintf("the model endpoint at %s failed %d attempts in a row; the last one got %s", r.Endpoint.URL, n, f.What)
-	switch {
-	case f.Status == http.StatusTooManyRequests:
-		text += ": it is limiting the rate of calls; lower agent.max_concurrency, or try again later"
-	case f.Status >= 500 && streamed:
-		text += `: if this server cannot stream (some cannot stream tool calls), turn streaming off with --no-stream or "stream": false in the scenario's model`
-	case f.Status >= 500:
-		text += ": the server is failing; see its log"
+	switch cause := retryCause(f); {
+	case cause == CauseRateLimit:
+		text += "; the endpoint is limiting the rate of calls: lower agent.max_concurrency, or wait and try again later"
+	case cause == CauseServerError && streamed:
+		text += `; if this server cannot stream (some cannot stream tool calls), turn streaming off with --no-stream or "stream": false in the scenario's model`
+	case cause == CauseServerError:
+		text += "; the server is failing: see its log"
+	case cause == CauseTimeout:
+		text += "; the endpoint is slow to answer: try again later, or use a faster model"
 	}
 	return errors.New(text)
 }
 
 // retryCause names a retried failure's cause in a few fixed words, for
-// counting.
+// counting: the class the endpoint's error said, else its status's.
 func retryCause(f *Failure) string {
 	switch {
+	case f.Cause != "":
+		return f.Cause
 	case f.Status == http.StatusTooManyRequests:
-		return "rate_limit"
+		return CauseRateLimit
 	case f.Status >= 500:
-		return "server_error"
+		return CauseServerError
 	case strings.HasPrefix(f.What, "no answer within"), strings.HasPrefix(f.What, "no data for"), f.Status == http.StatusRequestTimeout:
-		return "timeout"
-	case strings.HasPrefix(f.What, "a connection error"):
-		return "connection"
+		return CauseTimeout
 	}
-	return "stream"
+	return CauseStream
 }
 
 // Stopped is the error for a call the caller cancelled. It wraps ctx's
@@ -190,7 +192,7 @@ func (a *Attempt) Interrupted(ctx context.Context, header http.Header) *Failure 
 		if header != nil && strings.HasPrefix(header.Get("Content-Type"), "text/event-stream") {
 			what = fmt.Sprintf("no data for %s", a.d)
 		}
-		return &Failure{Retry: true, What: what}
+		return &Failure{Retry: true, Cause: CauseTimeout, What: what}
 	}
 	return nil
 }
