@@ -85,6 +85,8 @@ row "recording endpoint: time to the client's first streamed piece, 4,000-piece 
 row "recording endpoint: relaying and recording a 4,000-piece stream ÷ a bare reverse proxy's relay" "—" ./internal/proxy/ BenchmarkProxyStream ours/bare-relay 20x
 row "recording endpoint: time added per streamed piece over the bare relay" "—" ./internal/proxy/ BenchmarkProxyStream ns-added/piece 20x
 row "token count of a 120-character sentence (o200k, warm)" "—" ./internal/tokens/ 'BenchmarkCount/o200k_base/sentence120' ns/op 200000x
+row "token count of text without a space: cost when it grows x8 (512 KiB to 4 MiB of letters, CPU time)" "≤ x10.4" ./internal/tokens/ BenchmarkRunWithoutSpaces size-x8 3x
+row "the same: CPU time per byte of the 4 MiB" "—" ./internal/tokens/ BenchmarkRunWithoutSpaces cpu-ns/byte-4MiB 3x
 row "schema check of a 2 MiB scenario of unknown keys" "< 1 s" ./schema/ BenchmarkUnknownKeyBomb ms-2MiB 3x
 row "the same: cost when the document grows x8 (256 KiB to 2 MiB)" "≈ x8" ./schema/ BenchmarkUnknownKeyBomb size-x8 3x
 row "glob: cost when the path grows x8 (512 B to 4 KiB)" "≈ x8" ./internal/delegation/ BenchmarkGlob path-x8 3x

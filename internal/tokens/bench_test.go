@@ -109,13 +109,14 @@ func countUncached(e *bpe, text string) int {
 	n := 0
 	for i := 0; i < len(s); {
 		j := e.split(s, i)
-		piece := s[i:j]
-		i = j
-		if _, ok := e.voc.rank(piece); ok {
-			n++
-			continue
+		for piece := range bounded(s[i:j]) {
+			if _, ok := e.voc.rank(piece); ok {
+				n++
+				continue
+			}
+			n += mergeCount(piece, e.voc)
 		}
-		n += mergeCount(piece, e.voc)
+		i = j
 	}
 	return n
 }

@@ -22,9 +22,9 @@ func TestHeapMergeMatchesSimple(t *testing.T) {
 				b.WriteString(frags[int(seed>>16)%len(frags)])
 			}
 			piece := b.String()
-			got, want := heapMerge(piece, e.voc), mergeBoundsSimple(piece, e.voc)
+			got, want := heapBounds(piece, e.voc), mergeBoundsSimple(piece, e.voc)
 			if !slices.Equal(got, want) {
-				t.Fatalf("%s: heapMerge(%q) = %v, want %v", e.name, piece, got, want)
+				t.Fatalf("%s: heapBounds(%q) = %v, want %v", e.name, piece, got, want)
 			}
 			if len(piece) <= heapMergeMin {
 				continue
