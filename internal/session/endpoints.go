@@ -279,6 +279,11 @@ func endpoints(sc *scenario.Scenario, eps Endpoints, log *slog.Logger) (delegati
 	f := sc.File
 	m := f.Model
 	var errs delegation.FieldErrors
+	if sc.Provider == scenario.ProviderAnthropic && eps.Only {
+		// Its endpoints are OpenAI-compatible: none speaks Anthropic's API.
+		return nil, delegation.FieldErrors{{Field: "model.provider",
+			Message: "this studio's endpoints are OpenAI-compatible; run a scenario with provider anthropic with 'studio run'"}}
+	}
 	mainRef := endpointRef{name: m.Endpoint, url: m.BaseURL, keyEnv: m.APIKeyEnv,
 		nameField: "model.endpoint", urlField: "model.base_url", keyField: "model.api_key_env"}
 	if f.Agent != nil && f.Agent.BaseURL != "" {
