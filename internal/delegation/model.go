@@ -78,6 +78,10 @@ type Usage struct {
 	// CachedTokens are the prompt tokens the endpoint read from its prompt
 	// cache (a fork's shared prefix is what makes them).
 	CachedTokens int `json:"cached_tokens,omitempty"`
+	// CacheCreationTokens are the prompt tokens the endpoint wrote to its
+	// prompt cache for later calls to read (Anthropic's
+	// cache_creation_input_tokens); they are in PromptTokens too.
+	CacheCreationTokens int `json:"cache_creation_tokens,omitempty"`
 	// ReasoningTokens are the completion tokens a reasoning model spent
 	// thinking, not in its answer.
 	ReasoningTokens int `json:"reasoning_tokens,omitempty"`

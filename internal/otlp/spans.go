@@ -868,6 +868,9 @@ func (x *exporter) writeCall(c *callRun) error {
 		if usage.CachedTokens > 0 {
 			attrs = append(attrs, integer("gen_ai.usage.cache_read.input_tokens", int64(usage.CachedTokens)))
 		}
+		if usage.CacheCreationTokens > 0 {
+			attrs = append(attrs, integer("gen_ai.usage.cache_creation.input_tokens", int64(usage.CacheCreationTokens)))
+		}
 		if usage.ReasoningTokens > 0 {
 			attrs = append(attrs, integer("gen_ai.usage.reasoning.output_tokens", int64(usage.ReasoningTokens)))
 		}

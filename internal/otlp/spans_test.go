@@ -661,3 +661,25 @@ func mustRead(t *testing.T, path string) []byte {
 // longScenario is the benchmarks' scenario: a main agent of n tool-call
 // steps, then an isolated child of n/4.
 func longScenario(n int) []byte { return benchdata.LongScenario(n, max(n/4, 2)) }
+
+// anthropicReply answers as the Anthropic adapter reports: the prompt
+// cache's reads and writes.
+type anthropicReply struct{}
+
+func (anthropicReply) Generate(context.Context, *delegation.Request) (*delegation.Response, error) {
+	return &delegation.Response{Content: "Hello.",
+		Usage: &delegation.Usage{PromptTokens: 400, CompletionTokens: 7, CachedTokens: 256, CacheCreationTokens: 64}}, nil
+}
+
+func TestAnthropicCalls(t *testing.T) {
+	doc := []byte(`{"name": "remote", "prompt": "Say hello.",
+		"model": {"provider": "anthropic", "model": "claude-sonnet-4-5", "stream": false}}`)
+	d := export(t, runWith(t, doc, "s11", anthropicReply{}), otlp.Options{})
+	chat := d.chats(t, "main")[0]
+	if str(t, chat, "gen_ai.provider.name") != "anthropic" || str(t, chat, "gen_ai.request.model") != "claude-sonnet-4-5" {
+		t.Fatalf("chat span %q: provider %q", chat.Name(), str(t, chat, "gen_ai.provider.name"))
+	}
+	if num(t, chat, "gen_ai.usage.cache_read.input_tokens") != 256 || num(t, chat, "gen_ai.usage.cache_creation.input_tokens") != 64 {
+		t.Fatal("the cache's reads and writes")
+	}
+}

@@ -86,7 +86,9 @@ func descriptions(defs []delegation.ToolDef) map[string]string {
 }
 
 // remote reports whether the agents' models are called over the network.
-func (t team) remote() bool { return t.provider == scenario.ProviderOpenAI }
+func (t team) remote() bool {
+	return t.provider == scenario.ProviderOpenAI || t.provider == scenario.ProviderAnthropic
+}
 
 // settings are the request parameters of an agent's calls to an endpoint,
 // with what it inherits.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/model/openai"
+	"github.com/delegationstudio/studio/internal/model/remote"
 )
 
 // MessagesReply is where an upstream writes its answer to a Messages
@@ -334,8 +335,7 @@ func (a *messageAnswer) response() *delegation.Response {
 	}
 	u := a.usage
 	if u.Input != nil || u.Output != nil {
-		resp.Usage = &delegation.Usage{PromptTokens: v(u.Input) + v(u.CacheCreation) + v(u.CacheRead),
-			CompletionTokens: v(u.Output), CachedTokens: v(u.CacheRead)}
+		resp.Usage = remote.MessagesUsage(v(u.Input), v(u.Output), v(u.CacheRead), v(u.CacheCreation))
 	}
 	return resp
 }

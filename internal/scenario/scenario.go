@@ -240,6 +240,9 @@ func (f File) AgentSettings(name string) Settings {
 const (
 	ProviderScripted = "scripted"
 	ProviderOpenAI   = "openai"
+	// ProviderAnthropic is Anthropic's Messages API, by URL (model.base_url,
+	// "" meaning Anthropic's own) and key variable.
+	ProviderAnthropic = "anthropic"
 )
 
 // Scenario is a checked scenario, ready to run.
@@ -407,8 +410,18 @@ func (sc *Scenario) checkModel() delegation.FieldErrors {
 			errs.Add("model.model", `name the model to call, e.g. "gpt-4.1-mini"`)
 		}
 		errs = append(errs, sc.checkToolChoices()...)
+	case ProviderAnthropic:
+		switch {
+		case f.Model.Model == "":
+			errs.Add("model.model", `name the model to call, e.g. "claude-sonnet-4-5"`)
+		case f.Model.Endpoint != "":
+			errs.Add("model.endpoint", "configured endpoints are OpenAI-compatible; give an Anthropic server by model.base_url (empty: Anthropic's own API)")
+		case f.Model.NativeJSONSchema:
+			errs.Add("model.native_json_schema", "is for OpenAI-compatible endpoints; remove it (the structured answer comes through its tool)")
+		}
+		errs = append(errs, sc.checkToolChoices()...)
 	default:
-		errs.Add("model.provider", "unknown provider '%s'; use 'scripted' or 'openai'", sc.Provider)
+		errs.Add("model.provider", "unknown provider '%s'; use 'scripted', 'openai' or 'anthropic'", sc.Provider)
 	}
 	return errs
 }

@@ -210,7 +210,7 @@ func teamSummary(form *templates.TeamForm) *templates.ErrorSummary {
 // teamRunnable says whether a team can run as it is: a prompt, and a
 // script or a real model.
 func teamRunnable(f scenario.File) bool {
-	return strings.TrimSpace(f.Prompt) != "" && (hasScript(f) || (f.Model != nil && f.Model.Provider == scenario.ProviderOpenAI))
+	return strings.TrimSpace(f.Prompt) != "" && (hasScript(f) || (f.Model != nil && remoteProvider(f.Model.Provider)))
 }
 
 func (s *Server) createTeam(c echo.Context) error { return s.submitTeam(c, "") }
@@ -551,7 +551,7 @@ func (s *Server) runTeam(c echo.Context) error {
 	}
 	if len(errs) > 0 {
 		form := fileForm(f)
-		form.NeedsScript = !hasScript(f) && (f.Model == nil || f.Model.Provider != scenario.ProviderOpenAI)
+		form.NeedsScript = !hasScript(f) && (f.Model == nil || !remoteProvider(f.Model.Provider))
 		form.RunRefused = true
 		return s.renderTeam(c, http.StatusBadRequest, t.ID, form, viewErrors(errs),
 			tr(c).T("team.err.cannot_run"))
@@ -1009,4 +1009,10 @@ func agentPrompt(f scenario.File) string {
 		return ""
 	}
 	return f.Agent.SystemPrompt
+}
+
+// remoteProvider: the provider's answers come from a model endpoint, not a
+// script.
+func remoteProvider(p string) bool {
+	return p == scenario.ProviderOpenAI || p == scenario.ProviderAnthropic
 }

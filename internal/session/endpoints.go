@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/model/anthropic"
 	"github.com/delegationstudio/studio/internal/model/openai"
 	"github.com/delegationstudio/studio/internal/scenario"
 )
@@ -288,6 +289,11 @@ func endpoints(sc *scenario.Scenario, eps Endpoints, log *slog.Logger) (delegati
 	f := sc.File
 	m := f.Model
 	var errs delegation.FieldErrors
+	if sc.Provider == scenario.ProviderAnthropic && eps.Only {
+		// Its endpoints are OpenAI-compatible: none speaks Anthropic's API.
+		return nil, delegation.FieldErrors{{Field: "model.provider",
+			Message: "this studio's endpoints are OpenAI-compatible; run a scenario with provider anthropic with 'studio run'"}}
+	}
 	mainRef := endpointRef{name: m.Endpoint, url: m.BaseURL, keyEnv: m.APIKeyEnv,
 		nameField: "model.endpoint", urlField: "model.base_url", keyField: "model.api_key_env"}
 	if f.Agent != nil && f.Agent.BaseURL != "" {
@@ -324,8 +330,14 @@ func endpoints(sc *scenario.Scenario, eps Endpoints, log *slog.Logger) (delegati
 		if md, ok := models[k]; ok {
 			return md, nil
 		}
-		md, err := openai.New(openai.Config{BaseURL: t.url, Model: t.model, APIKey: t.apiKey(), KeyEnv: t.keyVar(), WithheldKeyEnv: t.withheld(),
-			NativeJSONSchema: m.NativeJSONSchema, Settings: openaiSettings(st), NoStream: t.noStream, Logger: log})
+		var md delegation.Model
+		var err error
+		if sc.Provider == scenario.ProviderAnthropic {
+			md, err = anthropicModel(t, st, log)
+		} else {
+			md, err = openai.New(openai.Config{BaseURL: t.url, Model: t.model, APIKey: t.apiKey(), KeyEnv: t.keyVar(), WithheldKeyEnv: t.withheld(),
+				NativeJSONSchema: m.NativeJSONSchema, Settings: openaiSettings(st), NoStream: t.noStream, Logger: log})
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -349,4 +361,22 @@ func endpoints(sc *scenario.Scenario, eps Endpoints, log *slog.Logger) (delegati
 		}
 	}
 	return r, nil
+}
+
+// anthropicModel is an agent's model on Anthropic's Messages API. Its key
+// is the variable the scenario names, or, with none named, ANTHROPIC_API_KEY
+// at Anthropic's own API (or $ANTHROPIC_BASE_URL) and nowhere else.
+func anthropicModel(t target, st scenario.Settings, log *slog.Logger) (delegation.Model, error) {
+	v := t.keyEnv
+	if v == "" && anthropic.IsAnthropic(t.url) {
+		v = anthropic.DefaultKeyEnv
+	}
+	key := ""
+	if v != "" {
+		key = openai.KeyFromEnv(v)
+	}
+	as := openaiSettings(st)
+	return anthropic.New(anthropic.Config{BaseURL: t.url, Model: t.model, APIKey: key, KeyEnv: v, NoStream: t.noStream, Logger: log,
+		Settings: anthropic.Settings{Stream: as.Stream, MaxTokens: as.MaxTokens, Temperature: as.Temperature, Seed: as.Seed,
+			ToolChoice: as.ToolChoice, ParallelToolCalls: as.ParallelToolCalls}})
 }

@@ -45,7 +45,7 @@ func ModelWith(sc *scenario.Scenario, eps Endpoints, log *slog.Logger) (delegati
 	switch sc.Provider {
 	case scenario.ProviderScripted:
 		return scripted.New(sc.Script), nil
-	case scenario.ProviderOpenAI:
+	case scenario.ProviderOpenAI, scenario.ProviderAnthropic:
 		return endpoints(sc, eps, log)
 	default:
 		return nil, fmt.Errorf("model provider %q is not available in this build", sc.Provider)

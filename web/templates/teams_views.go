@@ -395,7 +395,7 @@ func TokenizerChoices(ctx context.Context, v string) []Choice {
 // ProviderChoices are the model providers.
 func ProviderChoices(ctx context.Context, v string) []Choice {
 	return choices(v, "", T(ctx, "choice.provider.default"), "scripted", T(ctx, "choice.provider.scripted"),
-		"openai", T(ctx, "choice.provider.openai"))
+		"openai", T(ctx, "choice.provider.openai"), "anthropic", T(ctx, "choice.provider.anthropic"))
 }
 
 // EndpointChoices are the studio's endpoints for a team to name; none is

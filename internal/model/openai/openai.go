@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -248,7 +247,7 @@ func New(cfg Config) (*Model, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = defaultHTTPClient()
+		hc = remote.DefaultHTTPClient()
 	}
 	cc := goopenai.DefaultConfig(cfg.APIKey)
 	cc.BaseURL = base
@@ -283,18 +282,6 @@ func BaseURLFromEnv() string {
 		return v
 	}
 	return DefaultBaseURL
-}
-
-// defaultHTTPClient bounds connecting, not answering: a generation may take
-// minutes, and CallTimeout already bounds each attempt. A Client.Timeout
-// would also cut long streams that are still arriving.
-func defaultHTTPClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	tr.TLSHandshakeTimeout = 10 * time.Second
-	// Sibling subagents call the same host at once.
-	tr.MaxIdleConnsPerHost = 16
-	return &http.Client{Transport: tr}
 }
 
 var _ delegation.Describer = (*Model)(nil)

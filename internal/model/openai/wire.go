@@ -12,18 +12,12 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/model/remote"
 )
 
-// SummaryInstruction is the user message appended to a PurposeSummary call:
-// the messages to fold come first, then this request for their summary.
-const SummaryInstruction = "Write a concise summary of the conversation above. It will replace those messages in your " +
-	"context, so keep everything needed to continue the work: the task and its constraints, the facts and decisions " +
-	"established, the files read or written (with their paths), what is done and what remains. Reply with the summary only."
-
-// emptyContent stands in for a message without text. The chat-completions
-// format requires content on user and tool messages, and go-openai drops an
-// empty one from the JSON, which endpoints reject with a 400.
-const emptyContent = "(empty)"
+// SummaryInstruction is the user message appended to a PurposeSummary call
+// (every remote adapter's, remote.SummaryInstruction).
+const SummaryInstruction = remote.SummaryInstruction
 
 // rejectedStructured prefixes the engine's validation error when, in native
 // JSON mode, it goes back to the model as a user message (see buildRequest).
@@ -203,12 +197,7 @@ func (m *Model) wireRequest(c *call, stream bool) goopenai.ChatCompletionRequest
 	return req
 }
 
-func nonEmpty(s string) string {
-	if s == "" {
-		return emptyContent
-	}
-	return s
-}
+func nonEmpty(s string) string { return remote.NonEmpty(s) }
 
 // schemaTitle is a response_format's title: the name of its tool.
 func schemaTitle(schema json.RawMessage) string {
@@ -239,33 +228,9 @@ func (c *call) finish(r *result) *delegation.Response {
 	return out
 }
 
-// cleanArgs makes a tool call's arguments safe for the engine, whose events
-// embed them as raw JSON and would fail to encode anything else:
-//   - empty arguments are {};
-//   - valid JSON is kept, except a JSON string that holds an object, which
-//     some servers send for arguments encoded twice: the object is used;
-//   - anything else (a truncated or malformed object) becomes a JSON string
-//     holding the raw text, so the engine answers the model with an error
-//     tool result about its arguments that it can act on.
-func cleanArgs(s string) json.RawMessage {
-	t := strings.TrimSpace(s)
-	if t == "" {
-		return json.RawMessage("{}")
-	}
-	if json.Valid([]byte(t)) {
-		if t[0] == '"' {
-			var inner string
-			if json.Unmarshal([]byte(t), &inner) == nil {
-				if in := strings.TrimSpace(inner); strings.HasPrefix(in, "{") && json.Valid([]byte(in)) {
-					return json.RawMessage(in)
-				}
-			}
-		}
-		return json.RawMessage(t)
-	}
-	b, _ := json.Marshal(s) // a Go string always encodes
-	return b
-}
+// cleanArgs makes a tool call's arguments safe for the engine
+// (remote.CleanArgs).
+func cleanArgs(s string) json.RawMessage { return remote.CleanArgs(s) }
 
 // jsonObject reports whether text is a JSON object, allowing the Markdown
 // fence some models wrap it in, and returns it compacted.

@@ -336,7 +336,7 @@ func (ep *Endpoint) Classify(e EndpointError, model string, header http.Header) 
 		if status == 0 {
 			return "in the stream"
 		}
-		return fmt.Sprintf("%d %s", status, http.StatusText(status))
+		return fmt.Sprintf("%d %s", status, StatusText(status))
 	}
 	switch {
 	case isContextLength(e):
@@ -508,6 +508,14 @@ func (ep *Endpoint) Transport(err error) *Failure {
 		return &Failure{Retry: true, Cause: CauseConnection, What: "a connection error (" + ep.Clean(err.Error()) + ")"}
 	}
 	return &Failure{Err: fmt.Errorf("the model call failed: %s", ep.Clean(err.Error()))}
+}
+
+// StatusText is the status's name: Go's, or Anthropic's for its 529.
+func StatusText(s int) string {
+	if s == 529 {
+		return "Overloaded"
+	}
+	return http.StatusText(s)
 }
 
 // RetryableStatus: overload, rate limits and gateway trouble pass; the
