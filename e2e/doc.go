@@ -19,7 +19,8 @@
 // e2e/deepagents/run.mjs, and what every model call received is compared.
 // otlp_test.go drives real clients that send OTLP traces to the studio;
 // proxy_test.go drives deepagents on LangChain's ChatOpenAI, whose base URL
-// is the studio's recording endpoint (e2e/proxy/).
+// is the studio's recording endpoint (e2e/proxy/); anthropic_test.go drives
+// Anthropic's TypeScript SDK through its Messages endpoint (e2e/anthropic/).
 //
 // The package has no code of its own: everything is in its _test.go files.
 package e2e

@@ -564,7 +564,7 @@ func assemble(t *testing.T, events []sseEvent) ([]any, string) {
 func TestScriptPlaysTheArticleLoop(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
-			h := newHarness(t, scriptUpstream(t, "testdata/article-loop.json"), options{taskTool: "subagent"})
+			h := newHarness(t, scriptUpstream(t, "../../examples/article-loop.json"), options{taskTool: "subagent"})
 			answer, receipt := playLoop(t, messagesServer(t, h), stream)
 			if answer != "The port is read in /src/config.py, line 3, from $PORT (8080 when it is not set)." ||
 				receipt != "/src/config.py:3 reads PORT from the environment, 8080 by default." {
