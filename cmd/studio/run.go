@@ -45,6 +45,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	noStream := c.Bool("no-stream", "wait for each whole answer instead of streaming it (for servers that cannot stream tool calls)", nil)
 	verbose := c.Bool("verbose", "show progress on any stderr, with the text models stream as it arrives", nil)
 	quiet := c.Bool("quiet", "show no progress, even on a terminal", nil)
+	// --lease is left out of the help, for the tests: how long this
+	// process's hold on its stored session lasts unrenewed (0: 30 s), so
+	// that a test sees it lapse in moments (README, "Running a scenario").
+	lease := c.fs.Duration("lease", 0, "")
 	pos, code, ok := c.parse(args)
 	if !ok {
 		return code
@@ -103,7 +107,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFailed
 		}
 		defer d.Close()
-		r := &session.Runner{DB: d, Pub: prog, Logger: log,
+		r := &session.Runner{DB: d, Pub: prog, Logger: log, Lease: *lease,
 			ModelFor: func(*scenario.Scenario) (delegation.Model, error) { return model, nil }}
 		var id string
 		if id, res, err = r.Run(ctx, sc); err != nil && res == nil {
