@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,4 +180,84 @@ func lineOf(out, s string) string {
 		}
 	}
 	return ""
+}
+
+// TestRunWhoseLeaseLapsed: a `run --db` suspended (SIGSTOP) past its lease,
+// whose session another process ended meanwhile, says so once continued
+// and exits 3, not as a Ctrl-C.
+func TestRunWhoseLeaseLapsed(t *testing.T) {
+	var turns []string
+	for i := range 400 {
+		turns = append(turns, fmt.Sprintf(`{"content": "step %d", "delay_ms": 50, "tool_calls": [{"name": "ls", "args": {"path": "/"}}]}`, i))
+	}
+	scen := writeFile(t, `{"name": "steady", "prompt": "go", "agent": {"max_steps": 1000}, "script": {"main": [`+strings.Join(turns, ",")+`, {"content": "done"}]}}`)
+	path := filepath.Join(t.TempDir(), "studio.db")
+	cmd := exec.Command(studioBinary(t), "run", scen, "--db", path, "--verbose", "--lease", "1s")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stderr)
+	for lines.Scan() && !strings.Contains(lines.Text(), "main · call 3 · ") {
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	d := openDB(t, path)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		list, err := d.Sessions(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) == 1 && list[0].Lapsed(d.Now()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the suspended run's lease never lapsed: %+v", list)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out, err := exec.Command(studioBinary(t), "sessions", "--db", path).CombinedOutput(); err != nil || !strings.Contains(string(out), "ended now") {
+		t.Fatalf("sessions did not end the lapsed session: %v\n%s", err, out)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	var rest []string
+	done := make(chan error, 1)
+	go func() {
+		for lines.Scan() {
+			rest = append(rest, lines.Text())
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the continued run did not stop")
+	}
+	said := strings.Join(rest, "\n")
+	if code := exitCode(err); code != exitLeaseLapsed {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitLeaseLapsed, said)
+	}
+	if !strings.Contains(said, "studio run: the lease on the session lapsed: this process was suspended or starved") || strings.Contains(said, "stopped:") {
+		t.Fatalf("the run says:\n%s", said)
+	}
+	if n, end := ends(t, d, openList(t, d)); n != 1 || end.Error != db.ReasonLapsed {
+		t.Fatalf("the log ends %d times, last %+v; want once, by the recovery", n, end)
+	}
+}
+
+func openList(t *testing.T, d *db.DB) string {
+	t.Helper()
+	list, err := d.Sessions(context.Background(), 0)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("%+v, %v", list, err)
+	}
+	return list[0].ID
 }

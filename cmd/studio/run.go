@@ -27,7 +27,13 @@ and finishing, model calls, retries; --verbose adds the text the model streams a
 shows progress on any stderr. Ctrl-C stops the session: it ends as interrupted,
 the tree so far is printed, and the exit code is 130.
 
-Exit codes: 0 done, 1 the session failed, 2 bad scenario or settings, 130 stopped.`
+With --db the process holds its session with a lease it renews (30 s). If the
+process is suspended or starved past it, another process (a studio serve,
+'studio sessions') ends the session as interrupted; the run then stops, says so,
+prints the tree as stored and exits 3.
+
+Exit codes: 0 done, 1 the session failed, 2 bad scenario or settings, 3 the
+lease lapsed and another process took the session over, 130 stopped.`
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("run", "studio run SCENARIO.json|lesson:NAME[--VARIANT] [flags]", runAbout, stdout, stderr).
@@ -98,6 +104,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	prog := newProgress(stderr, *verbose, !*quiet && (*verbose || isTerminal(stderr)))
 	var t *trace.Trace
 	var res *delegation.Result
+	leaseLost := false // another process ended the session: its lease lapsed
 	// Reading the session back must not stop with the run: after Ctrl-C
 	// the tree so far is still printed.
 	readCtx := context.WithoutCancel(ctx)
@@ -113,6 +120,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if id, res, err = r.Run(ctx, sc); err != nil && res == nil {
 			fmt.Fprintf(stderr, "studio run: %v\n", err)
 			return exitFailed
+		} else if errors.Is(err, session.ErrLeaseLost) {
+			leaseLost = true
 		} else if err != nil {
 			fmt.Fprintf(stderr, "studio run: %v\n", err)
 		}
@@ -146,10 +155,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		printTree(stdout, t)
 	}
-	switch res.Status {
-	case delegation.StatusDone:
+	switch {
+	case leaseLost || errors.Is(res.Err, session.ErrLeaseLost):
+		fmt.Fprintln(stderr, "studio run: the lease on the session lapsed: this process was suspended or starved so long that "+
+			"another process took the session over and ended it as interrupted; nothing after that end was recorded")
+		return exitLeaseLapsed
+	case res.Status == delegation.StatusDone:
 		return exitOK
-	case delegation.StatusInterrupted:
+	case res.Status == delegation.StatusInterrupted:
 		fmt.Fprintln(stderr, "studio run: stopped: the session ended as interrupted")
 		return exitInterrupted
 	}
