@@ -47,7 +47,9 @@ from OPENAI_API_KEY, as OpenAI's SDKs read them; --otlp-endpoint and
 --otlp-protocol read OTEL_EXPORTER_OTLP_*, as OpenTelemetry's SDKs do.
 
 Exit codes: 0 done, 1 the session failed, 2 bad input (one error per line,
-each naming its field), 130 stopped by Ctrl-C.
+each naming its field), 3 run --db's lease on its session lapsed (the process
+was suspended or starved) and another process ended the session, 130 stopped
+by Ctrl-C.
 `
 
 func main() {
@@ -68,6 +70,7 @@ const (
 	exitOK          = 0
 	exitFailed      = 1
 	exitUsage       = 2
+	exitLeaseLapsed = 3   // run --db: the session's lease lapsed and another process ended it
 	exitInterrupted = 130 // 128 + SIGINT, as shells report a command Ctrl-C stopped
 )
 

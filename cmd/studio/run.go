@@ -27,7 +27,13 @@ and finishing, model calls, retries; --verbose adds the text the model streams a
 shows progress on any stderr. Ctrl-C stops the session: it ends as interrupted,
 the tree so far is printed, and the exit code is 130.
 
-Exit codes: 0 done, 1 the session failed, 2 bad scenario or settings, 130 stopped.`
+With --db the process holds its session with a lease it renews (30 s). If the
+process is suspended or starved past it, another process (a studio serve,
+'studio sessions') ends the session as interrupted; the run then stops, says so,
+prints the tree as stored and exits 3.
+
+Exit codes: 0 done, 1 the session failed, 2 bad scenario or settings, 3 the
+lease lapsed and another process took the session over, 130 stopped.`
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("run", "studio run SCENARIO.json|lesson:NAME[--VARIANT] [flags]", runAbout, stdout, stderr).
@@ -45,6 +51,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	noStream := c.Bool("no-stream", "wait for each whole answer instead of streaming it (for servers that cannot stream tool calls)", nil)
 	verbose := c.Bool("verbose", "show progress on any stderr, with the text models stream as it arrives", nil)
 	quiet := c.Bool("quiet", "show no progress, even on a terminal", nil)
+	// --lease is left out of the help, for the tests: how long this
+	// process's hold on its stored session lasts unrenewed (0: 30 s), so
+	// that a test sees it lapse in moments (README, "Running a scenario").
+	lease := c.fs.Duration("lease", 0, "")
 	pos, code, ok := c.parse(args)
 	if !ok {
 		return code
@@ -94,6 +104,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	prog := newProgress(stderr, *verbose, !*quiet && (*verbose || isTerminal(stderr)))
 	var t *trace.Trace
 	var res *delegation.Result
+	leaseLost := false // another process ended the session: its lease lapsed
 	// Reading the session back must not stop with the run: after Ctrl-C
 	// the tree so far is still printed.
 	readCtx := context.WithoutCancel(ctx)
@@ -103,12 +114,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitFailed
 		}
 		defer d.Close()
-		r := &session.Runner{DB: d, Pub: prog, Logger: log,
+		r := &session.Runner{DB: d, Pub: prog, Logger: log, Lease: *lease,
 			ModelFor: func(*scenario.Scenario) (delegation.Model, error) { return model, nil }}
 		var id string
 		if id, res, err = r.Run(ctx, sc); err != nil && res == nil {
 			fmt.Fprintf(stderr, "studio run: %v\n", err)
 			return exitFailed
+		} else if errors.Is(err, session.ErrLeaseLost) {
+			leaseLost = true
 		} else if err != nil {
 			fmt.Fprintf(stderr, "studio run: %v\n", err)
 		}
@@ -142,10 +155,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		printTree(stdout, t)
 	}
-	switch res.Status {
-	case delegation.StatusDone:
+	switch {
+	case leaseLost || errors.Is(res.Err, session.ErrLeaseLost):
+		fmt.Fprintln(stderr, "studio run: the lease on the session lapsed: this process was suspended or starved so long that "+
+			"another process took the session over and ended it as interrupted; nothing after that end was recorded")
+		return exitLeaseLapsed
+	case res.Status == delegation.StatusDone:
 		return exitOK
-	case delegation.StatusInterrupted:
+	case res.Status == delegation.StatusInterrupted:
 		fmt.Fprintln(stderr, "studio run: stopped: the session ended as interrupted")
 		return exitInterrupted
 	}

@@ -46,7 +46,10 @@ func openStore(ctx context.Context, path string, stderr io.Writer) (store, bool)
 
 func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("sessions", "studio sessions [--db FILE]",
-		"Lists stored sessions, newest first: id, status, name, agents, tokens, age.", stdout, stderr)
+		`Lists stored sessions, newest first: id, status, name, agents, tokens, age.
+A session whose process is gone (killed, crashed, suspended) reads as running
+until its lease lapses (30 s): it is then shown so, and, unless a studio serve
+holds the file (which ends it itself), ended as interrupted, as serve ends it.`, stdout, stderr)
 	dbPath := dbFlag(c)
 	if _, code, ok := c.parse(args); !ok {
 		return code
@@ -61,10 +64,25 @@ func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitFailed
 	}
+	lapses := settleLapsed(ctx, d, *dbPath, list, stderr, "sessions")
+	for _, l := range lapses {
+		if l.ended {
+			if list, err = d.Sessions(ctx, 0); err != nil {
+				fmt.Fprintf(stderr, "studio: %v\n", err)
+				return exitFailed
+			}
+			break
+		}
+	}
+	now := d.Now()
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tNAME\tAGENTS\tINPUT TOKENS\tCREATED")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, s.Status, s.Name, s.Agents, thousands(s.InputTokens), s.CreatedAt.Local().Format(time.DateTime))
+		status := s.Status
+		if l, ok := lapses[s.ID]; ok {
+			status = l.status(now)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, status, s.Name, s.Agents, thousands(s.InputTokens), s.CreatedAt.Local().Format(time.DateTime))
 	}
 	tw.Flush()
 	return exitOK
@@ -79,7 +97,8 @@ OTLP/HTTP collector (Jaeger, Langfuse, Phoenix, an OpenTelemetry Collector).
 A push honours OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
 OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_PROTOCOL, and sends every
 finished span, whatever went to that endpoint before. A running session's export holds only
-its finished spans. See docs/otlp.md.`, stdout, stderr).
+its finished spans. A session whose process is gone and whose lease lapsed is
+ended as interrupted first, as 'studio sessions' ends it. See docs/otlp.md.`, stdout, stderr).
 		positional(1, "the id of a stored session (see 'studio sessions')")
 	dbPath := dbFlag(c)
 	format := c.String("format", "json", "json", "`json` (the trace), otlp (OpenTelemetry spans, OTLP/JSON) or otlp-proto (OTLP protobuf)", nil)
@@ -131,6 +150,11 @@ its finished spans. See docs/otlp.md.`, stdout, stderr).
 		return exitFailed
 	}
 	defer d.Close()
+	if s, err := d.Session(ctx, id); err == nil {
+		if l, ok := settleLapsed(ctx, d, *dbPath, []db.Session{*s}, stderr, "export")[id]; ok {
+			fmt.Fprintf(stderr, "studio export: session %s: %s\n", id, l.status(d.Now()))
+		}
+	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		if delegation.ErrorCode(err) == delegation.ENOTFOUND {

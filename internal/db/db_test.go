@@ -334,10 +334,10 @@ func TestRecover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tr.Session.Status != delegation.StatusInterrupted || tr.Session.Error != db.ReasonStopped {
-			t.Fatalf("the trace says %s (%q); want interrupted (%q)", tr.Session.Status, tr.Session.Error, db.ReasonStopped)
+		if tr.Session.Status != delegation.StatusInterrupted || tr.Session.Error != db.ReasonLapsed {
+			t.Fatalf("the trace says %s (%q); want interrupted (%q)", tr.Session.Status, tr.Session.Error, db.ReasonLapsed)
 		}
-		if a := tr.Agents[0]; a.Status != delegation.StatusFailed || a.Error != db.ReasonStopped {
+		if a := tr.Agents[0]; a.Status != delegation.StatusFailed || a.Error != db.ReasonLapsed {
 			t.Fatalf("main is %s (%q) in the trace; want failed, saying why", a.Status, a.Error)
 		}
 		if ids, _ := other.Recover(ctx); len(ids) != 0 {

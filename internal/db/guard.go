@@ -3,9 +3,11 @@ package db
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ServeLock is one server's hold on a database file: while a `studio serve`
@@ -33,7 +35,7 @@ func LockServe(dbPath string) (*ServeLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock database %s: %w", dbPath, err)
 	}
-	if err := flockExclusive(f); err != nil {
+	if err := lockRetrying(f); err != nil {
 		holder := ""
 		if b, rerr := os.ReadFile(path); rerr == nil {
 			if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil {
@@ -50,6 +52,44 @@ func LockServe(dbPath string) (*ServeLock, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return &ServeLock{f: f}, nil
+}
+
+// lockRetrying takes the lock, trying again for a moment while it is held:
+// Served's probe holds it for an instant, and must not turn a server away.
+func lockRetrying(f *os.File) error {
+	var err error
+	for range 20 {
+		if err = flockExclusive(f); !errors.Is(err, errLocked) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return err
+}
+
+// Served reports whether a `studio serve` holds the database at dbPath. It
+// ends the sessions whose lease lapsed and pushes their spans, so the other
+// commands leave that to it. It tells by trying the lock and letting it go
+// at once; a PostgreSQL database is never held by one server.
+func Served(dbPath string) (bool, error) {
+	if IsPostgres(dbPath) {
+		return false, nil
+	}
+	f, err := os.Open(LockPath(dbPath))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil // no server ever served it
+	}
+	if err != nil {
+		return false, fmt.Errorf("see whether a server holds %s: %w", dbPath, err)
+	}
+	defer f.Close() // closing the file releases the lock, if taken
+	switch err := flockShared(f); {
+	case errors.Is(err, errLocked):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("see whether a server holds %s: %w", dbPath, err)
+	}
+	return false, nil
 }
 
 // Release lets the lock go.

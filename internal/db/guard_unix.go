@@ -17,3 +17,13 @@ func flockExclusive(f *os.File) error {
 	}
 	return err
 }
+
+// flockShared takes a shared flock on f without waiting; it fails while a
+// server holds the exclusive one.
+func flockShared(f *os.File) error {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return errLocked
+	}
+	return err
+}

@@ -46,6 +46,19 @@ func (db *DB) readHead(ctx context.Context, q querier, id string) (logHead, erro
 	return h, err
 }
 
+// ErrSessionEnded is what an append to the log of a session that has ended
+// is (errors.Is): for a live process, another one ended its session
+// because its lease lapsed.
+var ErrSessionEnded = errors.New("the session has ended")
+
+// endedError is the ECONFLICT of an append after the end; it is
+// ErrSessionEnded.
+type endedError struct{ e *delegation.Error }
+
+func (x endedError) Error() string        { return x.e.Error() }
+func (x endedError) Unwrap() error        { return x.e }
+func (x endedError) Is(target error) bool { return target == ErrSessionEnded }
+
 // AppendEvents appends events of one session's log, in one transaction: the
 // events, and what they introduced or changed (agents, messages, model
 // calls, files, the session's status). Seq must follow the log's last
@@ -61,7 +74,7 @@ func (db *DB) AppendEvents(ctx context.Context, sessionID string, events []deleg
 		// a process whose lease lapsed (and whose session another process
 		// then ended) must not write after that end.
 		if h.status != delegation.StatusRunning {
-			return delegation.Errorf(delegation.ECONFLICT, "session %s has ended (%s); its log takes no more events", sessionID, h.status)
+			return endedError{delegation.Errorf(delegation.ECONFLICT, "session %s has ended (%s); its log takes no more events", sessionID, h.status)}
 		}
 		return appendEvents(ctx, tx, h, events)
 	})

@@ -33,6 +33,13 @@ type Session struct {
 	LeaseUntil time.Time
 }
 
+// Lapsed reports whether the session is marked running but its lease ran
+// out by now: the process that ran it is gone (killed, crashed) or was
+// suspended so long it stopped renewing it. Recover ends such sessions.
+func (s *Session) Lapsed(now time.Time) bool {
+	return s.Status == delegation.StatusRunning && s.LeaseUntil.Before(now)
+}
+
 // CreateSession stores a new, running session before its first event.
 func (db *DB) CreateSession(ctx context.Context, s *Session) error {
 	if s.CreatedAt.IsZero() {
@@ -174,8 +181,11 @@ func (db *DB) RenewLeases(ctx context.Context, owner string, until time.Time) er
 	return nil
 }
 
-// ReasonStopped is why a recovered session ended.
+// ReasonStopped is why a session a stopping studio held ended.
 const ReasonStopped = "the studio stopped while this session was running"
+
+// ReasonLapsed is why a recovered session ended: its lease lapsed.
+const ReasonLapsed = "the process running this session stopped renewing its lease (it was killed, crashed or suspended), so another process ended it"
 
 // Recover ends, as interrupted, every session still marked running whose
 // lease has run out: sessions a crash or a kill left behind, and never one
@@ -203,7 +213,7 @@ func (db *DB) Recover(ctx context.Context) ([]string, error) {
 	}
 	var ended []string
 	for _, id := range ids {
-		ok, err := db.finish(ctx, id, delegation.StatusInterrupted, ReasonStopped, true)
+		ok, err := db.finish(ctx, id, delegation.StatusInterrupted, ReasonLapsed, true)
 		if err != nil {
 			return ended, fmt.Errorf("recover session %s: %w", id, err)
 		}

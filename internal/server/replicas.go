@@ -186,5 +186,5 @@ func (s *Server) running(ctx context.Context, id, status string) bool {
 		return false // left running by a process that stopped
 	}
 	row, err := s.cfg.DB.Session(ctx, id)
-	return err == nil && row.Status == delegation.StatusRunning && row.LeaseUntil.After(s.cfg.DB.Now())
+	return err == nil && row.Status == delegation.StatusRunning && !row.Lapsed(s.cfg.DB.Now())
 }

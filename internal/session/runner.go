@@ -197,9 +197,20 @@ func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, fu
 			r.mu.Unlock()
 			cancel(nil)
 		}()
-		rec := newRecorder(r.DB, id, live, r.Pub, log, func(err error) { cancel(fmt.Errorf("the store failed: %w", err)) }, r.MaxBatch)
+		rec := newRecorder(r.DB, id, live, r.Pub, log, func(err error) {
+			if errors.Is(err, db.ErrSessionEnded) {
+				cancel(ErrLeaseLost)
+				return
+			}
+			cancel(fmt.Errorf("the store failed: %w", err))
+		}, r.MaxBatch)
 		res, err := Run(runCtx, sc, RunOptions{SessionID: id, Sink: rec, Model: model, Now: r.DB.Now, Logger: log})
-		if cerr := rec.Close(); cerr != nil {
+		if cerr := rec.Close(); errors.Is(cerr, db.ErrSessionEnded) {
+			// Another process ended it: there is no end of ours to record.
+			if err == nil {
+				err = ErrLeaseLost
+			}
+		} else if cerr != nil {
 			if err == nil {
 				err = fmt.Errorf("session %s was not fully recorded: %w", id, cerr)
 			}
@@ -273,6 +284,12 @@ func (r *Runner) stopRenewingLocked() {
 }
 
 var errCancelled = errors.New("the session was stopped")
+
+// ErrLeaseLost is why a session stopped whose lease lapsed while it ran
+// (its process was suspended or starved past it), so that another process
+// took it over and ended it as interrupted: the session's result says so
+// (errors.Is), and nothing it did after that end was recorded.
+var ErrLeaseLost = errors.New("this process's lease on the session lapsed and another process ended it")
 
 // Cancel stops a running session; it reports whether it was running.
 func (r *Runner) Cancel(id string) bool {
