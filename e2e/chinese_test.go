@@ -19,7 +19,8 @@ var articleTerms = []string{"Agent", "AI", "API", "task", "fork", "isolated", "t
 	"OpenTelemetry", "OpenInference", "protobuf", "deepagents", "DeepAgents", "span", "URL", "ID", "compat", "delta", "snapshot",
 	"approx", "scripted", "openai", "OpenAI", "Findings", "Verdict", "spec", "bug", "docs", "md", "ms", "JS",
 	"ls", "delete", "glob", "grep", // the tools, by their names
-	"skills", "Schema", "FilesystemMiddleware"} // a class of deepagents; a spec's field; JSON Schema, a standard's name
+	"skills", "Schema", "FilesystemMiddleware", // a class of deepagents; a spec's field; JSON Schema, a standard's name
+	"anthropic", "Anthropic", "Messages"} // the third article's provider and its API's name ("Messages API")
 
 // englishLeft lists each English word left on the page outside what is
 // not interface: code (<code>, <pre>, a textarea's text), a run's data
