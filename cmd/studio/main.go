@@ -28,7 +28,9 @@ Usage:
   studio validate SCENARIO.json        check a scenario, run nothing
   studio lessons [--lang zh]           list the built-in lessons and their variants
                                        (--lang zh: their Chinese titles)
-  studio sessions [--db FILE]          list stored sessions: id, status, name
+  studio sessions [--json] [--status S] [--origin O] [--limit N] [--db FILE]
+                                       list stored sessions: id, status, origin, name;
+                                       --json as GET /api/sessions gives them
   studio export SESSION_ID [--format json|otlp|otlp-proto] [--db FILE]
                                        print a stored session: its trace or its spans
   studio export SESSION_ID --otlp-endpoint URL | --push

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -45,47 +46,71 @@ func openStore(ctx context.Context, path string, stderr io.Writer) (store, bool)
 }
 
 func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("sessions", "studio sessions [--db FILE]",
-		`Lists stored sessions, newest first: id, status, name, agents, tokens, age.
+	c := newCommand("sessions", "studio sessions [--json] [--status S] [--origin O] [--limit N] [--db FILE]",
+		`Lists stored sessions, newest first: id, status, origin, name, agents, tokens,
+age; --json prints them as GET /api/sessions does, one JSON array.
 A session whose process is gone (killed, crashed, suspended) reads as running
 until its lease lapses (30 s): it is then shown so, and, unless a studio serve
 holds the file (which ends it itself), ended as interrupted, as serve ends it.`, stdout, stderr)
 	dbPath := dbFlag(c)
+	asJSON := c.Bool("json", "print the list as JSON: the fields of GET /api/sessions", nil)
+	status := c.String("status", "", "", "list only the sessions of this status: "+strings.Join(delegation.Statuses(), ", "), nil)
+	origin := c.String("origin", "", "", "list only the sessions from here: "+strings.Join(delegation.Origins(), ", ")+
+		" (our engine, a received or imported OTLP trace, the recording endpoint)", nil)
+	limit := intFlag(c, "limit", 0, "list at most this many, the newest (0: all)")
 	if _, code, ok := c.parse(args); !ok {
 		return code
+	}
+	f, err := server.SessionFilterOf(*status, *origin, *limit)
+	if err != nil {
+		return c.fail("%v", err)
 	}
 	d, ok := openStore(ctx, *dbPath, stderr)
 	if !ok {
 		return exitFailed
 	}
 	defer d.Close()
-	list, err := d.Sessions(ctx, 0)
+	list, lapses, err := listSessions(ctx, d, *dbPath, f, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitFailed
 	}
-	lapses := settleLapsed(ctx, d, *dbPath, list, stderr, "sessions")
-	for _, l := range lapses {
-		if l.ended {
-			if list, err = d.Sessions(ctx, 0); err != nil {
-				fmt.Fprintf(stderr, "studio: %v\n", err)
-				return exitFailed
-			}
-			break
-		}
-	}
 	now := d.Now()
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(server.SessionLines(list, now)); err != nil {
+			fmt.Fprintf(stderr, "studio: %v\n", err)
+			return exitFailed
+		}
+		return exitOK
+	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tNAME\tAGENTS\tINPUT TOKENS\tCREATED")
+	fmt.Fprintln(tw, "ID\tSTATUS\tORIGIN\tNAME\tAGENTS\tINPUT TOKENS\tCREATED")
 	for _, s := range list {
 		status := s.Status
 		if l, ok := lapses[s.ID]; ok {
 			status = l.status(now)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, status, s.Name, s.Agents, thousands(s.InputTokens), s.CreatedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, status, s.Origin, s.Name, s.Agents, thousands(s.InputTokens),
+			s.CreatedAt.Local().Format(time.DateTime))
 	}
 	tw.Flush()
 	return exitOK
+}
+
+// listSessions lists the sessions f picks, after ending those whose lease
+// lapsed when it may (settleLapsed), and says which lapsed.
+func listSessions(ctx context.Context, d store, dbPath string, f db.SessionFilter, stderr io.Writer) ([]db.Session, map[string]lapse, error) {
+	// The lapsed are looked for among all running sessions: one that
+	// ends changes status, and so whether f picks it.
+	running, err := d.SessionsWhere(ctx, db.SessionFilter{Status: delegation.StatusRunning})
+	if err != nil {
+		return nil, nil, err
+	}
+	lapses := settleLapsed(ctx, d, dbPath, running, stderr, "sessions")
+	list, err := d.SessionsWhere(ctx, f)
+	return list, lapses, err
 }
 
 func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -273,7 +273,8 @@ func (a *appender) add(st trace.Step) error {
 		}
 	case st.SessionStarted != nil:
 		d := st.SessionStarted
-		if _, err := a.q.ExecContext(a.ctx, `UPDATE sessions SET prompt = ?, tokenizer = ? WHERE sid = ?`, d.Prompt, d.Tokenizer, a.h.sid); err != nil {
+		if _, err := a.q.ExecContext(a.ctx, `UPDATE sessions SET prompt = ?, tokenizer = ?, origin = ? WHERE sid = ?`,
+			d.Prompt, d.Tokenizer, d.Origin.OriginKind(), a.h.sid); err != nil {
 			return err
 		}
 		if packed, ok, err := a.packSessionStarted(st, stored.Data); err != nil {

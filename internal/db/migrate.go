@@ -4,12 +4,50 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/delegationstudio/studio/internal/delegation"
 )
 
 // goSteps are the parts of migrations SQL cannot do, run after the
 // migration's SQL, in its transaction.
 var goSteps = map[int]func(context.Context, *sql.Tx) error{
-	8: migrateLog,
+	8:  migrateLog,
+	11: migrateOrigins,
+}
+
+// pgGoSteps are PostgreSQL's (migrations_pg/).
+var pgGoSteps = map[int]func(context.Context, *sql.Tx) error{
+	4: migrateOrigins,
+}
+
+// migrateOrigins fills the origin column the migration added (0011_origin,
+// PostgreSQL's 0004_origin) for the sessions stored before, from what each
+// one's session.started says; a session without one is our engine's, the
+// column's default.
+func migrateOrigins(ctx context.Context, tx *sql.Tx) error {
+	var ids []string
+	for id, err := range rowsOf(ctx, tx, func(rows *sql.Rows) (string, error) {
+		var id string
+		err := rows.Scan(&id)
+		return id, err
+	}, `SELECT id FROM sessions ORDER BY sid`) {
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		r, err := openReader(ctx, tx, id)
+		if err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		if kind := r.origin().OriginKind(); kind != delegation.OriginEngine {
+			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET origin = ? WHERE id = ?`, kind, id); err != nil {
+				return fmt.Errorf("session %s: %w", id, err)
+			}
+		}
+	}
+	return nil
 }
 
 // migrateLog moves the logs of sessions stored before migration 8 into

@@ -53,6 +53,29 @@ func TestMigrateFromV5(t *testing.T) {
 			t.Fatalf("session %s exports differently after the migration, at byte %d:\n got %.200q\nwant %.200q", id, i, a[max(i-80, 0):], b[max(i-80, 0):])
 		}
 	}
+	t.Run("each session's origin is read from its log into its row", func(t *testing.T) {
+		list, err := d.Sessions(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[string]int{}
+		for _, s := range list {
+			var want string
+			if err := d.Read(context.Background(), s.ID, func(r db.Reader) error {
+				want = r.Head().Session.Origin.OriginKind()
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if s.Origin != want {
+				t.Errorf("session %s: origin %q in its row, %q in its log", s.ID, s.Origin, want)
+			}
+			kinds[s.Origin]++
+		}
+		if kinds[delegation.OriginOTLP] != 1 || kinds[delegation.OriginEngine] != len(list)-1 {
+			t.Errorf("origins %v of %d sessions: want the imported trace's otlp, the rest engine", kinds, len(list))
+		}
+	})
 	t.Run("the session killed mid-run is recovered by appending its end", func(t *testing.T) {
 		ids, err := d.Recover(context.Background())
 		if err != nil || len(ids) != 1 {

@@ -141,6 +141,11 @@ func (db *DB) migratePostgres(ctx context.Context) error {
 			if _, err := tx.ExecContext(ctx, rawSQL+string(body)); err != nil {
 				return fmt.Errorf("migration %s: %w", name, err)
 			}
+			if step := pgGoSteps[n]; step != nil {
+				if err := step(ctx, tx); err != nil {
+					return fmt.Errorf("migration %s: %w", name, err)
+				}
+			}
 			if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, n); err != nil {
 				return fmt.Errorf("migration %s: %w", name, err)
 			}

@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -27,6 +28,9 @@ type Session struct {
 	Agents      int
 	ModelCalls  int
 	InputTokens int
+	// Origin is where the session came from: delegation.OriginEngine,
+	// OriginOTLP or OriginProxy (its session.started says more).
+	Origin string
 	// Owner is the process running the session, and LeaseUntil when its
 	// hold lapses unless renewed (see RenewLeases and Recover).
 	Owner      string
@@ -66,9 +70,10 @@ func createSession(ctx context.Context, tx *sql.Tx, s *Session) (int64, error) {
 	}
 	var key int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO sessions
-		(id, name, title, prompt, status, error, tokenizer, created_at, finished_at, owner, lease_until)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING sid`,
-		s.ID, s.Name, s.Title, s.Prompt, s.Status, s.Error, s.Tokenizer, nanos(s.CreatedAt), finished, s.Owner, lease).Scan(&key)
+		(id, name, title, prompt, status, error, tokenizer, created_at, finished_at, origin, owner, lease_until)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING sid`,
+		s.ID, s.Name, s.Title, s.Prompt, s.Status, s.Error, s.Tokenizer, nanos(s.CreatedAt), finished,
+		cmp.Or(s.Origin, delegation.OriginEngine), s.Owner, lease).Scan(&key)
 	if err != nil {
 		return 0, fmt.Errorf("create session %s: %w", s.ID, err)
 	}
@@ -95,9 +100,9 @@ func sid(ctx context.Context, q interface {
 // either, which can be long.
 const (
 	sessionColumns = `id, name, title, prompt, status, error, tokenizer, created_at, finished_at,
-	last_seq, agents, model_calls, input_tokens, owner, lease_until`
+	last_seq, agents, model_calls, input_tokens, origin, owner, lease_until`
 	summaryColumns = `id, name, title, '', status, error, tokenizer, created_at, finished_at,
-	last_seq, agents, model_calls, input_tokens, owner, lease_until`
+	last_seq, agents, model_calls, input_tokens, origin, owner, lease_until`
 )
 
 type scanner interface{ Scan(...any) error }
@@ -108,7 +113,7 @@ func scanSession(row scanner) (*Session, error) {
 	var finished sql.NullInt64
 	var lease int64
 	if err := row.Scan(&s.ID, &s.Name, &s.Title, &s.Prompt, &s.Status, &s.Error, &s.Tokenizer,
-		&created, &finished, &s.LastSeq, &s.Agents, &s.ModelCalls, &s.InputTokens, &s.Owner, &lease); err != nil {
+		&created, &finished, &s.LastSeq, &s.Agents, &s.ModelCalls, &s.InputTokens, &s.Origin, &s.Owner, &lease); err != nil {
 		return nil, err
 	}
 	if lease != 0 {
@@ -147,11 +152,25 @@ func (db *DB) Session(ctx context.Context, id string) (*Session, error) {
 // Sessions lists sessions, newest first, at most limit (0: all): their
 // summary columns only, not their prompts and scenarios.
 func (db *DB) Sessions(ctx context.Context, limit int) ([]Session, error) {
-	var n any = limit
-	if limit <= 0 {
+	return db.SessionsWhere(ctx, SessionFilter{Limit: limit})
+}
+
+// SessionFilter picks the sessions a list shows: those of a status and of an
+// origin (each "" for any), at most Limit of them (0: all).
+type SessionFilter struct {
+	Status, Origin string
+	Limit          int
+}
+
+// SessionsWhere is Sessions of those q picks, newest first.
+func (db *DB) SessionsWhere(ctx context.Context, q SessionFilter) ([]Session, error) {
+	var n any = q.Limit
+	if q.Limit <= 0 {
 		n = dyn{lite: int64(-1), pg: nil} // no limit, as each spells it
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT `+summaryColumns+` FROM sessions ORDER BY created_at DESC, id LIMIT ?`, n)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+summaryColumns+` FROM sessions
+		WHERE (CAST(? AS TEXT) = '' OR status = ?) AND (CAST(? AS TEXT) = '' OR origin = ?) ORDER BY created_at DESC, id LIMIT ?`,
+		q.Status, q.Status, q.Origin, q.Origin, n)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}

@@ -45,6 +45,11 @@ const (
 	StatusInterrupted = "interrupted"
 )
 
+// Statuses are a session's (and an agent's) statuses, in a list's order.
+func Statuses() []string {
+	return []string{StatusRunning, StatusDone, StatusFailed, StatusInterrupted}
+}
+
 // Result is how a session ended.
 type Result struct {
 	Status string // done, failed, or interrupted when its context was cancelled

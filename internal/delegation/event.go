@@ -151,6 +151,9 @@ const (
 	OriginProxy  = "proxy"  // recorded by the OpenAI-compatible endpoint
 )
 
+// Origins are the kinds of Origin, in a list's order.
+func Origins() []string { return []string{OriginEngine, OriginOTLP, OriginProxy} }
+
 // Origin says where a session came from and, for one built from someone
 // else's program, what that program said of itself.
 type Origin struct {

@@ -2,9 +2,11 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,35 +15,81 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/otlp"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/trace"
 )
 
-// apiSession is a line of GET /api/sessions.
-type apiSession struct {
+// SessionLine is a line of a sessions list as GET /api/sessions and
+// `studio sessions --json` give it.
+type SessionLine struct {
 	ID          string    `json:"id"`
 	Name        string    `json:"name"`
 	Title       string    `json:"title,omitempty"`
 	Status      string    `json:"status"`
+	Origin      string    `json:"origin"`
 	CreatedAt   time.Time `json:"created_at"`
 	Agents      int       `json:"agents"`
 	ModelCalls  int       `json:"model_calls"`
 	InputTokens int       `json:"input_tokens"`
 	URL         string    `json:"url"`
+	// LeaseLapsed is set on a session marked running whose process stopped
+	// renewing its lease by now (db.Session.Lapsed): it is gone.
+	LeaseLapsed bool `json:"lease_lapsed,omitempty"`
 }
 
+// SessionLines are the lines of list at now.
+func SessionLines(list []db.Session, now time.Time) []SessionLine {
+	out := make([]SessionLine, 0, len(list))
+	for _, x := range list {
+		out = append(out, SessionLine{ID: x.ID, Name: x.Name, Title: x.Title, Status: x.Status, Origin: x.Origin,
+			CreatedAt: x.CreatedAt, Agents: x.Agents, ModelCalls: x.ModelCalls, InputTokens: x.InputTokens,
+			URL: "/sessions/" + x.ID, LeaseLapsed: x.Lapsed(now)})
+	}
+	return out
+}
+
+// SessionFilterOf checks a sessions list's filters, as the API's query and
+// the command line's flags give them: a status and an origin ("" for any),
+// a limit (0 for all).
+func SessionFilterOf(status, origin string, limit int) (db.SessionFilter, error) {
+	var problems []string
+	if status != "" && !slices.Contains(delegation.Statuses(), status) {
+		problems = append(problems, fmt.Sprintf("status %q is none of %s", status, strings.Join(delegation.Statuses(), ", ")))
+	}
+	if origin != "" && !slices.Contains(delegation.Origins(), origin) {
+		problems = append(problems, fmt.Sprintf("origin %q is none of %s", origin, strings.Join(delegation.Origins(), ", ")))
+	}
+	if limit < 0 {
+		problems = append(problems, fmt.Sprintf("limit %d: give a number of sessions, or 0 for all", limit))
+	}
+	if problems != nil {
+		return db.SessionFilter{}, errors.New(strings.Join(problems, "; "))
+	}
+	return db.SessionFilter{Status: status, Origin: origin, Limit: limit}, nil
+}
+
+// apiSessions lists the sessions, newest first; ?status=, ?origin= and
+// ?limit= pick some.
 func (s *Server) apiSessions(c echo.Context) error {
-	list, err := s.cfg.DB.Sessions(c.Request().Context(), 0)
+	limit := 0
+	if l := c.QueryParam("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("limit %q: give a number of sessions, or 0 for all", i18n.Excerpt(l, 100)))
+		}
+		limit = n
+	}
+	f, err := SessionFilterOf(c.QueryParam("status"), c.QueryParam("origin"), limit)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, err.Error()+".")
+	}
+	list, err := s.cfg.DB.SessionsWhere(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
-	out := make([]apiSession, 0, len(list))
-	for _, x := range list {
-		out = append(out, apiSession{ID: x.ID, Name: x.Name, Title: x.Title, Status: x.Status, CreatedAt: x.CreatedAt,
-			Agents: x.Agents, ModelCalls: x.ModelCalls, InputTokens: x.InputTokens, URL: "/sessions/" + x.ID})
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, SessionLines(list, s.cfg.DB.Now()))
 }
 
 // jsonBody reads a JSON request body. Requiring the JSON content type keeps

@@ -21,6 +21,9 @@ type Store interface {
 	// Sessions lists sessions newest first, at most limit (0: all), with
 	// their summary columns only: not their scenarios.
 	Sessions(ctx context.Context, limit int) ([]db.Session, error)
+	// SessionsWhere lists those of a status, of an origin, at most a
+	// number of them, as Sessions does.
+	SessionsWhere(ctx context.Context, f db.SessionFilter) ([]db.Session, error)
 	// Read calls fn with a reader of one session, one moment of it.
 	Read(ctx context.Context, id string, fn func(db.Reader) error) error
 	// Trace reads a whole session as its trace.

@@ -31,6 +31,7 @@ type Store interface {
 	session.Store
 	Session(ctx context.Context, id string) (*db.Session, error)
 	Sessions(ctx context.Context, limit int) ([]db.Session, error)
+	SessionsWhere(ctx context.Context, f db.SessionFilter) ([]db.Session, error)
 	Read(ctx context.Context, id string, fn func(db.Reader) error) error
 	Trace(ctx context.Context, id string) (*trace.Trace, error)
 	EventsPage(ctx context.Context, sessionID string, after int64, limit int) ([]db.LoggedEvent, error)
@@ -72,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"files: versions, growth, deletes, what came back", testFiles},
 		{"any text is kept as given, a NUL too", testAnyText},
 		{"the sessions list reads summaries, newest first", testSessions},
+		{"the sessions list picks by status and origin", testSessionsWhere},
 		{"page states", testViews},
 		{"teams", testTeams},
 		{"runs: sessions started together, and what a team was cloned from", testRuns},
@@ -882,6 +884,52 @@ func testSessions(t *testing.T, s Store) {
 	}
 	if _, err := s.Session(ctx, "nope"); code(err) != delegation.ENOTFOUND {
 		t.Fatalf("no session: %v", err)
+	}
+}
+
+// testSessionsWhere: a session's origin is its session.started's, and a
+// list picks by it and by status, the limit counted after picking.
+func testSessionsWhere(t *testing.T, s Store) {
+	base := time.Now().UTC().Add(-time.Hour)
+	origins := []*delegation.Origin{nil, {Kind: delegation.OriginProxy, Upstream: "script:x.json"}, {Kind: delegation.OriginOTLP}, {Kind: delegation.OriginProxy}}
+	for i, o := range origins {
+		id := fmt.Sprintf("s%d", i)
+		if err := s.CreateSession(ctx, &db.Session{ID: id, Name: "n", CreatedAt: base.Add(time.Duration(i) * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		events := []delegation.Event{event(1, delegation.EventSessionStarted, "", delegation.SessionStarted{SessionID: id, Name: "n", Origin: o})}
+		if i%2 == 1 {
+			events = append(events, event(2, delegation.EventSessionFinished, "", delegation.SessionFinished{Status: delegation.StatusDone}))
+		}
+		if err := s.AppendEvents(ctx, id, events); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		f    db.SessionFilter
+		want string
+	}{
+		{db.SessionFilter{}, "s3 s2 s1 s0"},
+		{db.SessionFilter{Origin: delegation.OriginProxy}, "s3 s1"},
+		{db.SessionFilter{Origin: delegation.OriginEngine}, "s0"},
+		{db.SessionFilter{Status: delegation.StatusRunning}, "s2 s0"},
+		{db.SessionFilter{Status: delegation.StatusDone, Origin: delegation.OriginProxy, Limit: 1}, "s3"},
+		{db.SessionFilter{Status: delegation.StatusFailed}, ""},
+	} {
+		list, err := s.SessionsWhere(ctx, c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, x := range list {
+			if x.Origin != origins[x.ID[1]-'0'].OriginKind() {
+				t.Errorf("%s: origin %q, want %q", x.ID, x.Origin, origins[x.ID[1]-'0'].OriginKind())
+			}
+			got = append(got, x.ID)
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%+v: %v, want %s", c.f, got, c.want)
+		}
 	}
 }
 
