@@ -19,6 +19,9 @@ var lostUpdate = lessonDef{
 		{name: "delta", label: "ours (files_merge: delta)"},
 	},
 	table: lostUpdateTable,
+	// Under snapshot the untouched sibling's stale copies overwrite the
+	// editor's edit and deletion, in one step of main: the notes say so.
+	notes: map[string][]string{"snapshot": {"overwritten"}},
 }
 
 func fileCell(files map[string]string, path string) string {

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"cmp"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,7 +20,7 @@ import (
 // receipt nobody used or a fan-out nobody brought together when the parent
 // finishes, a step limit when the child ends.
 type Note struct {
-	Kind    string // empty_receipt, context_missing, unsynthesized_fanout, unused_receipt, budget, unattached
+	Kind    string // empty_receipt, context_missing, unsynthesized_fanout, unused_receipt, budget, unattached, overwritten
 	AgentID string
 	Text    string // in English
 	// ID is the note's message in the catalogue (internal/i18n) and Args
@@ -45,8 +46,23 @@ func note(kind, agentID, id string, args ...string) Note {
 type noteState struct {
 	receipts   map[string][]*pendingReceipt
 	fanouts    map[string][]pendingFanout
-	paths      map[string][]string // by child: paths its task names that were no file when it started
+	paths      map[string][]string   // by child: paths its task names that were no file when it started
+	edits      map[string]*stepEdits // by agent: who changed its files in its current step
 	budgetSeen bool
+}
+
+// stepEdits are the changes to an agent's files in one of its steps (the
+// tool calls of one model answer), by path: its own tools' and its
+// children's merged back, in the order they were applied.
+type stepEdits struct {
+	call string // the model call whose answer made the step
+	by   map[string]edit
+}
+
+type edit struct {
+	agent   string
+	content string
+	deleted bool
 }
 
 type pendingReceipt struct {
@@ -120,6 +136,45 @@ func (s *State) noteDelegationFinished(dl *Delegation, ch *Changes) {
 		s.addNote(note("context_missing", dl.ChildID, "note.unknown_path", "Type", dl.SubagentType, "ID", dl.ChildID, "Path", p), ch)
 		return
 	}
+}
+
+// noteFilesChanged: two agents — siblings, or the parent's own tool and a
+// child — that change one path of the parent's files in one step lose the
+// earlier change, the later in call order winning (docs/delegation.md §6,
+// as deepagents' files reducer does); a change to what the same agent
+// changed, or to the same content, loses nothing.
+func (s *State) noteFilesChanged(parent *Agent, from string, changes []delegation.FileChange, ch *Changes) {
+	if parent.Last == nil {
+		return
+	}
+	e := s.notes.edits[parent.ID]
+	if e == nil || e.call != parent.Last.ID {
+		if s.notes.edits == nil {
+			s.notes.edits = map[string]*stepEdits{}
+		}
+		e = &stepEdits{call: parent.Last.ID, by: map[string]edit{}}
+		s.notes.edits[parent.ID] = e
+	}
+	by := cmp.Or(from, parent.ID)
+	for _, c := range changes {
+		was, ok := e.by[c.Path]
+		now := edit{agent: by, content: c.Content, deleted: c.Deleted}
+		e.by[c.Path] = now
+		if !ok || was.agent == by || (was.content == now.content && was.deleted == now.deleted) {
+			continue
+		}
+		s.addNote(note("overwritten", parent.ID, "note.overwritten", "Earlier", s.agentLabel(was.agent), "Later", s.agentLabel(by),
+			"Path", c.Path, "Parent", s.agentLabel(parent.ID), "Step", strconv.Itoa(parent.Last.Step)), ch)
+	}
+}
+
+// agentLabel names an agent in a note: its name, and its id when that
+// differs ("editor (a1)").
+func (s *State) agentLabel(id string) string {
+	if a := s.agents[id]; a != nil && a.Name != "" && a.Name != id {
+		return a.Name + " (" + id + ")"
+	}
+	return id
 }
 
 // noteReceipt: an empty receipt at once; otherwise the receipt waits for

@@ -584,6 +584,9 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 
 	case st.FilesChanged != nil:
 		d := st.FilesChanged
+		if a := s.agents[ev.AgentID]; a != nil {
+			s.noteFilesChanged(a, d.From, d.Changes, ch)
+		}
 		if d.From != "" {
 			if dl := s.byChild[d.From]; dl != nil {
 				for _, c := range d.Changes {

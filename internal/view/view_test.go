@@ -196,6 +196,29 @@ func TestNotes(t *testing.T) {
 			t.Fatalf("notes = %v; want none", got)
 		}
 	})
+	t.Run("two agents changing one path in one step lose the earlier change", func(t *testing.T) {
+		// One step of main: its own write, then two children's; the second
+		// child writes what the first did (nothing lost), and main's next
+		// step writes the path again (another step).
+		doc := func(second string) string {
+			return `{"name": "clash", "prompt": "go", "agent": {"files_merge": "delta"}, "script": {
+			"main": [
+			  {"tool_calls": [{"name": "write_file", "args": {"file_path": "/x.md", "content": "main's"}},
+			                  {"name": "task", "args": {"description": "Write /x.md.", "subagent_type": "general-purpose"}},
+			                  {"name": "task", "args": {"description": "Write /x.md too.", "subagent_type": "general-purpose"}}]},
+			  {"tool_calls": [{"name": "edit_file", "args": {"file_path": "/x.md", "old_string": "x", "new_string": "y"}}]},
+			  {"content": "Done: /x.md holds the last write."}],
+			"general-purpose": [
+			  [{"tool_calls": [{"name": "write_file", "args": {"file_path": "/x.md", "content": "child's"}}]}, {"content": "Wrote /x.md."}],
+			  [{"tool_calls": [{"name": "write_file", "args": {"file_path": "/x.md", "content": ` + second + `}}]}, {"content": "Wrote /x.md too."}]]}}`
+		}
+		if got := kinds(doc(`"child's"`)); got["overwritten"] != 1 {
+			t.Errorf("main's write, then a child's: %d overwritten notes, want 1 (the second child wrote the same): %v", got["overwritten"], got)
+		}
+		if got := kinds(doc(`"another"`)); got["overwritten"] != 2 {
+			t.Errorf("main's write, then two children's, each different: %d overwritten notes, want 2: %v", got["overwritten"], got)
+		}
+	})
 	t.Run("words split CJK into pairs and keep file names", func(t *testing.T) {
 		got := view.Words("结论是 42。See /config/a.toml, OK?")
 		for _, w := range []string{"结论", "论是", "42", "config/a.toml", "config", "a.toml", "see", "ok"} {
