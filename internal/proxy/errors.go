@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 )
 
 // Error is an answer in OpenAI's error shape:
@@ -19,6 +20,9 @@ type Error struct {
 	Type    string // "" takes the status's (TypeFor)
 	Param   string // "" is null
 	Code    string // "" is null
+	// RetryAfter, in seconds, is sent as Retry-After when not 0: when a
+	// retry may succeed.
+	RetryAfter int
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -47,9 +51,24 @@ func (e *Error) Body() []byte {
 
 // Write sends the error.
 func (e *Error) Write(w http.ResponseWriter) {
+	setRetryAfter(w.Header(), e.RetryAfter)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(e.Body())
+}
+
+// retryHeader is the Retry-After of an error that has one, else nil.
+func retryHeader(seconds int) http.Header {
+	if seconds <= 0 {
+		return nil
+	}
+	return http.Header{"Retry-After": {strconv.Itoa(seconds)}}
+}
+
+func setRetryAfter(h http.Header, seconds int) {
+	for k, v := range retryHeader(seconds) {
+		h[k] = v
+	}
 }
 
 // TypeFor is the error type OpenAI gives a status.

@@ -49,11 +49,13 @@ type msgTurn struct {
 //	{"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: Field required"}}
 //
 // Anthropic's SDKs read the message from it and decide from the status
-// (and the type) whether to retry.
+// whether to retry (408, 409, 429 and 5xx are retried), after Retry-After.
 type AnthropicError struct {
 	Status  int
 	Type    string // "" takes the status's (anthropicType)
 	Message string
+	// RetryAfter, in seconds, is sent as Retry-After when not 0.
+	RetryAfter int
 }
 
 func (e *AnthropicError) Error() string { return e.Message }
@@ -70,6 +72,7 @@ func (e *AnthropicError) Body() []byte {
 
 // Write sends the error.
 func (e *AnthropicError) Write(w http.ResponseWriter) {
+	setRetryAfter(w.Header(), e.RetryAfter)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(e.Body())
@@ -111,7 +114,7 @@ func AnthropicErrorBody(status int, msg string) []byte {
 
 // asAnthropic is one of the endpoint's own errors in Anthropic's shape.
 func asAnthropic(e *Error) *AnthropicError {
-	return &AnthropicError{Status: e.Status, Message: e.Message}
+	return &AnthropicError{Status: e.Status, Message: e.Message, RetryAfter: e.RetryAfter}
 }
 
 func msgInvalid(format string, args ...any) *AnthropicError {

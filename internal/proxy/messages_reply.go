@@ -126,7 +126,7 @@ func (o *MessagesReply) Refuse(e *AnthropicError) {
 		o.errorEvent(e)
 		return
 	}
-	o.begin(e.Status, nil, "application/json")
+	o.begin(e.Status, retryHeader(e.RetryAfter), "application/json")
 	o.r.write(e.Body())
 }
 
@@ -143,6 +143,10 @@ func (o *MessagesReply) Abort(status int, why string) {
 // close records the end of a call the upstream left unrecorded.
 func (o *MessagesReply) close(ctx context.Context) {
 	if o.r.recorded {
+		return
+	}
+	if cutByStop(ctx, o.r) {
+		o.Refuse(asAnthropic(errClosing))
 		return
 	}
 	why := "the upstream gave no answer"

@@ -134,8 +134,15 @@ var errNoUpstream = &Error{Status: http.StatusServiceUnavailable, Code: "no_upst
 	Message: "This studio records model calls but has no upstream to send them to: start it with --upstream-url URL " +
 		"(an OpenAI-compatible server) or --upstream script:SCENARIO.json (docs/proxy.md)."}
 
-var errClosing = &Error{Status: http.StatusServiceUnavailable, Code: "closing",
+// errClosing answers a request the stopping studio takes no more, and one
+// in flight it cut before anything of the answer was sent: a 503 the
+// client retries.
+var errClosing = &Error{Status: http.StatusServiceUnavailable, Code: "closing", RetryAfter: closingRetry,
 	Message: "The studio is stopping: send the request again to the next one."}
+
+// closingRetry is the Retry-After of errClosing, in seconds: time for a
+// studio to start again in the stopped one's place.
+const closingRetry = 5
 
 // ServeChat is POST /v1/chat/completions. The body is expected to be
 // limited by the caller (a MaxBytesReader): past it, 413.

@@ -190,7 +190,7 @@ func (r *Reply) Refuse(e *Error) {
 		r.write(append(append([]byte("data: "), e.Body()...), '\n', '\n'))
 		return
 	}
-	r.begin(e.Status, nil, "application/json")
+	r.begin(e.Status, retryHeader(e.RetryAfter), "application/json")
 	r.write(e.Body())
 }
 
@@ -254,6 +254,10 @@ func (r *Reply) close(ctx context.Context) {
 	if r.recorded {
 		return
 	}
+	if cutByStop(ctx, r) {
+		r.Refuse(errClosing)
+		return
+	}
 	why := "the upstream gave no answer"
 	if cause := context.Cause(ctx); cause != nil {
 		why = causeText(cause)
@@ -263,6 +267,19 @@ func (r *Reply) close(ctx context.Context) {
 		return
 	}
 	r.Abort(http.StatusBadGateway, why)
+}
+
+// cutByStop says whether the studio's stop cut the call before its answer
+// was whole; the call is then recorded as failed, "the studio stopped",
+// and its caller answers errClosing in its provider's shape — a 503 the
+// client retries, or an error event ending a stream under way — rather
+// than leave the client an empty 200 or a stream that ends without a word.
+func cutByStop(ctx context.Context, r *Reply) bool {
+	if r.recorded || !errors.Is(context.Cause(ctx), errStopped) {
+		return false
+	}
+	r.fail(errStopped.Error())
+	return true
 }
 
 func causeText(err error) string {

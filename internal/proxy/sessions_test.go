@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -398,4 +399,73 @@ func TestScriptStreamsAndRefuses(t *testing.T) {
 		t.Errorf("%d %s", status, body)
 	}
 	_ = got
+}
+
+// arriving is a scripted upstream that says when a call has reached it.
+type arriving struct {
+	*proxy.ScriptUpstream
+	arrived chan struct{} // buffered, sent to without blocking
+}
+
+func (u *arriving) Chat(ctx context.Context, x *proxy.Exchange, out *proxy.Reply) {
+	select {
+	case u.arrived <- struct{}{}:
+	default:
+	}
+	u.ScriptUpstream.Chat(ctx, x, out)
+}
+
+// A call the studio's stop cuts before its answer has begun is answered
+// 503, code closing, with Retry-After — an error the client retries, not an
+// empty 200 — and recorded as failed, "the studio stopped"; a request that
+// comes after is refused the same way. (cmd/studio's
+// TestSIGTERMAnswersCallsInFlight does it through SIGTERM, both routes.)
+func TestStopAnswersTheCallInFlight(t *testing.T) {
+	path := t.TempDir() + "/slow.json"
+	doc := `{"name": "slow", "prompt": "go", "script": {"main": [{"content": "late", "delay_ms": 600000}]}}`
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up := &arriving{ScriptUpstream: scriptUpstream(t, path), arrived: make(chan struct{}, 1)}
+	h := newHarness(t, up, options{})
+	send := func() (*http.Response, []byte) {
+		resp, err := http.Post(h.srv.URL+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model": "m", "messages": [{"role": "user", "content": "go"}]}`))
+		if err != nil {
+			t.Error(err)
+			return nil, nil
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp, []byte(b.String())
+	}
+	type answer struct {
+		resp *http.Response
+		body []byte
+	}
+	got := make(chan answer, 1)
+	go func() { resp, body := send(); got <- answer{resp, body} }()
+	<-up.arrived
+	h.p.Close()
+	first := <-got
+	second, body := send()
+	for i, a := range []answer{first, {second, body}} {
+		if a.resp == nil {
+			continue
+		}
+		var e struct{ Error struct{ Type, Code string } }
+		if a.resp.StatusCode != http.StatusServiceUnavailable || a.resp.Header.Get("Retry-After") != "5" ||
+			json.Unmarshal(a.body, &e) != nil || e.Error.Code != "closing" || e.Error.Type != "server_error" {
+			t.Errorf("request %d: %s, Retry-After %q, %s: want 503, Retry-After 5, code closing", i+1, a.resp.Status, a.resp.Header.Get("Retry-After"), a.body)
+		}
+	}
+	ss := h.store.all()
+	if len(ss) != 1 {
+		t.Fatalf("%d sessions", len(ss))
+	}
+	tr := ss[0].trace(t)
+	if tr.Session.Status != delegation.StatusInterrupted || len(tr.ModelCalls) != 1 || tr.ModelCalls[0].Error != "the studio stopped" {
+		t.Errorf("session %s, calls %+v: want interrupted, its one call failed as the studio stopped", tr.Session.Status, tr.ModelCalls)
+	}
 }
