@@ -83,8 +83,8 @@ bench:
 ## on one studio (SQLite), then on two sharing a PostgreSQL database, sessions
 ## and viewers spread over both
 load: postgres
-	STUDIO_LOAD_SESSIONS=50 STUDIO_LOAD_VIEWERS=200 STUDIO_LOAD_SECONDS=60 $(GO) test -run '^TestLoad$$' -count=1 -v -timeout 10m ./internal/server/
-	STUDIO_LOAD_SESSIONS=50 STUDIO_LOAD_VIEWERS=200 STUDIO_LOAD_SECONDS=60 ./scripts/with-postgres.sh $(GO) test -run '^TestLoadReplicas$$' -count=1 -v -timeout 10m ./internal/server/
+	STUDIO_LOAD_SESSIONS=50 STUDIO_LOAD_VIEWERS=200 STUDIO_LOAD_AGENTS=50 STUDIO_LOAD_EXPORTERS=20 STUDIO_LOAD_SECONDS=60 $(GO) test -run '^TestLoad$$' -count=1 -v -timeout 10m ./internal/server/
+	STUDIO_LOAD_SESSIONS=50 STUDIO_LOAD_VIEWERS=200 STUDIO_LOAD_AGENTS=50 STUDIO_LOAD_EXPORTERS=20 STUDIO_LOAD_SECONDS=60 ./scripts/with-postgres.sh $(GO) test -run '^TestLoadReplicas$$' -count=1 -v -timeout 10m ./internal/server/
 
 ## fuzz: run each fuzz target for a while (FUZZTIME, default 60000 inputs each)
 FUZZTIME ?= 60000x

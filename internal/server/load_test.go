@@ -17,6 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/delegationstudio/studio/internal/db/pgtest"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/retryafter"
 )
@@ -30,19 +31,43 @@ func envInt(name string, def int) int {
 
 // TestLoad runs sessions with delays concurrently, watched by websocket
 // viewers that join at random moments, on loopback, bounded in count and
-// time. Every viewer must get every event of its session exactly once, in
-// order. make test runs it small; make load runs it at 50 sessions, 200
-// viewers, 60 s (STUDIO_LOAD_SESSIONS, STUDIO_LOAD_VIEWERS, STUDIO_LOAD_SECONDS).
+// time, beside other people's agents: programs calling their model through
+// the recording endpoint, streaming, and OpenTelemetry exporters sending
+// their traces. Every viewer must get every event of its session exactly
+// once, in order; every agent's every answer whole, and each recorded in
+// its session; every trace's every model call stored. make test runs it
+// small; make load runs it at 50 sessions, 200 viewers, 50 agents, 20
+// exporters, 60 s (STUDIO_LOAD_SESSIONS, STUDIO_LOAD_VIEWERS,
+// STUDIO_LOAD_AGENTS, STUDIO_LOAD_EXPORTERS, STUDIO_LOAD_SECONDS).
 func TestLoad(t *testing.T) {
-	load(t, []*studio{newStudio(t, "")})
+	cfg := Config{Upstream: loadUpstream(t)}
+	s := startStudioWith(t, cfg)
+	s.t = t
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); loadAgents(t, []*studio{s}) }()
+	go func() { defer wg.Done(); loadExporters(t, []*studio{s}) }()
+	load(t, []*studio{s})
+	wg.Wait()
 }
 
 // TestLoadReplicas is TestLoad on two studios sharing one PostgreSQL
-// database: sessions spread over both, and so are their viewers, each of
-// which watches its session on either replica (make load runs it at the
-// same size as TestLoad).
+// database: sessions spread over both, and so do their viewers, each of
+// which watches its session on either replica, and the agents and
+// exporters, each on one (make load runs it at the same size as TestLoad).
 func TestLoadReplicas(t *testing.T) {
-	load(t, startReplicas(t, 2))
+	dsn := pgtest.DSN(t)
+	cfg := Config{Upstream: loadUpstream(t)}
+	studios := []*studio{startStudioOn(t, dsn, cfg), startStudioOn(t, dsn, cfg)}
+	for _, s := range studios {
+		s.t = t
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); loadAgents(t, studios) }()
+	go func() { defer wg.Done(); loadExporters(t, studios) }()
+	load(t, studios)
+	wg.Wait()
 }
 
 // load runs TestLoad's sessions on the studios given, the i-th session on
