@@ -122,6 +122,12 @@ func TestFlagsOverAScriptlessFile(t *testing.T) {
 			t.Fatalf("exit %d:\n%s", code, errOut)
 		}
 	})
+	t.Run("a key variable not named like a key is refused, as in the file", func(t *testing.T) {
+		code, _, errOut := runBinary(t, nil, "run", bare, "--model-url", url, "--model", "m", "--api-key-env", "HOME")
+		if code != exitUsage || !strings.Contains(errOut, `studio run: --api-key-env: the key variable "HOME" must be named like OPENAI_API_KEY (ending in _API_KEY)`) {
+			t.Fatalf("exit %d:\n%s", code, errOut)
+		}
+	})
 	t.Run("what no flag sets still fails as the file's", func(t *testing.T) {
 		file := writeFile(t, `{"name": "odd", "prompt": "Say hi.", "model": {"provider": "bedrock"}}`)
 		code, _, errOut := runBinary(t, nil, "run", file, "--model-url", url, "--model", "m")

@@ -62,6 +62,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := checkEndpoints(endpoints); err != nil {
 		return c.fail("%v", err)
 	}
+	if err := session.CheckKeyEnv(*mf.keyEnv); err != nil {
+		return c.fail("--api-key-env: %v", err)
+	}
 	sc, code := loadScenario(pos[0], mf.flags(), mf.flagFor, stderr)
 	if sc == nil {
 		return code
