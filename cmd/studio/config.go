@@ -11,6 +11,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/model/openai"
 	"github.com/delegationstudio/studio/internal/proxy"
+	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
 )
 
@@ -145,7 +146,7 @@ func upstreamFrom(c *command, spec, rawURL, provider, keyEnv string, list []sess
 		if file == "" {
 			return chosenUpstream{}, c.fail("--upstream script: give the scenario, e.g. script:examples/order-number.json or script:lesson:order-number")
 		}
-		sc, code := loadScenario(file, stderr)
+		sc, code := loadScenario(file, scenario.Flags{}, nil, stderr)
 		if sc == nil {
 			return chosenUpstream{}, code
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/lessons"
-	"github.com/delegationstudio/studio/internal/model/openai"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
@@ -20,7 +19,10 @@ import (
 
 const runAbout = `Runs a scenario file, or a built-in lesson (see 'studio lessons'), headless, and
 prints its delegation tree, or its trace with --json. The scripted model plays the
-scenario's script unless --model points it at an OpenAI-compatible endpoint.
+scenario's script unless --model-url, --model or --api-key-env is given: then the
+script is set aside and the scenario runs against a model, OpenAI-compatible
+unless the file says "provider": "anthropic". Those flags and --no-stream win
+over the fields of the file each names below; the file is checked after them.
 
 While it runs, progress goes to stderr when stderr is a terminal: agents starting
 and finishing, model calls, retries; --verbose adds the text the model streams and
@@ -42,13 +44,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// formats.md §4: run keeps nothing unless --db is given, so no
 	// variable turns storing on behind a script's back.
 	dbPath := c.String("db", "", "", "store the session in this database: a SQLite `file` or a postgres:// URL; its id is the trace's session.id (without it nothing is kept)", []string{})
-	modelURL := c.String("model-url", "", "", "run against this OpenAI-compatible endpoint (`URL`, e.g. http://127.0.0.1:8080/v1) instead of the script; empty: $OPENAI_BASE_URL, then OpenAI's", nil)
-	modelName := c.String("model", "", "", "the `name` of the model to call; the key comes from the scenario's model.api_key_env, or $OPENAI_API_KEY at OpenAI (or $OPENAI_BASE_URL)", nil)
-	keyEnv := c.String("api-key-env", "", "", "read --model-url's key from this `variable` (a *_API_KEY one)", nil)
+	mf := defineModelFlags(c)
 	var endpoints endpointFlags
 	c.fs.Var(&endpoints, "endpoint", "an endpoint the scenario may name (\"endpoint\": NAME): `NAME=URL[,KEY_ENV[,MODEL]]`; repeatable")
 	c.add("endpoint", "", []string{})
-	noStream := c.Bool("no-stream", "wait for each whole answer instead of streaming it (for servers that cannot stream tool calls)", nil)
+	mf.noStream = c.Bool("no-stream", "wait for each whole answer instead of streaming it, over every agent's stream in the file (for servers that cannot stream tool calls)", nil)
 	verbose := c.Bool("verbose", "show progress on any stderr, with the text models stream as it arrives", nil)
 	quiet := c.Bool("quiet", "show no progress, even on a terminal", nil)
 	// --lease is left out of the help, for the tests: how long this
@@ -62,33 +62,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := checkEndpoints(endpoints); err != nil {
 		return c.fail("%v", err)
 	}
-	sc, code := loadScenario(pos[0], stderr)
+	if err := session.CheckKeyEnv(*mf.keyEnv); err != nil {
+		return c.fail("--api-key-env: %v", err)
+	}
+	sc, code := loadScenario(pos[0], mf.flags(), mf.flagFor, stderr)
 	if sc == nil {
 		return code
-	}
-	// An endpoint is asked for with a model name; a URL alone is a
-	// mistake on the command line, and a default in the environment.
-	if *modelName != "" || c.given("model-url") == "flag" || c.given("api-key-env") == "flag" {
-		if *modelName == "" {
-			return c.fail("--model-url needs --model NAME too (or $STUDIO_MODEL)")
-		}
-		if *modelURL == "" {
-			// As run, in the trace: the endpoint the SDKs' variable named.
-			*modelURL = openai.BaseURLFromEnv()
-		}
-		out, err := scenario.WithEndpoint(sc, scenario.Model{BaseURL: *modelURL, APIKeyEnv: *keyEnv, Model: *modelName})
-		if err != nil {
-			printErrors(stderr, "studio run", err)
-			return exitUsage
-		}
-		sc = out
-	}
-	if *noStream {
-		out, err := scenario.WithoutStreaming(sc)
-		if err != nil {
-			return c.fail("%v", err)
-		}
-		sc = out
 	}
 	printWarnings(stderr, sc.Warnings)
 	// The model is made before anything runs or is stored, so a missing
@@ -97,7 +76,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	model, err := session.ModelWith(sc, session.Endpoints{List: endpoints}, log)
 	if err != nil {
-		printErrors(stderr, pos[0], err)
+		printErrors(stderr, pos[0], err, mf.flagFor)
 		return exitUsage
 	}
 
@@ -155,6 +134,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		printTree(stdout, t)
 	}
+	return runExit(res, leaseLost, stderr)
+}
+
+// runExit is the exit code of a run that ended as res, saying why when it
+// is not done; leaseLost: another process ended the session.
+func runExit(res *delegation.Result, leaseLost bool, stderr io.Writer) int {
 	switch {
 	case leaseLost || errors.Is(res.Err, session.ErrLeaseLost):
 		fmt.Fprintln(stderr, "studio run: the lease on the session lapsed: this process was suspended or starved so long that "+
@@ -178,7 +163,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	sc, code := loadScenario(pos[0], stderr)
+	sc, code := loadScenario(pos[0], scenario.Flags{}, nil, stderr)
 	if sc == nil {
 		return code
 	}
@@ -188,10 +173,12 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// loadScenario reads and checks a scenario: a file, or lesson:NAME (its
-// first variant) or lesson:NAME--VARIANT. On a problem it prints every
-// error, one per line, and returns the exit code.
-func loadScenario(path string, stderr io.Writer) (*scenario.Scenario, int) {
+// loadScenario reads a scenario, a file, or lesson:NAME (its first variant)
+// or lesson:NAME--VARIANT, sets the command line's flags over it and checks
+// the result. On a problem it prints every error, one per line, each with
+// the flag that sets its field (flagFor, nil for none), and returns the
+// exit code.
+func loadScenario(path string, fl scenario.Flags, flagFor flagFunc, stderr io.Writer) (*scenario.Scenario, int) {
 	var doc []byte
 	var err error
 	if name, ok := strings.CutPrefix(path, "lesson:"); ok {
@@ -203,25 +190,37 @@ func loadScenario(path string, stderr io.Writer) (*scenario.Scenario, int) {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return nil, exitUsage
 	}
-	sc, err := scenario.Parse(doc)
+	sc, err := scenario.ParseWith(context.Background(), doc, fl)
 	if err != nil {
-		printErrors(stderr, path, err)
+		printErrors(stderr, path, err, flagFor)
 		return nil, exitUsage
 	}
 	return sc, exitOK
 }
 
 // printErrors prints a scenario's problems, one per line, each naming its
-// field.
-func printErrors(stderr io.Writer, path string, err error) {
+// field and, through flagFor (nil for none), the flag that set that field
+// or the one that could.
+func printErrors(stderr io.Writer, path string, err error, flagFor flagFunc) {
 	var fe delegation.FieldErrors
-	if errors.As(err, &fe) {
-		for _, e := range fe {
-			fmt.Fprintf(stderr, "%s: %s\n", path, e.Error())
-		}
+	if !errors.As(err, &fe) {
+		fmt.Fprintf(stderr, "%s: %v\n", path, err)
 		return
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", path, err)
+	for _, e := range fe {
+		usage, from := "", ""
+		if flagFor != nil && e.Field != "" {
+			usage, from = flagFor(e.Field)
+		}
+		switch {
+		case from != "":
+			fmt.Fprintf(stderr, "%s: %s (from %s): %s\n", path, e.Field, from, e.Message)
+		case usage != "":
+			fmt.Fprintf(stderr, "%s: %s; or give %s\n", path, e.Error(), usage)
+		default:
+			fmt.Fprintf(stderr, "%s: %s\n", path, e.Error())
+		}
+	}
 }
 
 // lessonScenario is the scenario of NAME (its first variant) or of

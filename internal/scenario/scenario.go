@@ -266,6 +266,14 @@ func Parse(doc []byte) (*Scenario, error) {
 // ParseContext is Parse that gives up, with ctx's error, when ctx ends: the
 // client that sent the document went away.
 func ParseContext(ctx context.Context, doc []byte) (*Scenario, error) {
+	return ParseWith(ctx, doc, Flags{})
+}
+
+// ParseWith is ParseContext with the command line's flags set over the
+// document: it is checked against the schema as written, the flags given
+// then win over its fields, and the rules are checked once, on the result,
+// which is the scenario as run. The errors name the file's fields.
+func ParseWith(ctx context.Context, doc []byte, fl Flags) (*Scenario, error) {
 	errs, err := schema.ValidateScenarioContext(ctx, doc)
 	if err != nil {
 		return nil, err
@@ -297,11 +305,68 @@ func ParseContext(ctx context.Context, doc []byte) (*Scenario, error) {
 		// and File: a bug, reported plainly.
 		return nil, delegation.FieldErrors{{Message: fmt.Sprintf("cannot read the scenario: %v", err)}}
 	}
+	if !fl.zero() {
+		return Build(fl.over(f), nil)
+	}
 	var raw bytes.Buffer
 	if err := json.Compact(&raw, doc); err != nil {
 		return nil, delegation.FieldErrors{{Message: fmt.Sprintf("cannot read the scenario: %v", err)}}
 	}
 	return Build(f, raw.Bytes())
+}
+
+// Flags are what studio run's command line sets over a scenario file
+// (--model-url, --model, --api-key-env, --no-stream). Each one given wins
+// over the fields it names; the file's other fields stay. Any of the first
+// three runs the scenario against a model: a provider the file leaves
+// unset, or scripted, becomes openai (OpenAI-compatible) and the script is
+// set aside; openai and anthropic stay.
+type Flags struct {
+	BaseURL   string // the main agent's endpoint, over model.base_url, model.endpoint and agent.base_url
+	Model     string // over model.model
+	APIKeyEnv string // over model.api_key_env
+	// FallbackURL is the URL of an openai provider that neither the flags
+	// nor the file give one ($OPENAI_BASE_URL, then OpenAI's), for the
+	// scenario as run to say where its calls went.
+	FallbackURL string
+	NoStream    bool // every agent's stream, off
+}
+
+func (fl Flags) zero() bool { return fl == Flags{} }
+
+// over returns f with the flags set over it.
+func (fl Flags) over(f File) File {
+	if fl.BaseURL != "" || fl.Model != "" || fl.APIKeyEnv != "" {
+		m := Model{}
+		if f.Model != nil {
+			m = *f.Model
+		}
+		if m.Provider == "" || m.Provider == ProviderScripted {
+			m.Provider = ProviderOpenAI
+		}
+		f.Script = nil
+		if fl.BaseURL != "" {
+			m.BaseURL, m.Endpoint = fl.BaseURL, ""
+			if f.Agent != nil && f.Agent.BaseURL != "" {
+				a := *f.Agent
+				a.BaseURL, f.Agent = "", &a
+			}
+		}
+		if fl.Model != "" {
+			m.Model = fl.Model
+		}
+		if fl.APIKeyEnv != "" {
+			m.APIKeyEnv = fl.APIKeyEnv
+		}
+		if m.Provider == ProviderOpenAI && m.BaseURL == "" && m.Endpoint == "" && (f.Agent == nil || f.Agent.BaseURL == "") {
+			m.BaseURL = fl.FallbackURL
+		}
+		f.Model = &m
+	}
+	if fl.NoStream {
+		f = f.withoutStreaming()
+	}
+	return f
 }
 
 // Build checks a decoded scenario; raw is its document, kept for the trace
@@ -541,7 +606,11 @@ func WithEndpoint(sc *Scenario, m Model) (*Scenario, error) {
 // says (--no-stream): for a server that cannot stream, or cannot stream
 // tool calls. The scenario as run, in the trace, says so.
 func WithoutStreaming(sc *Scenario) (*Scenario, error) {
-	f := sc.File
+	return rebuild(sc.File.withoutStreaming())
+}
+
+// withoutStreaming is f with every agent's streaming off.
+func (f File) withoutStreaming() File {
 	off := false
 	if f.Model == nil {
 		f.Model = &Model{}
@@ -562,7 +631,7 @@ func WithoutStreaming(sc *Scenario) (*Scenario, error) {
 	if f.Subagents != nil {
 		f.Subagents = subs
 	}
-	return rebuild(f)
+	return f
 }
 
 func rebuild(f File) (*Scenario, error) {

@@ -1,9 +1,13 @@
 package scenario
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/delegationstudio/studio/internal/delegation"
 )
 
 const settingsDoc = `{"name": "s", "prompt": "p",
@@ -82,6 +86,56 @@ func TestSettings(t *testing.T) {
 		errs = parseErrors(t, doc)
 		if len(errs) != 1 || errs[0].Field != "subagents[0].tool_choice" || !strings.Contains(errs[0].Message, `"launch" is neither auto, none nor required, nor one of this agent's tools (ls, read_file`) {
 			t.Errorf("errors %v", errs)
+		}
+	})
+}
+
+// TestParseWithFlags: the command line's flags win over the fields they
+// name, before the rules are checked, and the scenario as run says so.
+func TestParseWithFlags(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a file with no script runs against the flags' endpoint, as openai", func(t *testing.T) {
+		sc, err := ParseWith(ctx, []byte(`{"name": "bare", "prompt": "hi", "agent": {"base_url": "http://file/v1"}}`),
+			Flags{BaseURL: "http://flag/v1", Model: "m", NoStream: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := sc.File.Model
+		if sc.Provider != ProviderOpenAI || m.BaseURL != "http://flag/v1" || m.Model != "m" || sc.File.Agent.BaseURL != "" || sc.Script != nil {
+			t.Fatalf("provider %s, model %+v, agent %+v", sc.Provider, m, sc.File.Agent)
+		}
+		if s := sc.File.AgentSettings("main"); s.Stream == nil || *s.Stream {
+			t.Error("--no-stream left streaming on")
+		}
+		if !strings.Contains(string(sc.Raw), `"base_url":"http://flag/v1"`) {
+			t.Errorf("raw %s", sc.Raw)
+		}
+	})
+	t.Run("the file's provider and the fields no flag gives stay", func(t *testing.T) {
+		sc, err := ParseWith(ctx, []byte(`{"name": "a", "prompt": "hi", "model": {"provider": "anthropic", "base_url": "http://file", "api_key_env": "MY_API_KEY"}}`),
+			Flags{Model: "claude-x", FallbackURL: "http://fallback/v1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := sc.File.Model; sc.Provider != ProviderAnthropic || m.BaseURL != "http://file" || m.APIKeyEnv != "MY_API_KEY" || m.Model != "claude-x" {
+			t.Fatalf("provider %s, model %+v", sc.Provider, m)
+		}
+	})
+	t.Run("an openai provider with no URL anywhere gets the fallback", func(t *testing.T) {
+		sc, err := ParseWith(ctx, []byte(`{"name": "a", "prompt": "hi", "model": {"provider": "scripted"}, "script": {"main": [{"content": "x"}]}}`),
+			Flags{Model: "m", FallbackURL: "http://fallback/v1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.Provider != ProviderOpenAI || sc.File.Model.BaseURL != "http://fallback/v1" || sc.File.Script != nil {
+			t.Fatalf("provider %s, model %+v", sc.Provider, sc.File.Model)
+		}
+	})
+	t.Run("what the flags leave wrong is reported at the file's field", func(t *testing.T) {
+		_, err := ParseWith(ctx, []byte(`{"name": "a", "prompt": "hi"}`), Flags{BaseURL: "http://flag/v1"})
+		var fe delegation.FieldErrors
+		if !errors.As(err, &fe) || len(fe) != 1 || fe[0].Field != "model.model" {
+			t.Fatalf("%v", err)
 		}
 	})
 }

@@ -68,8 +68,17 @@ func (e Endpoint) Check() error {
 			return fmt.Errorf("endpoint %s: %q is not an absolute http(s) URL without a query, such as http://127.0.0.1:8080/v1", e.Name, e.BaseURL)
 		}
 	}
-	if e.KeyEnv != "" && !keyEnvRE.MatchString(e.KeyEnv) {
-		return fmt.Errorf("endpoint %s: the key variable %q must be named like OPENAI_API_KEY (ending in _API_KEY)", e.Name, e.KeyEnv)
+	if err := CheckKeyEnv(e.KeyEnv); err != nil {
+		return fmt.Errorf("endpoint %s: %w", e.Name, err)
+	}
+	return nil
+}
+
+// CheckKeyEnv reports whether a key may be read from the variable name
+// ("" for none), by keyEnvRE's rule.
+func CheckKeyEnv(name string) error {
+	if name != "" && !keyEnvRE.MatchString(name) {
+		return fmt.Errorf("the key variable %q must be named like OPENAI_API_KEY (ending in _API_KEY)", name)
 	}
 	return nil
 }
