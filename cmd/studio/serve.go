@@ -31,12 +31,13 @@ Model calls go only to the endpoints given here (--endpoint, --model-url with
 and can give no URL or key variable of its own. Keys come from *_API_KEY
 variables; OPENAI_API_KEY goes to OpenAI (or $OPENAI_BASE_URL) only.
 
-GET /healthz says whether the database is reachable; GET /metrics gives the
-studio's figures in the Prometheus text format. It receives OpenTelemetry
-traces (OTLP/HTTP, protobuf or JSON) at POST /v1/traces: each trace becomes a
-session as its spans arrive (docs/ingest.md). With an OTLP endpoint to push to
-(--otlp-endpoint, or the OTEL_EXPORTER_OTLP_* variables) it sends each
-session's spans there as the session ends (docs/otlp.md).
+GET /healthz says whether the database is reachable and its disk has room;
+GET /metrics gives the studio's figures in the Prometheus text format. It
+receives OpenTelemetry traces (OTLP/HTTP, protobuf or JSON) at POST
+/v1/traces: each trace becomes a session as its spans arrive (docs/ingest.md).
+With an OTLP endpoint to push to (--otlp-endpoint, or the
+OTEL_EXPORTER_OTLP_* variables) it sends each session's spans there as the
+session ends (docs/otlp.md).
 
 It is also an OpenAI-compatible endpoint that records what every agent sent:
 point a program's base URL at http://HOST:PORT/v1 and each call to

@@ -44,6 +44,9 @@ type DB struct {
 	stmts *sharedStmts
 	// Clock is the store's clock; tests replace it.
 	Clock func() time.Time
+	// reserve is the space kept beside a SQLite file for ending sessions
+	// when its disk fills (reserve.go); nil for PostgreSQL.
+	reserve *reserve
 }
 
 // Now is the time by the store's clock: of leases, and of what the runner
@@ -106,11 +109,12 @@ func OpenWith(ctx context.Context, path string, opt Options) (*DB, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
-	db := &DB{path: path, w: w, r: r, stmts: newSharedStmts(w), Clock: time.Now}
+	db := &DB{path: path, w: w, r: r, stmts: newSharedStmts(w), Clock: time.Now, reserve: newReserve(path)}
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
+	db.reserve.hold() // a disk already full holds none: Ping says so
 	return db, nil
 }
 
@@ -274,7 +278,7 @@ func (db *DB) unavailable(err error) error {
 		return &delegation.Error{Code: delegation.EUNAVAILABLE, Message: fmt.Sprintf(
 			"the database %s is locked by another process: stop the other studio (or sqlite3 shell) using it, then try again", db.path)}
 	case sqliteFull:
-		return &delegation.Error{Code: delegation.EUNAVAILABLE, Message: fmt.Sprintf(
+		return &delegation.Error{Code: delegation.EFULL, Message: fmt.Sprintf(
 			"the database %s is full (no space left on its disk): free some space, then try again; nothing of the failed write was kept", db.path)}
 	}
 	return err

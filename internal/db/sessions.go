@@ -232,7 +232,7 @@ func (db *DB) Recover(ctx context.Context) ([]string, error) {
 	}
 	var ended []string
 	for _, id := range ids {
-		ok, err := db.finish(ctx, id, delegation.StatusInterrupted, ReasonLapsed, true)
+		ok, err := db.finish(ctx, id, delegation.StatusInterrupted, "", ReasonLapsed, true)
 		if err != nil {
 			return ended, fmt.Errorf("recover session %s: %w", id, err)
 		}
@@ -245,12 +245,13 @@ func (db *DB) Recover(ctx context.Context) ([]string, error) {
 
 // FinishOpen ends a session that is still marked running, as a live one
 // ends: agent.finished (failed, with the reason) for each agent still
-// running, children first, then session.finished with status and reason,
-// appended to its log after its last stored event. It reports whether the
-// session was still running. The runner calls it when the store failed
-// under a session, once the store takes writes again.
-func (db *DB) FinishOpen(ctx context.Context, id, status, reason string) (bool, error) {
-	ok, err := db.finish(ctx, id, status, reason, false)
+// running, children first, then session.finished with status, code (why,
+// as a delegation error code; may be empty) and reason, appended to its
+// log after its last stored event. It reports whether the session was
+// still running. The runner calls it when the store failed under a
+// session; a full disk does not stop it (see reserve).
+func (db *DB) FinishOpen(ctx context.Context, id, status, code, reason string) (bool, error) {
+	ok, err := db.finish(ctx, id, status, code, reason, false)
 	if err != nil {
 		return false, fmt.Errorf("finish session %s: %w", id, err)
 	}
@@ -258,8 +259,18 @@ func (db *DB) FinishOpen(ctx context.Context, id, status, reason string) (bool, 
 }
 
 // finish is FinishOpen; onlyExpired makes it leave a session whose lease
-// was renewed since it was found.
-func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired bool) (bool, error) {
+// was renewed since it was found. When the disk is full it gives the
+// store's reserve back to the disk and tries once more: what ends a
+// session is the write the reserve is kept for.
+func (db *DB) finish(ctx context.Context, id, status, code, reason string, onlyExpired bool) (bool, error) {
+	ended, err := db.tryFinish(ctx, id, status, code, reason, onlyExpired)
+	if isFull(err) && db.reserve.release() {
+		ended, err = db.tryFinish(ctx, id, status, code, reason, onlyExpired)
+	}
+	return ended, err
+}
+
+func (db *DB) tryFinish(ctx context.Context, id, status, code, reason string, onlyExpired bool) (bool, error) {
 	ended := false
 	err := db.tx(ctx, func(tx *sql.Tx) error {
 		now := db.Now()
@@ -300,7 +311,7 @@ func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired
 		}
 		last++
 		events = append(events, delegation.Event{Seq: last, Type: delegation.EventSessionFinished, At: now,
-			Payload: delegation.SessionFinished{Status: status, Error: reason}})
+			Payload: delegation.SessionFinished{Status: status, Error: reason, Code: code}})
 		ended = true
 		h, err := db.readHead(ctx, tx, id)
 		if err != nil {

@@ -25,11 +25,12 @@ func (db *DB) SessionCounts(ctx context.Context) (map[string]int, error) {
 	return out, rows.Err()
 }
 
-// Ping checks that the database answers a query, for /healthz.
+// Ping checks that the database answers a query and that its disk has room
+// to write (an EFULL error when it has none), for /healthz.
 func (db *DB) Ping(ctx context.Context) error {
 	var n int
 	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM sessions LIMIT 1) AS one`).Scan(&n); err != nil {
 		return fmt.Errorf("the database %s does not answer: %w", db.path, err)
 	}
-	return nil
+	return db.checkSpace()
 }

@@ -53,9 +53,12 @@ const (
 	ECONFLICT = "conflict"
 	ETOOLARGE = "too_large"
 	// EUNAVAILABLE is a resource we depend on failing for now: the database
-	// locked by another process, or the disk full.
+	// locked by another process, damaged or read-only.
 	EUNAVAILABLE = "unavailable"
-	EINTERNAL    = "internal"
+	// EFULL is the disk that holds the store being full: nothing more can be
+	// written until some space is freed.
+	EFULL     = "full"
+	EINTERNAL = "internal"
 )
 
 // Error is a failure with a code and a message written for a person. Any

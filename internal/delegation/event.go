@@ -184,8 +184,12 @@ func (o *Origin) OriginKind() string {
 
 // SessionFinished is the data of session.finished.
 type SessionFinished struct {
-	Status string            `json:"status"`
-	Error  string            `json:"error,omitempty"`
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	// Code is why it failed, as an error code (EFULL: the store's disk
+	// filled), when the studio rather than the run ended it; pages say it
+	// in their language.
+	Code   string            `json:"code,omitempty"`
 	Answer string            `json:"answer"`
 	Files  map[string]string `json:"files,omitempty"`
 }

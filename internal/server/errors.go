@@ -47,6 +47,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 	case errors.As(err, &de):
 		status, msg = codeStatus(de.Code), de.Message
+		if de.Code == delegation.EFULL {
+			msg = tr(c).T("error.disk_full")
+		}
 		fields = append(fields, de.Fields...)
 	case errors.As(err, &fe):
 		status, msg = http.StatusBadRequest, fe[0].Error()
@@ -88,7 +91,7 @@ func codeStatus(code string) int {
 		return http.StatusConflict
 	case delegation.ETOOLARGE:
 		return http.StatusRequestEntityTooLarge
-	case delegation.EUNAVAILABLE:
+	case delegation.EUNAVAILABLE, delegation.EFULL:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -181,13 +181,19 @@ func (s *Server) opsRoutes(e *echo.Echo) {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 }
 
-// healthz answers 200 when the database answers, else 503 saying why.
+// healthz answers 200 when the database answers and its disk has room,
+// else 503 saying why; a full disk has its code as "reason" and its words
+// in the request's language.
 func (s *Server) healthz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 	defer cancel()
 	c.Response().Header().Set("Cache-Control", "no-store")
 	if err := s.cfg.DB.Ping(ctx); err != nil {
 		s.log.Error("health check", "err", err)
+		if delegation.ErrorCode(err) == delegation.EFULL {
+			return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": delegation.EFULL,
+				"database": tr(c).T("error.disk_full")})
+		}
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": err.Error()})
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "database": "ok"})

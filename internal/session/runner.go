@@ -224,20 +224,25 @@ func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, fu
 	return id, run, nil
 }
 
-// recordFailure ends, as failed, a session whose store failed under it:
-// its end could not be recorded then, so it is tried again, with growing
-// pauses, until the store takes it (the lock was released, space was freed)
-// or StoreRetry has passed; then recovery ends it once its lease runs out.
+// recordFailure ends, as failed, a session whose store failed under it. A
+// full disk takes it at once (the store keeps room for it); when the end
+// cannot be recorded (the lock is held) it is tried again, with growing
+// pauses, until the store takes it or StoreRetry has passed; then recovery
+// ends it once its lease runs out.
 func (r *Runner) recordFailure(id string, cause error, log *slog.Logger) {
 	limit := r.StoreRetry
 	if limit <= 0 {
 		limit = time.Minute
 	}
 	reason := "the store failed, so the session could not go on: " + cause.Error()
+	code := delegation.ErrorCode(cause)
+	if code != delegation.EFULL {
+		code = "" // only a full disk has words of its own on the pages
+	}
 	deadline := time.Now().Add(limit)
 	pause := 50 * time.Millisecond
 	for {
-		_, err := r.DB.FinishOpen(context.Background(), id, delegation.StatusFailed, reason)
+		_, err := r.DB.FinishOpen(context.Background(), id, delegation.StatusFailed, code, reason)
 		if err == nil {
 			return
 		}

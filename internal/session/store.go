@@ -23,8 +23,9 @@ type Store interface {
 	// log's last without a gap, and only a running session's log grows.
 	AppendEvents(ctx context.Context, sessionID string, events []delegation.Event) error
 	// FinishOpen ends a session still marked running, as a live one ends,
-	// by appending its closing events; it reports whether it was running.
-	FinishOpen(ctx context.Context, id, status, reason string) (bool, error)
+	// by appending its closing events, with why as a code and a reason; it
+	// reports whether it was running. A full disk does not stop it.
+	FinishOpen(ctx context.Context, id, status, code, reason string) (bool, error)
 	// RenewLeases extends, to until, the lease of every running session
 	// owner holds.
 	RenewLeases(ctx context.Context, owner string, until time.Time) error

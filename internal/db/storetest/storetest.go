@@ -402,7 +402,7 @@ func testRecovery(t *testing.T, s Store) {
 		}
 	})
 	t.Run("finish ends a running session the same way, its children first", func(t *testing.T) {
-		ok, err := s.FinishOpen(ctx, "lapsed", delegation.StatusFailed, "the store failed")
+		ok, err := s.FinishOpen(ctx, "lapsed", delegation.StatusFailed, "", "the store failed")
 		if err != nil || !ok {
 			t.Fatalf("finish: %v, %v", ok, err)
 		}
@@ -425,7 +425,7 @@ func testRecovery(t *testing.T, s Store) {
 				t.Fatalf("agent %s is %s", a.ID, a.Status)
 			}
 		}
-		if ok, err := s.FinishOpen(ctx, "lapsed", delegation.StatusFailed, "again"); err != nil || ok {
+		if ok, err := s.FinishOpen(ctx, "lapsed", delegation.StatusFailed, "", "again"); err != nil || ok {
 			t.Fatalf("finishing an ended session: %v, %v", ok, err)
 		}
 	})
