@@ -263,6 +263,10 @@ func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired
 		if err != nil {
 			return err
 		}
+		stoppedBy := ""
+		if onlyExpired {
+			stoppedBy = delegation.StopLapsed // recovery: its lease lapsed
+		}
 		var events []delegation.Event
 		for rows.Next() {
 			var agent string
@@ -273,7 +277,7 @@ func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired
 			}
 			last++
 			events = append(events, delegation.Event{Seq: last, Type: delegation.EventAgentFinished, AgentID: agent, At: now,
-				Payload: delegation.AgentFinished{Status: delegation.StatusFailed, Error: reason, Steps: steps}})
+				Payload: delegation.AgentFinished{Status: delegation.StatusFailed, Error: reason, StoppedBy: stoppedBy, Steps: steps}})
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -281,7 +285,7 @@ func (db *DB) finish(ctx context.Context, id, status, reason string, onlyExpired
 		}
 		last++
 		events = append(events, delegation.Event{Seq: last, Type: delegation.EventSessionFinished, At: now,
-			Payload: delegation.SessionFinished{Status: status, Error: reason}})
+			Payload: delegation.SessionFinished{Status: status, Error: reason, StoppedBy: stoppedBy}})
 		ended = true
 		h, err := db.readHead(ctx, tx, id)
 		if err != nil {

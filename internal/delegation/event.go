@@ -181,10 +181,13 @@ func (o *Origin) OriginKind() string {
 
 // SessionFinished is the data of session.finished.
 type SessionFinished struct {
-	Status string            `json:"status"`
-	Error  string            `json:"error,omitempty"`
-	Answer string            `json:"answer"`
-	Files  map[string]string `json:"files,omitempty"`
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	// StoppedBy says, as a code (Stop*), why an interrupted session was
+	// stopped; the edge words it. Logs written before it have only Error.
+	StoppedBy string            `json:"stopped_by,omitempty"`
+	Answer    string            `json:"answer"`
+	Files     map[string]string `json:"files,omitempty"`
 }
 
 // AgentInfo describes an agent in the tree.
@@ -222,10 +225,13 @@ type AgentStarted struct {
 
 // AgentFinished is the data of agent.finished.
 type AgentFinished struct {
-	Status  string `json:"status"` // done or failed
-	Error   string `json:"error,omitempty"`
-	Steps   int    `json:"steps"`
-	Receipt string `json:"receipt"`
+	Status string `json:"status"` // done or failed
+	Error  string `json:"error,omitempty"`
+	// StoppedBy is set (a Stop* code) when the agent failed because its
+	// session was stopped from outside, not on its own.
+	StoppedBy string `json:"stopped_by,omitempty"`
+	Steps     int    `json:"steps"`
+	Receipt   string `json:"receipt"`
 }
 
 // ModelCall records one model call: what it received, as ranges of message
