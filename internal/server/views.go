@@ -181,7 +181,7 @@ func preview(s string, n int) (string, bool) {
 // endpoint's figure beside it, and the call's cost.
 func cacheView(c trace.ModelCall) templates.CacheView {
 	v := templates.CacheView{Cached: c.CachedPrefixTokens, Input: c.InputTokens}
-	if u := c.Usage; u != nil {
+	if u := c.Usage; u.CacheReported() {
 		v.Reported, v.ReportedCache = true, u.CachedTokens
 	}
 	if c.Cost != nil {
