@@ -24,8 +24,8 @@ const slowHelper = `{"name": "slow", "prompt": "go",
   "helper": [[{"content": "first", "tool_calls": [{"name": "ls", "args": {"path": "/"}}]}, {"content": "never", "delay_ms": 60000}]]}}`
 
 // TestCtrlC: Ctrl-C stops a run, with or without --db: the session ends as
-// interrupted (and is stored so), the tree so far is printed, and the exit
-// code is 130.
+// interrupted (and is stored so), the tree so far is printed, saying why in
+// words (never the Go error, "context canceled"), and the exit code is 130.
 func TestCtrlC(t *testing.T) {
 	scen := writeFile(t, slowHelper)
 	for _, withDB := range []bool{false, true} {
@@ -82,6 +82,13 @@ func TestCtrlC(t *testing.T) {
 			out := stdout.String()
 			if !strings.HasPrefix(out, "session slow: interrupted · 2 agents") || !strings.Contains(out, "└─ helper [isolated]") {
 				t.Fatalf("the tree so far:\n%s", out)
+			}
+			const why = "its process was stopped (Ctrl-C or SIGTERM)"
+			said := strings.Join(seen, "\n")
+			if !strings.Contains(out, "main  interrupted: "+why) || !strings.Contains(out, "helper [isolated]  interrupted: "+why) ||
+				!strings.Contains(out, "\nstopped: "+why) || !strings.Contains(said, "main interrupted after 1 step: "+why) ||
+				strings.Contains(out+said, "context canceled") {
+				t.Fatalf("the run does not say why it stopped; tree:\n%s\nstderr:\n%s", out, said)
 			}
 			if !withDB {
 				return

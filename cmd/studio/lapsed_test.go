@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -193,6 +194,8 @@ func TestRunWhoseLeaseLapsed(t *testing.T) {
 	scen := writeFile(t, `{"name": "steady", "prompt": "go", "agent": {"max_steps": 1000}, "script": {"main": [`+strings.Join(turns, ",")+`, {"content": "done"}]}}`)
 	path := filepath.Join(t.TempDir(), "studio.db")
 	cmd := exec.Command(studioBinary(t), "run", scen, "--db", path, "--verbose", "--lease", "1s")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -248,8 +251,13 @@ func TestRunWhoseLeaseLapsed(t *testing.T) {
 	if !strings.Contains(said, "studio run: the lease on the session lapsed: this process was suspended or starved") || strings.Contains(said, "stopped:") {
 		t.Fatalf("the run says:\n%s", said)
 	}
-	if n, end := ends(t, d, openList(t, d)); n != 1 || end.Error != db.ReasonLapsed {
+	if n, end := ends(t, d, openList(t, d)); n != 1 || end.Error != db.ReasonLapsed || end.StoppedBy != delegation.StopLapsed {
 		t.Fatalf("the log ends %d times, last %+v; want once, by the recovery", n, end)
+	}
+	// The tree, read back from the store, says why in words.
+	const why = "interrupted: its process stopped renewing its lease (it was killed, crashed or suspended), so another process ended it"
+	if tree := stdout.String(); !strings.Contains(tree, "main  "+why) || strings.Contains(tree, "context canceled") {
+		t.Fatalf("the tree:\n%s", tree)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/delegationstudio/studio/internal/delegation"
 )
 
 const usage = `studio: see, teach and debug how an AI agent delegates work to subagents.
@@ -55,15 +57,19 @@ by Ctrl-C.
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A signal stops a run saying so: its session records why it stopped.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	context.AfterFunc(sig, func() { cancel(delegation.Stopped{By: delegation.StopSignal}) })
 	go func() {
 		// After the first Ctrl-C, which stops the session, a second one
 		// kills the process as usual.
-		<-ctx.Done()
+		<-sig.Done()
 		stop()
 	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	cancel(nil)
 	os.Exit(code)
 }
 

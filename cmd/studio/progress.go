@@ -111,11 +111,14 @@ func (p *progress) event(ev delegation.Event) {
 	case delegation.EventAgentFinished:
 		var d delegation.AgentFinished
 		if payload(ev, &d) {
-			out := quote(d.Receipt, 70)
-			if d.Status != delegation.StatusDone {
+			out, status := quote(d.Receipt, 70), d.Status
+			switch {
+			case d.StoppedBy != "":
+				out, status = stopWords(d.StoppedBy), delegation.StatusInterrupted
+			case d.Status != delegation.StatusDone:
 				out = quote(d.Error, 120)
 			}
-			p.line("%s %s after %s: %s", p.name(ev.AgentID), d.Status, plural(d.Steps, "step"), out)
+			p.line("%s %s after %s: %s", p.name(ev.AgentID), status, plural(d.Steps, "step"), out)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/trace"
 	"github.com/delegationstudio/studio/internal/view"
 )
@@ -37,7 +39,9 @@ func printTree(w io.Writer, t *trace.Trace) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "prompt: %s\n\n", view.Excerpt(t.Session.Prompt, 100))
 	printNode(w, st, root, texts, "", "")
-	if t.Session.Error != "" {
+	if by := st.Session.StoppedBy; by != "" {
+		fmt.Fprintf(w, "\nstopped: %s\n", stopWords(by))
+	} else if t.Session.Error != "" {
 		fmt.Fprintf(w, "\nerror: %s\n", t.Session.Error)
 	}
 	for i := len(t.Messages) - 1; i >= 0; i-- {
@@ -58,7 +62,9 @@ func printNode(w io.Writer, st *view.State, n *view.Node, receipts map[string]st
 		mode = " [" + a.Mode + "]"
 	}
 	status := a.Status
-	if a.Error != "" {
+	if a.StoppedBy != "" && a.Status == delegation.StatusInterrupted {
+		status += ": " + stopWords(a.StoppedBy)
+	} else if a.Error != "" {
 		status += ": " + view.Excerpt(a.Error, 80)
 	}
 	fmt.Fprintf(w, "%s%s%s  %s  %s  %s tokens in, %s cached", first, a.Name, mode, status, plural(a.Calls, "step"),
@@ -144,3 +150,7 @@ func plural(n int, word string) string {
 
 // thousands writes 12345 as 12,345, as the pages do.
 func thousands(n int) string { return view.Thousands(n) }
+
+// stopWords is why a session or an agent was stopped, from its stopped_by
+// code, in the command line's language (English).
+func stopWords(code string) string { return i18n.Get(i18n.English).T(i18n.StopKey(code)) }

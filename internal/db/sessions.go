@@ -293,6 +293,10 @@ func (db *DB) tryFinish(ctx context.Context, id, status, code, reason string, on
 		if err != nil {
 			return err
 		}
+		stoppedBy := ""
+		if onlyExpired {
+			stoppedBy = delegation.StopLapsed // recovery: its lease lapsed
+		}
 		var events []delegation.Event
 		for rows.Next() {
 			var agent string
@@ -303,7 +307,7 @@ func (db *DB) tryFinish(ctx context.Context, id, status, code, reason string, on
 			}
 			last++
 			events = append(events, delegation.Event{Seq: last, Type: delegation.EventAgentFinished, AgentID: agent, At: now,
-				Payload: delegation.AgentFinished{Status: delegation.StatusFailed, Error: reason, Steps: steps}})
+				Payload: delegation.AgentFinished{Status: delegation.StatusFailed, Error: reason, StoppedBy: stoppedBy, Steps: steps}})
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -311,7 +315,7 @@ func (db *DB) tryFinish(ctx context.Context, id, status, code, reason string, on
 		}
 		last++
 		events = append(events, delegation.Event{Seq: last, Type: delegation.EventSessionFinished, At: now,
-			Payload: delegation.SessionFinished{Status: status, Error: reason, Code: code}})
+			Payload: delegation.SessionFinished{Status: status, Error: reason, Code: code, StoppedBy: stoppedBy}})
 		ended = true
 		h, err := db.readHead(ctx, tx, id)
 		if err != nil {

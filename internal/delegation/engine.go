@@ -187,10 +187,11 @@ func (e *Engine) Run(ctx context.Context, prompt string) *Result {
 		// Stopped from outside, rather than failed on its own.
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			res.Status, res.Err = StatusInterrupted, context.Cause(ctx)
+			fin.Error, fin.StoppedBy = res.Err.Error(), StopReason(ctx) // "": a cause of its own, which Error says
 		}
 	}
 	e.emit(main.info.ID, EventAgentFinished, fin)
-	sf := SessionFinished{Status: res.Status, Answer: res.Answer, Files: res.Files}
+	sf := SessionFinished{Status: res.Status, Answer: res.Answer, Files: res.Files, StoppedBy: fin.StoppedBy}
 	if res.Err != nil {
 		sf.Error = res.Err.Error()
 	}
@@ -462,6 +463,11 @@ func (e *Engine) callModel(ctx context.Context, a *agent, purpose Purpose, conte
 	}
 	if err != nil {
 		fin.Error = err.Error()
+		if cause := stopCause(ctx); cause != nil {
+			// Stopped from outside: the call says so, not what the
+			// cancellation made of it ("context canceled").
+			fin.Error = cause.Error()
+		}
 		e.emit(a.info.ID, EventModelFinished, fin)
 		return nil, nil, fmt.Errorf("model error: %w", err)
 	}
@@ -812,6 +818,7 @@ func (e *Engine) runChild(ctx context.Context, c *agent) (*Message, error) {
 	if err != nil {
 		receipt.Content, receipt.IsError = failureReceipt(c.info.Name, err), true
 		fin.Status, fin.Error = StatusFailed, err.Error()
+		fin.StoppedBy = StopReason(ctx)
 	} else {
 		receipt.Content = receiptText(c)
 	}

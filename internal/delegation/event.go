@@ -189,9 +189,12 @@ type SessionFinished struct {
 	// Code is why it failed, as an error code (EFULL: the store's disk
 	// filled), when the studio rather than the run ended it; pages say it
 	// in their language.
-	Code   string            `json:"code,omitempty"`
-	Answer string            `json:"answer"`
-	Files  map[string]string `json:"files,omitempty"`
+	Code string `json:"code,omitempty"`
+	// StoppedBy says, as a code (Stop*), why an interrupted session was
+	// stopped; the edge words it. Logs written before it have only Error.
+	StoppedBy string            `json:"stopped_by,omitempty"`
+	Answer    string            `json:"answer"`
+	Files     map[string]string `json:"files,omitempty"`
 }
 
 // AgentInfo describes an agent in the tree.
@@ -229,10 +232,13 @@ type AgentStarted struct {
 
 // AgentFinished is the data of agent.finished.
 type AgentFinished struct {
-	Status  string `json:"status"` // done or failed
-	Error   string `json:"error,omitempty"`
-	Steps   int    `json:"steps"`
-	Receipt string `json:"receipt"`
+	Status string `json:"status"` // done or failed
+	Error  string `json:"error,omitempty"`
+	// StoppedBy is set (a Stop* code) when the agent failed because its
+	// session was stopped from outside, not on its own.
+	StoppedBy string `json:"stopped_by,omitempty"`
+	Steps     int    `json:"steps"`
+	Receipt   string `json:"receipt"`
 }
 
 // ModelCall records one model call: what it received, as ranges of message

@@ -78,6 +78,10 @@ type Usage struct {
 	// CachedTokens are the prompt tokens the endpoint read from its prompt
 	// cache (a fork's shared prefix is what makes them).
 	CachedTokens int `json:"cached_tokens,omitempty"`
+	// CachedReported says the endpoint sent its cached count, 0 among
+	// them: an endpoint that says nothing of its cache is not one that
+	// read 0 from it (CacheReported).
+	CachedReported bool `json:"cached_reported,omitempty"`
 	// CacheCreationTokens are the prompt tokens the endpoint wrote to its
 	// prompt cache for later calls to read (Anthropic's
 	// cache_creation_input_tokens); they are in PromptTokens too.
@@ -86,6 +90,11 @@ type Usage struct {
 	// thinking, not in its answer.
 	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
 }
+
+// CacheReported reports whether the endpoint said how many prompt tokens it
+// read from its cache. A log written before CachedReported says so only of
+// a count above 0.
+func (u *Usage) CacheReported() bool { return u != nil && (u.CachedReported || u.CachedTokens > 0) }
 
 // Response is the model's answer: text, tool calls, or both. For
 // PurposeSummary, Content is the summary.

@@ -436,3 +436,20 @@ var parsed = sync.OnceValue(func() map[string][]map[string]*goi18n.Message {
 
 // catalogueMessages are each of a language's files, message by id.
 func catalogueMessages(code string) []map[string]*goi18n.Message { return parsed()[code] }
+
+// StopKey is the catalogue's id for why a session or agent was stopped
+// from outside, from its stopped_by code (delegation.Stop*); a code it does
+// not know reads as stopped from outside.
+func StopKey(code string) string {
+	switch code {
+	case "user":
+		return "stop.user"
+	case "shutdown":
+		return "stop.shutdown"
+	case "signal":
+		return "stop.signal"
+	case "lapsed":
+		return "stop.lapsed"
+	}
+	return "stop.outside"
+}

@@ -88,7 +88,7 @@ func genAICall(sp *Span) (CallInput, CallOutput) {
 	ownScripted := in.Counted != nil && attrString(sp.Attrs, "gen_ai.provider.name") == "scripted"
 	if (okP || okC) && !ownScripted {
 		out.Usage = &delegation.Usage{PromptTokens: p, CompletionTokens: c}
-		out.Usage.CachedTokens, _ = attrInt(sp.Attrs, "gen_ai.usage.cache_read.input_tokens")
+		out.Usage.CachedTokens, out.Usage.CachedReported = attrInt(sp.Attrs, "gen_ai.usage.cache_read.input_tokens")
 		out.Usage.ReasoningTokens, _ = attrInt(sp.Attrs, "gen_ai.usage.reasoning.output_tokens")
 	}
 	return in, out

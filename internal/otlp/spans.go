@@ -865,7 +865,7 @@ func (x *exporter) writeCall(c *callRun) error {
 		attrs = append(attrs,
 			integer("gen_ai.usage.input_tokens", int64(usage.PromptTokens)),
 			integer("gen_ai.usage.output_tokens", int64(usage.CompletionTokens)))
-		if usage.CachedTokens > 0 {
+		if usage.CacheReported() {
 			attrs = append(attrs, integer("gen_ai.usage.cache_read.input_tokens", int64(usage.CachedTokens)))
 		}
 		if usage.CacheCreationTokens > 0 {
@@ -911,7 +911,7 @@ func (x *exporter) writeCall(c *callRun) error {
 				integer("llm.token_count.prompt", int64(usage.PromptTokens)),
 				integer("llm.token_count.completion", int64(usage.CompletionTokens)),
 				integer("llm.token_count.total", int64(usage.PromptTokens+usage.CompletionTokens)))
-			if usage.CachedTokens > 0 {
+			if usage.CacheReported() {
 				attrs = append(attrs, integer("llm.token_count.prompt_details.cache_read", int64(usage.CachedTokens)))
 			}
 			if usage.ReasoningTokens > 0 {

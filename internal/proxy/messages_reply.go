@@ -339,7 +339,7 @@ func (a *messageAnswer) response() *delegation.Response {
 	}
 	u := a.usage
 	if u.Input != nil || u.Output != nil {
-		resp.Usage = remote.MessagesUsage(v(u.Input), v(u.Output), v(u.CacheRead), v(u.CacheCreation))
+		resp.Usage = remote.MessagesUsage(v(u.Input), v(u.Output), u.CacheRead, v(u.CacheCreation))
 	}
 	return resp
 }

@@ -92,7 +92,7 @@ func TestDiskFull(t *testing.T) {
 	id := created.ID
 	status := func() (string, string) {
 		_, body := s.api("GET", "/api/sessions", "", nil)
-		var list []apiSession
+		var list []SessionLine
 		_ = json.Unmarshal(body, &list)
 		for _, x := range list {
 			if x.ID == id {

@@ -181,7 +181,7 @@ func preview(s string, n int) (string, bool) {
 // endpoint's figure beside it, and the call's cost.
 func cacheView(c trace.ModelCall) templates.CacheView {
 	v := templates.CacheView{Cached: c.CachedPrefixTokens, Input: c.InputTokens}
-	if u := c.Usage; u != nil {
+	if u := c.Usage; u.CacheReported() {
 		v.Reported, v.ReportedCache = true, u.CachedTokens
 	}
 	if c.Cost != nil {
@@ -990,7 +990,7 @@ func (p *pageData) treeAt(selected string, at *stepAt) (view.TreeLayout, error) 
 func (p *pageData) sessionPage(page templates.Page, ch choice, running bool) (templates.SessionPage, error) {
 	st := p.st
 	v := templates.SessionPage{Page: page, ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title,
-		Prompt: st.Session.Prompt, Status: st.Session.Status, Error: st.Session.Error, Tokenizer: st.Session.Tokenizer,
+		Prompt: st.Session.Prompt, Status: st.Session.Status, Error: st.Session.Error, StoppedBy: st.Session.StoppedBy, Tokenizer: st.Session.Tokenizer,
 		CreatedAt: st.Session.CreatedAt, Running: running, Answer: st.Session.Answer, LastSeq: st.Seq,
 		Agents: len(st.Agents), Calls: st.Calls, Tokens: st.Tokens, Totals: totals(st), Notes: p.notes()}
 	at, err := p.stepAt(ch.Step)

@@ -54,7 +54,7 @@ type Runner struct {
 
 	mu       sync.Mutex
 	owner    string
-	running  map[string]context.CancelFunc
+	running  map[string]context.CancelCauseFunc // stops a session, saying why (a delegation.Stopped)
 	views    map[string]*Live
 	starting int // sessions past the cap check, not yet in running
 	received int // sessions in running that Receive holds: not under MaxRunning
@@ -131,7 +131,7 @@ func (r *Runner) Run(ctx context.Context, sc *scenario.Scenario) (string, *deleg
 	if err != nil {
 		return "", nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { r.Cancel(id) })
+	stop := context.AfterFunc(ctx, func() { r.stop(id, context.Cause(ctx)) })
 	defer stop()
 	res, err := run()
 	return id, res, err
@@ -177,9 +177,9 @@ func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, fu
 		Tokenizer: sc.Tokenizer(), Budget: sc.Team.Main.Summarization.MaxTokens})
 	r.mu.Lock()
 	if r.running == nil {
-		r.running, r.views = map[string]context.CancelFunc{}, map[string]*Live{}
+		r.running, r.views = map[string]context.CancelCauseFunc{}, map[string]*Live{}
 	}
-	r.running[id] = func() { cancel(errCancelled) }
+	r.running[id] = cancel
 	r.views[id] = live
 	r.startRenewingLocked()
 	r.mu.Unlock()
@@ -288,21 +288,25 @@ func (r *Runner) stopRenewingLocked() {
 	}
 }
 
-var errCancelled = errors.New("the session was stopped")
-
 // ErrLeaseLost is why a session stopped whose lease lapsed while it ran
 // (its process was suspended or starved past it), so that another process
 // took it over and ended it as interrupted: the session's result says so
 // (errors.Is), and nothing it did after that end was recorded.
 var ErrLeaseLost = errors.New("this process's lease on the session lapsed and another process ended it")
 
-// Cancel stops a running session; it reports whether it was running.
+// Cancel stops a running session, as someone's Stop in the studio; it
+// reports whether it was running.
 func (r *Runner) Cancel(id string) bool {
+	return r.stop(id, delegation.Stopped{By: delegation.StopUser})
+}
+
+// stop stops a running session with a cause that says why.
+func (r *Runner) stop(id string, cause error) bool {
 	r.mu.Lock()
 	cancel, ok := r.running[id]
 	r.mu.Unlock()
 	if ok {
-		cancel()
+		cancel(cause)
 	}
 	return ok
 }
@@ -329,9 +333,9 @@ func (r *Runner) Receive(ctx context.Context, s *db.Session, stop func()) (rec *
 	live := NewLive(view.Meta{ID: s.ID, Name: s.Name, Title: s.Title, Prompt: s.Prompt, Tokenizer: s.Tokenizer})
 	r.mu.Lock()
 	if r.running == nil {
-		r.running, r.views = map[string]context.CancelFunc{}, map[string]*Live{}
+		r.running, r.views = map[string]context.CancelCauseFunc{}, map[string]*Live{}
 	}
-	r.running[s.ID] = stop
+	r.running[s.ID] = func(error) { stop() }
 	r.views[s.ID] = live
 	r.received++
 	r.startRenewingLocked()
@@ -379,11 +383,12 @@ func (r *Runner) Running(id string) bool {
 	return ok
 }
 
-// Shutdown stops every running session and waits for them to be recorded.
+// Shutdown stops every running session, as the studio is stopping, and
+// waits for them to be recorded.
 func (r *Runner) Shutdown() {
 	r.mu.Lock()
 	for _, cancel := range r.running {
-		cancel()
+		cancel(delegation.Stopped{By: delegation.StopShutdown})
 	}
 	r.mu.Unlock()
 	r.wg.Wait()

@@ -19,7 +19,7 @@ type Economics struct {
 	// CachedTokens is its calls' cached prefixes summed; EntryCached its
 	// first call's.
 	CachedTokens, EntryCached int
-	// ReportedCalls are its calls whose endpoint reported usage; of those,
+	// ReportedCalls are its calls whose endpoint reported its cache; of those,
 	// ReportedCached is the cached tokens the endpoint reported and
 	// EstimatedCached the studio's cached prefix, for the difference.
 	ReportedCalls                   int
@@ -93,9 +93,11 @@ func (m Money) Priced() bool { return m.Calls > 0 }
 func (e *Economics) finished(cached int, d delegation.ModelFinished) {
 	out := d.OutputTokens
 	if u := d.Usage; u != nil {
-		e.ReportedCalls++
-		e.ReportedCached += u.CachedTokens
-		e.EstimatedCached += cached
+		if u.CacheReported() {
+			e.ReportedCalls++
+			e.ReportedCached += u.CachedTokens
+			e.EstimatedCached += cached
+		}
 		out = u.CompletionTokens
 	}
 	e.OutputTokens += out

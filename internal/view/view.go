@@ -76,6 +76,9 @@ type State struct {
 type Session struct {
 	ID, Name, Title, Prompt, Tokenizer string
 	Status, Error                      string
+	// StoppedBy is why an interrupted session was stopped, a
+	// delegation.Stop* code ("" in logs written before it: Error says).
+	StoppedBy string
 	// Answer is the final answer, known when the session ends.
 	Answer string
 	// Origin says where the session came from (nil: our engine).
@@ -89,10 +92,13 @@ type Agent struct {
 	ID, Name, ParentID, Mode, TaskCallID string
 	Invocation                           int
 	Status, Error                        string
-	Steps                                int
-	SystemPrompt                         string
-	SystemTokens                         int
-	Tools                                []delegation.ToolCost
+	// StoppedBy is why an interrupted agent was stopped (delegation.Stop*),
+	// "" when its log does not say.
+	StoppedBy    string
+	Steps        int
+	SystemPrompt string
+	SystemTokens int
+	Tools        []delegation.ToolCost
 	// Endpoint is where its calls went (agent.started says; its model is
 	// Economics.Model).
 	Endpoint string
@@ -426,8 +432,9 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 	case st.SessionFinished != nil:
 		d := st.SessionFinished
 		s.Session.Status, s.Session.Error, s.Session.Answer = d.Status, d.Error, d.Answer
+		s.Session.StoppedBy = d.StoppedBy
 		if d.Status == delegation.StatusInterrupted {
-			s.interrupted(d.Error, ch)
+			s.interrupted(d.Error, d.StoppedBy, ch)
 		}
 		at := ev.At.UTC()
 		s.Session.FinishedAt = &at
@@ -474,6 +481,7 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 			return fmt.Errorf("agent.finished for unknown agent %q", ev.AgentID)
 		}
 		a.Status, a.Error, a.Steps, a.EndSeq = d.Status, d.Error, d.Steps, ev.Seq
+		a.StoppedBy = d.StoppedBy
 		ch.node(s, a.ID, false)
 		if dl := s.byChild[a.ID]; dl != nil {
 			ch.crossing(dl.ChildID)
@@ -648,14 +656,18 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 
 // interrupted shows as interrupted, like their session, the agents a stop
 // ended: those still running, and those whose failure was the stop itself
-// (the engine ends them failed with its cancellation; recovery with the
-// session's reason), not a failure of their own before it.
-func (s *State) interrupted(reason string, ch *Changes) {
+// (their agent.finished says stopped_by), not a failure of their own before
+// it. Logs written before stopped_by are read by their errors' text: the
+// engine's cancellation, or recovery's reason, the session's.
+func (s *State) interrupted(reason, stoppedBy string, ch *Changes) {
 	for _, a := range s.Agents {
-		stopped := a.Status == delegation.StatusRunning || (a.Status == delegation.StatusFailed &&
-			(a.Error == reason || strings.Contains(a.Error, context.Canceled.Error()) || strings.HasPrefix(a.Error, "it was cancelled")))
+		stopped := a.Status == delegation.StatusRunning || (a.Status == delegation.StatusFailed && (a.StoppedBy != "" ||
+			stoppedBy == "" && (a.Error == reason || strings.Contains(a.Error, context.Canceled.Error()) || strings.HasPrefix(a.Error, "it was cancelled"))))
 		if stopped {
 			a.Status = delegation.StatusInterrupted
+			if a.StoppedBy == "" {
+				a.StoppedBy = stoppedBy
+			}
 			ch.node(s, a.ID, false)
 		}
 	}

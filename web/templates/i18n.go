@@ -77,6 +77,16 @@ func switches(ctx context.Context, here string) []LangSwitch {
 // htmlLang is the lang attribute of a language code.
 func htmlLang(code string) string { return i18n.Tag(code) }
 
+// whyStopped is why a session or agent failed or was stopped, as a person
+// reads it: its stopped_by code worded, else its error (a log written
+// before the code, or a failure).
+func whyStopped(ctx context.Context, err, stoppedBy string) string {
+	if stoppedBy != "" {
+		return T(ctx, i18n.StopKey(stoppedBy))
+	}
+	return err
+}
+
 // statusKey is the catalogue's word for a session's or agent's status.
 func statusKey(status string) string {
 	switch status {

@@ -419,6 +419,7 @@ type FilesView struct {
 type SessionPage struct {
 	Page
 	ID, Name, Title, Prompt, Status, Error, Tokenizer string
+	StoppedBy                                         string // why it was stopped: a code (delegation.Stop*)
 	CreatedAt                                         time.Time
 	LastSeq                                           int64
 	Running                                           bool

@@ -195,7 +195,7 @@ func TestUsageWithCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := delegation.Usage{PromptTokens: 127, CompletionTokens: 3, CachedTokens: 100, CacheCreationTokens: 20}
+		want := delegation.Usage{PromptTokens: 127, CompletionTokens: 3, CachedTokens: 100, CachedReported: true, CacheCreationTokens: 20}
 		if resp.Usage == nil || *resp.Usage != want || resp.Content != "Hi." {
 			t.Errorf("stream=%v: %+v usage %+v, want %+v", stream, resp, resp.Usage, want)
 		}

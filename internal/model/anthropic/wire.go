@@ -206,6 +206,11 @@ func response(msg *sdk.Message) *delegation.Response {
 	}
 	out.Content, out.Reasoning = text.String(), thinking.String()
 	u := msg.Usage
-	out.Usage = remote.MessagesUsage(int(u.InputTokens), int(u.OutputTokens), int(u.CacheReadInputTokens), int(u.CacheCreationInputTokens))
+	var read *int
+	if u.JSON.CacheReadInputTokens.Valid() {
+		n := int(u.CacheReadInputTokens)
+		read = &n
+	}
+	out.Usage = remote.MessagesUsage(int(u.InputTokens), int(u.OutputTokens), read, int(u.CacheCreationInputTokens))
 	return out
 }

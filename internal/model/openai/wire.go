@@ -292,7 +292,7 @@ func usageOf(u *goopenai.Usage) *delegation.Usage {
 	}
 	out := &delegation.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
 	if d := u.PromptTokensDetails; d != nil {
-		out.CachedTokens = d.CachedTokens
+		out.CachedTokens, out.CachedReported = d.CachedTokens, true
 	}
 	if d := u.CompletionTokensDetails; d != nil {
 		out.ReasoningTokens = d.ReasoningTokens

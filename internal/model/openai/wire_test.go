@@ -298,7 +298,7 @@ func TestAnswerShapes(t *testing.T) {
 							"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": "ok"}}}})
 					})
 					resp, err := newModel(t, f.url(), nil).Generate(context.Background(), req)
-					want := delegation.Usage{PromptTokens: 1200, CompletionTokens: 300, CachedTokens: 1024, ReasoningTokens: 256}
+					want := delegation.Usage{PromptTokens: 1200, CompletionTokens: 300, CachedTokens: 1024, CachedReported: true, ReasoningTokens: 256}
 					if err != nil || resp.Usage == nil || *resp.Usage != want {
 						t.Fatalf("usage %+v err %v; want %+v", resp.Usage, err, want)
 					}

@@ -73,11 +73,16 @@ func CleanArgs(s string) json.RawMessage {
 // reports: its input_tokens are only those neither written to nor read from
 // the prompt cache, so the prompt is all three; the cache's reads are the
 // cached tokens, its writes the cache-creation tokens. nil when nothing was
-// reported, so that no count of zero is recorded as if it were one.
-func MessagesUsage(input, output, cacheRead, cacheCreation int) *delegation.Usage {
-	if input == 0 && output == 0 && cacheRead == 0 && cacheCreation == 0 {
+// reported, so that no count of zero is recorded as if it were one;
+// cacheRead is nil when the reply did not say.
+func MessagesUsage(input, output int, cacheRead *int, cacheCreation int) *delegation.Usage {
+	read := 0
+	if cacheRead != nil {
+		read = *cacheRead
+	}
+	if input == 0 && output == 0 && read == 0 && cacheCreation == 0 {
 		return nil
 	}
-	return &delegation.Usage{PromptTokens: input + cacheCreation + cacheRead, CompletionTokens: output,
-		CachedTokens: cacheRead, CacheCreationTokens: cacheCreation}
+	return &delegation.Usage{PromptTokens: input + cacheCreation + read, CompletionTokens: output,
+		CachedTokens: read, CachedReported: cacheRead != nil, CacheCreationTokens: cacheCreation}
 }
