@@ -471,7 +471,7 @@ func (e *Engine) callModel(ctx context.Context, a *agent, purpose Purpose, conte
 		e.emit(a.info.ID, EventModelFinished, fin)
 		return nil, nil, fmt.Errorf("model error: %w", err)
 	}
-	fin.Usage = resp.Usage
+	fin.Usage, fin.Response = resp.Usage, resp.Meta
 	var out *Message
 	if purpose == PurposeTurn {
 		out = &Message{Role: RoleAssistant, Content: resp.Content, Reasoning: resp.Reasoning, ToolCalls: e.withIDs(a, idx, resp.ToolCalls)}

@@ -278,6 +278,9 @@ type ModelFinished struct {
 	OutputTokens    int    `json:"output_tokens"`
 	DurationMS      int64  `json:"duration_ms"`
 	Usage           *Usage `json:"usage,omitempty"`
+	// Response is what the endpoint said of its answer (its id, model and
+	// finish reason), when it said any of it.
+	Response *ResponseMeta `json:"response,omitempty"`
 	// Cost is what the call cost, when its agent has a price.
 	Cost  *Cost  `json:"cost,omitempty"`
 	Error string `json:"error,omitempty"`

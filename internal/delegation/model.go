@@ -106,4 +106,26 @@ type Response struct {
 	Reasoning string
 	ToolCalls []ToolCall
 	Usage     *Usage
+	// Meta is what the endpoint said of its answer; nil when it said
+	// nothing (the scripted model).
+	Meta *ResponseMeta
+}
+
+// ResponseMeta is what an endpoint said of its answer, as it said it: the
+// response's id, the model that answered (which may not be the one asked
+// for: an alias resolved, a dated version) and why it stopped (OpenAI's
+// finish_reason, "tool_calls" and all; Anthropic's stop_reason). Each is ""
+// when the endpoint did not say it.
+type ResponseMeta struct {
+	ID           string `json:"id,omitempty"`
+	Model        string `json:"model,omitempty"`
+	FinishReason string `json:"finish_reason,omitempty"`
+}
+
+// MetaOf is what an endpoint said, nil when it said none of it.
+func MetaOf(id, model, finishReason string) *ResponseMeta {
+	if id == "" && model == "" && finishReason == "" {
+		return nil
+	}
+	return &ResponseMeta{ID: id, Model: model, FinishReason: finishReason}
 }

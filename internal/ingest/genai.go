@@ -91,7 +91,23 @@ func genAICall(sp *Span) (CallInput, CallOutput) {
 		out.Usage.CachedTokens, out.Usage.CachedReported = attrInt(sp.Attrs, "gen_ai.usage.cache_read.input_tokens")
 		out.Usage.ReasoningTokens, _ = attrInt(sp.Attrs, "gen_ai.usage.reasoning.output_tokens")
 	}
+	out.Response = responseOf(sp, in.Counted != nil)
 	return in, out
+}
+
+// responseOf reads what the endpoint said of a call's answer:
+// gen_ai.response.id, .model and the first of .finish_reasons, as sent.
+// Where no endpoint said anything (a scripted call, a log stored before
+// these were kept) the studio's own export writes a finish reason of its
+// own making and no id or model (otlp's responseAttrs): the import has
+// none, as the session had none.
+func responseOf(sp *Span, own bool) *delegation.ResponseMeta {
+	id, model := attrString(sp.Attrs, "gen_ai.response.id"), attrString(sp.Attrs, "gen_ai.response.model")
+	finish := ""
+	if reasons := attrStrings(sp.Attrs, "gen_ai.response.finish_reasons"); len(reasons) > 0 && (!own || id != "" || model != "") {
+		finish = reasons[0]
+	}
+	return delegation.MetaOf(id, model, finish)
 }
 
 // exportedOf reads what the studio's own export says of an agent's end

@@ -155,3 +155,31 @@ func TestSpanWhoseParentNeverComes(t *testing.T) {
 		t.Errorf("agents = %v", names)
 	}
 }
+
+// TestReceivedResponseKeptAsSent: what a received chat span says of its
+// response (gen_ai.response.id, .model, .finish_reasons) is what its call
+// records, as sent; a span that says none of it records none.
+func TestReceivedResponseKeptAsSent(t *testing.T) {
+	g := newGenTrace()
+	g.span(1, 0, "invoke_agent main", 0, 10, map[string]string{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "main"})
+	g.span(2, 1, "chat gpt-x", 1, 2, map[string]string{"gen_ai.operation.name": "chat", "gen_ai.input.messages": msgs(text("user", "go")),
+		"gen_ai.output.messages": msgs(text("assistant", "ok")), "gen_ai.response.id": "chatcmpl-Q1", "gen_ai.response.model": "gpt-x-2026"})
+	g.spans.At(1).Attributes().PutEmptySlice("gen_ai.response.finish_reasons").AppendEmpty().SetStr("tool_calls")
+	g.span(3, 1, "chat gpt-x", 3, 4, map[string]string{"gen_ai.operation.name": "chat",
+		"gen_ai.input.messages": msgs(text("user", "go"), text("assistant", "ok"), text("user", "again")), "gen_ai.output.messages": msgs(text("assistant", "ok"))})
+	b := ingest.Group(g.td)
+	sink := &collect{}
+	tr := ingest.NewTrace(ingest.Config{SessionID: "s1", Tokenizer: "approx", Counter: wordCounter{}, Sink: sink})
+	tr.Add(b.Traces[b.Order[0]])
+	tr.Close("", "", time.Time{})
+	got := sink.build(t)
+	if len(got.ModelCalls) != 2 {
+		t.Fatalf("%d calls, want 2", len(got.ModelCalls))
+	}
+	if r := got.ModelCalls[0].Response; r == nil || *r != (delegation.ResponseMeta{ID: "chatcmpl-Q1", Model: "gpt-x-2026", FinishReason: "tool_calls"}) {
+		t.Errorf("the first call's response: %+v", r)
+	}
+	if r := got.ModelCalls[1].Response; r != nil {
+		t.Errorf("a span that says nothing of its response recorded %+v", r)
+	}
+}

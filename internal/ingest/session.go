@@ -130,8 +130,11 @@ func (in CallInput) summarizes() bool {
 type CallOutput struct {
 	Output *Message // the answer; nil when the call failed
 	Usage  *delegation.Usage
-	Error  string
-	At     time.Time
+	// Response is what the endpoint said of its answer (its id, model,
+	// finish reason), when it said any of it.
+	Response *delegation.ResponseMeta
+	Error    string
+	At       time.Time
 	// Files is what the call changed in its agent's files (a summary call
 	// of the studio's own export writes the history down).
 	Files []delegation.FileChange
@@ -701,7 +704,7 @@ func (t *Turn) Finish(out CallOutput) {
 	if a.open == t {
 		a.open = nil
 	}
-	fin := delegation.ModelFinished{ModelCallID: t.call.ID, Usage: out.Usage, Error: out.Error}
+	fin := delegation.ModelFinished{ModelCallID: t.call.ID, Usage: out.Usage, Response: out.Response, Error: out.Error}
 	if !out.At.IsZero() && !t.start.IsZero() {
 		fin.DurationMS = out.At.Sub(t.start).Milliseconds()
 	}

@@ -884,9 +884,7 @@ func (x *exporter) writeCall(c *callRun) error {
 		o := textMessage("assistant", c.summary.Content, finishStop)
 		out = &o
 	}
-	if out != nil {
-		attrs = append(attrs, strList("gen_ai.response.finish_reasons", []string{out.FinishReason}))
-	}
+	attrs = append(attrs, responseAttrs(c.fin, out)...)
 	var cost *delegation.Cost
 	if c.fin != nil {
 		cost = c.fin.Cost
@@ -977,6 +975,34 @@ func (x *exporter) writeCall(c *callRun) error {
 	s.Attributes = attrs
 	s.Events = c.events
 	return x.write(s)
+}
+
+// responseAttrs say what the endpoint said of a call's answer, as it said
+// it: gen_ai.response.id, gen_ai.response.model and
+// gen_ai.response.finish_reasons ("tool_calls" stays "tool_calls"). Only
+// when it said none of them (the scripted model, a log stored before they
+// were kept) does the output message's finish reason stand in, alone: an
+// import of the export reads a finish reason without an id or a model as
+// the export's own (ingest's responseOf).
+func responseAttrs(fin *delegation.ModelFinished, out *genMessage) []*commonpb.KeyValue {
+	if fin == nil || fin.Response == nil {
+		if out == nil {
+			return nil
+		}
+		return []*commonpb.KeyValue{strList("gen_ai.response.finish_reasons", []string{out.FinishReason})}
+	}
+	said := fin.Response
+	var attrs []*commonpb.KeyValue
+	if said.ID != "" {
+		attrs = append(attrs, str("gen_ai.response.id", said.ID))
+	}
+	if said.Model != "" {
+		attrs = append(attrs, str("gen_ai.response.model", said.Model))
+	}
+	if said.FinishReason != "" {
+		attrs = append(attrs, strList("gen_ai.response.finish_reasons", []string{said.FinishReason}))
+	}
+	return attrs
 }
 
 func (x *exporter) writeTool(t *toolRun) error {

@@ -179,6 +179,9 @@ type messageAnswer struct {
 	blocks  []*answerBlock
 	usage   anthropicUsage
 	stopped bool // message_stop came
+	// id, model and stop are the message's id, model and stop_reason as
+	// the upstream sent them.
+	id, model, stop string
 }
 
 type answerBlock struct {
@@ -245,6 +248,10 @@ func (a *messageAnswer) whole(body []byte) error {
 		a.add(b)
 	}
 	a.usage.merge(m.Usage)
+	a.id, a.model = m.ID, m.Model
+	if m.Stop != nil {
+		a.stop = *m.Stop
+	}
 	a.stopped = true
 	return nil
 }
@@ -261,6 +268,7 @@ func (a *messageAnswer) event(data []byte) ([]string, error) {
 			Text        string `json:"text"`
 			Thinking    string `json:"thinking"`
 			PartialJSON string `json:"partial_json"`
+			StopReason  string `json:"stop_reason"`
 		} `json:"delta"`
 		Usage *anthropicUsage `json:"usage"`
 		Error *struct {
@@ -275,6 +283,7 @@ func (a *messageAnswer) event(data []byte) ([]string, error) {
 	case "message_start":
 		if ev.Message != nil {
 			a.usage.merge(ev.Message.Usage)
+			a.id, a.model = ev.Message.ID, ev.Message.Model
 		}
 	case "content_block_start":
 		if ev.Block != nil {
@@ -298,6 +307,9 @@ func (a *messageAnswer) event(data []byte) ([]string, error) {
 		}
 	case "message_delta":
 		a.usage.merge(ev.Usage)
+		if ev.Delta != nil && ev.Delta.StopReason != "" {
+			a.stop = ev.Delta.StopReason
+		}
 	case "message_stop":
 		a.stopped = true
 	case "error":
@@ -312,9 +324,9 @@ func (a *messageAnswer) event(data []byte) ([]string, error) {
 
 // response is the answer as recorded: the text blocks' text, thinking as
 // reasoning, tool_use blocks as tool calls, the usage with the cached
-// tokens counted in the prompt's.
+// tokens counted in the prompt's, the message's id, model and stop_reason.
 func (a *messageAnswer) response() *delegation.Response {
-	resp := &delegation.Response{}
+	resp := &delegation.Response{Meta: delegation.MetaOf(a.id, a.model, a.stop)}
 	var text, thinking strings.Builder
 	for _, b := range a.blocks {
 		switch b.typ {

@@ -249,6 +249,9 @@ func TestMessagesWholeAnswersForwardedAndRecorded(t *testing.T) {
 	if mc.Usage == nil || mc.Usage.PromptTokens != 142 || mc.Usage.CachedTokens != 30 || mc.Usage.CompletionTokens != 7 {
 		t.Errorf("usage %+v: the prompt's tokens are input + cache writes + cache reads (142), 30 read from the cache", mc.Usage)
 	}
+	if r := mc.Response; r == nil || *r != (delegation.ResponseMeta{ID: "msg_1", Model: "claude-opus-5-5", FinishReason: "tool_use"}) {
+		t.Errorf("what the upstream said of its answer: %+v, want its id, model and stop_reason as sent", r)
+	}
 	if !strings.Contains(fmt.Sprint(tr.Messages[1].ToolCalls), "subagent") {
 		t.Errorf("main's answer recorded without its tool call: %+v", tr.Messages[1])
 	}
@@ -312,6 +315,9 @@ func TestMessagesStreamRelayedEventByEvent(t *testing.T) {
 	}
 	if mc.Usage == nil || mc.Usage.PromptTokens != 100 || mc.Usage.CachedTokens != 80 || mc.Usage.CompletionTokens != 15 {
 		t.Errorf("usage %+v", mc.Usage)
+	}
+	if r := mc.Response; r == nil || *r != (delegation.ResponseMeta{ID: "msg_s", Model: "claude-opus-5-5", FinishReason: "tool_use"}) {
+		t.Errorf("what the stream said of its answer: %+v, want message_start's id and model, message_delta's stop_reason", r)
 	}
 	if tr.Agents[0].SystemPrompt != "You are main." {
 		t.Errorf("system prompt %q: a system of blocks is its text", tr.Agents[0].SystemPrompt)

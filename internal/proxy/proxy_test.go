@@ -338,6 +338,9 @@ func TestWholeAnswersRelayedAndRecorded(t *testing.T) {
 	if u := tr.ModelCalls[0].Usage; u == nil || u.PromptTokens != 50 {
 		t.Errorf("the reported usage was not recorded beside ours: %+v", u)
 	}
+	if r := tr.ModelCalls[0].Response; r == nil || *r != (delegation.ResponseMeta{ID: "chatcmpl-1", Model: "m", FinishReason: "tool_calls"}) {
+		t.Errorf("what the upstream said of its answer: %+v, want its id, model and finish_reason as sent", r)
+	}
 	if o := tr.Session.Origin; o == nil || o.Kind != delegation.OriginProxy || o.Upstream != up.srv.URL || !strings.Contains(o.Service, "OpenAI") && o.Service == "" {
 		t.Errorf("origin: %+v", o)
 	}
@@ -449,6 +452,9 @@ func TestStreamRelayedChunkByChunk(t *testing.T) {
 	}
 	if u := tr.ModelCalls[0].Usage; u == nil || u.CompletionTokens != 7 {
 		t.Errorf("usage: %+v", u)
+	}
+	if r := tr.ModelCalls[0].Response; r == nil || *r != (delegation.ResponseMeta{ID: "c", Model: "m", FinishReason: "tool_calls"}) {
+		t.Errorf("what the stream said of its answer: %+v", r)
 	}
 }
 

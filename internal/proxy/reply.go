@@ -216,21 +216,19 @@ func (r *Reply) record() {
 	if r.recorded {
 		return
 	}
-	r.recorded = true
-	resp := r.answer.Response()
-	r.turn.Finish(ingest.CallOutput{Output: &ingest.Message{Role: delegation.RoleAssistant, Content: resp.Content,
-		Reasoning: resp.Reasoning, ToolCalls: resp.ToolCalls}, Usage: resp.Usage, At: r.now()})
+	r.RecordAnswer(r.answer.Response())
 }
 
 // RecordAnswer ends the call with an answer the upstream made itself (the
-// scripted one), which it then writes.
+// scripted one), which it then writes, or one read off the wire (record,
+// messages_reply.go).
 func (r *Reply) RecordAnswer(resp *delegation.Response) {
 	if r.recorded {
 		return
 	}
 	r.recorded = true
 	r.turn.Finish(ingest.CallOutput{Output: &ingest.Message{Role: delegation.RoleAssistant, Content: resp.Content,
-		Reasoning: resp.Reasoning, ToolCalls: resp.ToolCalls}, Usage: resp.Usage, At: r.now()})
+		Reasoning: resp.Reasoning, ToolCalls: resp.ToolCalls}, Usage: resp.Usage, Response: resp.Meta, At: r.now()})
 }
 
 // Raw writes bytes the upstream made itself, as they are: its status, once,

@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/model/openai/openaitest"
@@ -284,4 +288,120 @@ func TestShutdownEndsACallInFlight(t *testing.T) {
 	if tr.Session.Status != delegation.StatusInterrupted || tr.ModelCalls[0].Error != "the studio stopped" {
 		t.Errorf("%s, call error %q", tr.Session.Status, tr.ModelCalls[0].Error)
 	}
+}
+
+// TestRecordedResponseExportedAsSent: what the upstream said of its answers
+// (the completion's id, its model, its finish_reason) is recorded, stored
+// and exported as OTLP exactly as sent, read back here with the
+// collector's own OTLP reader: finish_reasons says "tool_calls", not the
+// output message's "tool_call". Imported back through the receiver and
+// exported again, the session says the same.
+func TestRecordedResponseExportedAsSent(t *testing.T) {
+	srv := openaitest.NewServer(t, func(r openaitest.Request) openaitest.Reply {
+		if r.Last().Role == "tool" {
+			return openaitest.Reply{Content: "Two files.", ID: "chatcmpl-B7xq2", Model: "gpt-x-2026"}
+		}
+		return openaitest.Reply{Calls: []openaitest.Call{{ID: "call_1", Name: "ls", Args: `{"path":"/"}`}},
+			ID: "chatcmpl-A9fz1", Model: "gpt-x-2026", Usage: map[string]any{"prompt_tokens": 30, "completion_tokens": 9}}
+	})
+	up, err := proxy.NewHTTPUpstream(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := proxyStudio(t, up, "")
+	c := openAIClient(s.ts.URL, "sk-user", nil)
+	ls := goopenai.Tool{Type: goopenai.ToolTypeFunction, Function: &goopenai.FunctionDefinition{Name: "ls",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)}}
+	msgs := []goopenai.ChatCompletionMessage{{Role: "user", Content: "List the files."}}
+	first, err := c.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{Model: "gpt-x", Tools: []goopenai.Tool{ls}, Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs = append(msgs, first.Choices[0].Message, goopenai.ChatCompletionMessage{Role: "tool", ToolCallID: "call_1", Content: "a.md b.md"})
+	st, err := c.CreateChatCompletionStream(context.Background(), goopenai.ChatCompletionRequest{Model: "gpt-x", Stream: true,
+		Tools: []goopenai.Tool{ls}, Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := st.Recv(); err != nil {
+			break
+		}
+	}
+	st.Close()
+	orig := s.onlySession()
+	s.waitDone(orig.ID)
+	want := []string{"chatcmpl-A9fz1 gpt-x-2026 [tool_calls]", "chatcmpl-B7xq2 gpt-x-2026 [stop]"}
+	doc := s.chatResponses(orig.ID, want)
+
+	// The export, received back, is a session of its own that exports the same.
+	if res, body := s.otlp("application/json", "", doc, ""); res.StatusCode != 200 {
+		t.Fatalf("the export does not import back: %d %s", res.StatusCode, body)
+	}
+	list, err := s.db.Sessions(context.Background(), 0)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("sessions: %v %v", list, err)
+	}
+	for _, sess := range list {
+		if sess.ID != orig.ID {
+			s.waitDone(sess.ID)
+			s.chatResponses(sess.ID, want)
+		}
+	}
+}
+
+// chatResponses reads a session's OTLP export with the collector's reader
+// and checks what its chat spans say of their responses, in order: id,
+// model, finish reasons. It returns the export.
+func (s *studio) chatResponses(id string, want []string) []byte {
+	s.t.Helper()
+	res, body := s.api("GET", "/api/sessions/"+id+"/otlp", "", nil)
+	if res.StatusCode != 200 {
+		s.t.Fatalf("OTLP export: %d %.300s", res.StatusCode, body)
+	}
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalJSON(body); err != nil {
+		s.t.Fatalf("the OTLP export is not OTLP JSON: %v", err)
+	}
+	type said struct {
+		start uint64
+		text  string
+	}
+	var got []said
+	rss := req.Traces().ResourceSpans()
+	for i := range rss.Len() {
+		sss := rss.At(i).ScopeSpans()
+		for j := range sss.Len() {
+			spans := sss.At(j).Spans()
+			for k := range spans.Len() {
+				sp := spans.At(k)
+				if !strings.HasPrefix(sp.Name(), "chat") {
+					continue
+				}
+				a := sp.Attributes()
+				str := func(key string) string {
+					if v, ok := a.Get(key); ok {
+						return v.AsString()
+					}
+					return "-"
+				}
+				var reasons []string
+				if v, ok := a.Get("gen_ai.response.finish_reasons"); ok && v.Type() == pcommon.ValueTypeSlice {
+					for n := range v.Slice().Len() {
+						reasons = append(reasons, v.Slice().At(n).Str())
+					}
+				}
+				got = append(got, said{uint64(sp.StartTimestamp()), fmt.Sprintf("%s %s %v", str("gen_ai.response.id"), str("gen_ai.response.model"), reasons)})
+			}
+		}
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].start < got[j].start })
+	var texts []string
+	for _, g := range got {
+		texts = append(texts, g.text)
+	}
+	if strings.Join(texts, "; ") != strings.Join(want, "; ") {
+		s.t.Errorf("session %s: the chat spans say %q, want %q", id, texts, want)
+	}
+	return body
 }

@@ -119,7 +119,10 @@ type ModelCall struct {
 	DurationMS         int64             `json:"duration_ms"`
 	Error              string            `json:"error,omitempty"`
 	Usage              *delegation.Usage `json:"usage,omitempty"`
-	Cost               *delegation.Cost  `json:"cost,omitempty"`
+	// Response is what the endpoint said of its answer: its id, the model
+	// that answered, why it stopped; absent when it said none of it.
+	Response *delegation.ResponseMeta `json:"response,omitempty"`
+	Cost     *delegation.Cost         `json:"cost,omitempty"`
 }
 
 // Event is a log entry as the trace writes it: events that introduced a
@@ -244,6 +247,7 @@ func (b *Builder) AddStep(st Step) error {
 		}
 		c := &t.ModelCalls[i]
 		c.OutputMessageID, c.DurationMS, c.Error, c.Usage, c.Cost = optional(f.OutputMessageID), f.DurationMS, f.Error, f.Usage, f.Cost
+		c.Response = f.Response
 	}
 	if changes, whole := st.MainFiles(); whole || len(changes) > 0 {
 		if whole {

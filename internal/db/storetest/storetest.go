@@ -1077,7 +1077,7 @@ func testCounts(t *testing.T, s Store) {
 // testAnyText: what an agent wrote is kept byte for byte, whatever it holds
 // (a tool's binary output, a received span's attribute): a NUL in a
 // message, its reasoning, the file it was evicted to, a file, a prompt, a
-// system prompt.
+// system prompt, what an endpoint said of its answer.
 func testAnyText(t *testing.T, s Store) {
 	odd := "before\x00after"
 	at := time.Now().UTC()
@@ -1094,10 +1094,14 @@ func testAnyText(t *testing.T, s Store) {
 		ev(2, delegation.EventAgentStarted, "main", delegation.AgentStarted{Agent: delegation.AgentInfo{ID: "main", Name: "main"}, SystemPrompt: odd}),
 		ev(3, delegation.EventMessageAdded, "main", delegation.MessageAdded{Index: 0, Message: &delegation.Message{ID: "main.0", AgentID: "main",
 			Role: delegation.RoleUser, Content: odd, Tokens: 1, Evicted: &delegation.Eviction{Path: "/conversation_history/" + odd, Chars: 250018, Tokens: 62505}}}),
-		ev(4, delegation.EventMessageAdded, "main", delegation.MessageAdded{Index: 1, Message: &delegation.Message{ID: "main.1", AgentID: "main",
+		ev(4, delegation.EventModelStarted, "main", delegation.ModelStarted{Call: delegation.ModelCall{ID: "main.c0", AgentID: "main",
+			Purpose: delegation.PurposeTurn, SystemPrompt: odd, Context: []delegation.Range{{AgentID: "main", From: 0, To: 1}}, InputTokens: 1}}),
+		ev(5, delegation.EventMessageAdded, "main", delegation.MessageAdded{Index: 1, Message: &delegation.Message{ID: "main.1", AgentID: "main",
 			Role: delegation.RoleAssistant, Content: odd, Reasoning: odd, Tokens: 1}}),
-		ev(5, delegation.EventFilesChanged, "main", delegation.FilesChanged{Changes: []delegation.FileChange{{Path: "/out.bin", Content: odd}}}),
-		ev(6, delegation.EventSessionFinished, "", delegation.SessionFinished{Status: delegation.StatusDone}),
+		ev(6, delegation.EventModelFinished, "main", delegation.ModelFinished{ModelCallID: "main.c0", OutputMessageID: "main.1", OutputTokens: 1,
+			Response: &delegation.ResponseMeta{ID: "chatcmpl-" + odd, Model: odd, FinishReason: "tool_calls"}}),
+		ev(7, delegation.EventFilesChanged, "main", delegation.FilesChanged{Changes: []delegation.FileChange{{Path: "/out.bin", Content: odd}}}),
+		ev(8, delegation.EventSessionFinished, "", delegation.SessionFinished{Status: delegation.StatusDone}),
 	}
 	got := appendAsBuilt(t, s, id, events)
 	for _, m := range got.Messages {
@@ -1110,6 +1114,9 @@ func testAnyText(t *testing.T, s Store) {
 	}
 	if got.Messages[1].Evicted != nil {
 		t.Fatalf("a message that was not evicted came back evicted: %+v", got.Messages[1].Evicted)
+	}
+	if r := got.ModelCalls[0].Response; r == nil || *r != (delegation.ResponseMeta{ID: "chatcmpl-" + odd, Model: odd, FinishReason: "tool_calls"}) {
+		t.Fatalf("what the endpoint said of its answer came back as %+v", r)
 	}
 	rd, err := s.ReadPage(ctx, id)
 	if err != nil {

@@ -180,7 +180,8 @@ func TestSessionChildDone(t *testing.T) {
 
 // Usage: Anthropic's input_tokens leave out the cache's reads and writes;
 // the engine's prompt counts all three, the reads as cached tokens, the
-// writes as cache-creation tokens. Streamed and not.
+// writes as cache-creation tokens. Streamed and not; the message's id,
+// model and stop_reason are kept as sent.
 func TestUsageWithCache(t *testing.T) {
 	for _, stream := range []bool{true, false} {
 		f := newFake(t, func(w http.ResponseWriter, req *wireReq) {
@@ -198,6 +199,10 @@ func TestUsageWithCache(t *testing.T) {
 		want := delegation.Usage{PromptTokens: 127, CompletionTokens: 3, CachedTokens: 100, CachedReported: true, CacheCreationTokens: 20}
 		if resp.Usage == nil || *resp.Usage != want || resp.Content != "Hi." {
 			t.Errorf("stream=%v: %+v usage %+v, want %+v", stream, resp, resp.Usage, want)
+		}
+		// What the server said of its answer, as it said it.
+		if got := resp.Meta; got == nil || *got != (delegation.ResponseMeta{ID: "msg_1", Model: "claude-test", FinishReason: "end_turn"}) {
+			t.Errorf("stream=%v: what the server said of its answer: %+v", stream, got)
 		}
 		if !strings.Contains(f.requests()[0].Raw, `"cache_control":{"type":"ephemeral"}`) {
 			t.Errorf("no top-level cache_control: %s", f.requests()[0].Raw)

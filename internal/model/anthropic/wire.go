@@ -190,9 +190,10 @@ func (m *Model) toolChoice(req *delegation.Request, tools []sdk.ToolUnionParam) 
 }
 
 // response maps an answer to the engine's Response: the text blocks' text,
-// thinking as reasoning, tool_use blocks as tool calls, and the usage.
+// thinking as reasoning, tool_use blocks as tool calls, the usage, and the
+// message's id, model and stop_reason as sent.
 func response(msg *sdk.Message) *delegation.Response {
-	out := &delegation.Response{}
+	out := &delegation.Response{Meta: delegation.MetaOf(msg.ID, string(msg.Model), string(msg.StopReason))}
 	var text, thinking strings.Builder
 	for _, b := range msg.Content {
 		switch b.Type {

@@ -123,6 +123,10 @@ func TestCompletion(t *testing.T) {
 		if resp.Content != "" || resp.Usage == nil || resp.Usage.PromptTokens != 100 {
 			t.Fatalf("response %+v", resp)
 		}
+		// What the server said of its answer, as it said it.
+		if m := resp.Meta; m == nil || *m != (delegation.ResponseMeta{ID: "chatcmpl-1", Model: "test-model", FinishReason: "tool_calls"}) {
+			t.Fatalf("what the server said of its answer: %+v", m)
+		}
 	})
 }
 
@@ -186,6 +190,9 @@ func TestStreaming(t *testing.T) {
 		}
 		if resp.Usage == nil || *resp.Usage != (delegation.Usage{PromptTokens: 1234, CompletionTokens: 56}) {
 			t.Fatalf("usage %+v", resp.Usage)
+		}
+		if m := resp.Meta; m == nil || *m != (delegation.ResponseMeta{ID: "chatcmpl-1", Model: "m", FinishReason: "tool_calls"}) {
+			t.Fatalf("what the stream said of its answer: %+v", m)
 		}
 		body := f.requests()[0].Body
 		if !body.Stream || body.StreamOptions == nil || !body.StreamOptions.IncludeUsage {

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -63,6 +64,7 @@ type accumulator struct {
 	finished  bool
 	finish    string // the finish_reason
 	usage     *delegation.Usage
+	id, model string // the first chunk's that says them
 }
 
 // partCall is a tool call being received: its id and name come in its first
@@ -76,6 +78,7 @@ type partCall struct {
 // add takes one chunk and returns its text deltas, to be shown now.
 func (a *accumulator) add(chunk goopenai.ChatCompletionStreamResponse) []string {
 	var deltas []string
+	a.id, a.model = cmp.Or(a.id, chunk.ID), cmp.Or(a.model, chunk.Model)
 	if u := usageOf(chunk.Usage); u != nil {
 		a.usage = u
 	}
@@ -147,7 +150,8 @@ func (a *accumulator) part(tc goopenai.ToolCall) *partCall {
 }
 
 func (a *accumulator) result() *result {
-	r := &result{content: a.content.String(), reasoning: a.reasoning.String(), usage: a.usage, finishReason: a.finish}
+	r := &result{content: a.content.String(), reasoning: a.reasoning.String(), usage: a.usage, finishReason: a.finish,
+		id: a.id, model: a.model}
 	if r.content == "" {
 		r.content = a.refusal.String()
 	}

@@ -46,6 +46,7 @@ type result struct {
 	calls        []rawCall
 	usage        *delegation.Usage
 	finishReason string
+	id, model    string // the completion's, as the server sent them
 }
 
 type rawCall struct {
@@ -212,7 +213,8 @@ func schemaTitle(schema json.RawMessage) string {
 
 // finish maps an answer read from the wire to the engine's Response.
 func (c *call) finish(r *result) *delegation.Response {
-	out := &delegation.Response{Content: r.content, Reasoning: r.reasoning, Usage: r.usage}
+	out := &delegation.Response{Content: r.content, Reasoning: r.reasoning, Usage: r.usage,
+		Meta: delegation.MetaOf(r.id, r.model, r.finishReason)}
 	for _, rc := range r.calls {
 		out.ToolCalls = append(out.ToolCalls, delegation.ToolCall{ID: rc.id, Name: rc.name, Args: cleanArgs(rc.args)})
 	}
@@ -257,7 +259,8 @@ func fromCompletion(resp goopenai.ChatCompletionResponse) (*result, bool) {
 	}
 	ch := resp.Choices[0]
 	msg := ch.Message
-	r := &result{content: msg.Content, reasoning: msg.ReasoningContent, finishReason: string(ch.FinishReason)}
+	r := &result{content: msg.Content, reasoning: msg.ReasoningContent, finishReason: string(ch.FinishReason),
+		id: resp.ID, model: resp.Model}
 	if r.content == "" {
 		var parts []string
 		for _, p := range msg.MultiContent {

@@ -5,6 +5,7 @@
 package openaitest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -52,13 +53,15 @@ func (r Request) Last() Message {
 }
 
 // Reply is an answer: text, reasoning, tool calls, how it finished, what it
-// reports it counted.
+// reports it counted, the completion's id and model.
 type Reply struct {
 	Content   string
 	Reasoning string // sent as reasoning_content
 	Calls     []Call
 	Finish    string         // "" means stop, or tool_calls with calls
 	Usage     map[string]any // sent as is; nil sends none
+	ID        string         // "" means "x"
+	Model     string         // "" means the request's
 }
 
 // Call is a tool call of a reply.
@@ -140,21 +143,22 @@ func write(w http.ResponseWriter, req Request, rep Reply) {
 	if finish == "" {
 		finish = "stop"
 	}
+	id, model := cmp.Or(rep.ID, "x"), cmp.Or(rep.Model, req.Model)
 	if req.Stream {
 		// One chunk with the whole answer, then the usage, then [DONE].
 		w.Header().Set("Content-Type", "text/event-stream")
-		chunk := map[string]any{"id": "x", "object": "chat.completion.chunk", "model": req.Model,
+		chunk := map[string]any{"id": id, "object": "chat.completion.chunk", "model": model,
 			"choices": []any{map[string]any{"index": 0, "delta": msg, "finish_reason": finish}}}
 		b, _ := json.Marshal(chunk)
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		if rep.Usage != nil {
-			b, _ = json.Marshal(map[string]any{"id": "x", "object": "chat.completion.chunk", "choices": []any{}, "usage": rep.Usage})
+			b, _ = json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "choices": []any{}, "usage": rep.Usage})
 			fmt.Fprintf(w, "data: %s\n\n", b)
 		}
 		fmt.Fprint(w, "data: [DONE]\n\n")
 		return
 	}
-	body := map[string]any{"id": "x", "object": "chat.completion", "model": req.Model,
+	body := map[string]any{"id": id, "object": "chat.completion", "model": model,
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}}
 	if rep.Usage != nil {
 		body["usage"] = rep.Usage
