@@ -97,6 +97,7 @@ row "OTLP export, 2,000 ÷ 1,000 messages: the exporting process's peak RSS" "�
 row "OTLP export of 2,000 messages ÷ its trace, bytes" "—" ./cmd/studio/ BenchmarkOTLPScaling otlp/trace 2x
 row "server RSS above idle streaming the trace of 100,000 messages" "≤ 64 MB" ./cmd/studio/ BenchmarkTraceExport100k trace-RSS-MB-above-idle 1x
 row "server RSS above idle streaming the OTLP of 100,000 messages" "—" ./cmd/studio/ BenchmarkTraceExport100k otlp-RSS-MB-above-idle 1x
+row "server RSS above idle refusing a 30 MB message without a space, ÷ the body" "≤ 8" ./cmd/studio/ BenchmarkThirtyMegabyteMessage peak-RSS/body 2x
 
 # The wide sweeps of the property tests that make test checks at a few
 # chosen points (batch sizes of the live-equals-reload property, 1 to 16).

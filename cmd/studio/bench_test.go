@@ -228,7 +228,7 @@ func BenchmarkTraceExport100k(b *testing.B) {
 
 // resetPeak returns a process's resident memory, after resetting its peak
 // (VmHWM) to it, so the next peak read is of what follows.
-func resetPeak(b *testing.B, pid int) int64 {
+func resetPeak(b testing.TB, pid int) int64 {
 	b.Helper()
 	runtime.GC() // ours, not the server's: keeps this process's noise out of the machine's
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
@@ -238,7 +238,7 @@ func resetPeak(b *testing.B, pid int) int64 {
 }
 
 // procStatus reads a memory figure of /proc/PID/status, in bytes.
-func procStatus(b *testing.B, pid int, key string) int64 {
+func procStatus(b testing.TB, pid int, key string) int64 {
 	b.Helper()
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -31,7 +31,7 @@ var (
 )
 
 // studioBinary builds the studio once for the package's tests.
-func studioBinary(t *testing.T) string {
+func studioBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "studio-bin-")
@@ -104,7 +104,7 @@ type served struct {
 
 // serve starts `studio serve` on a free loopback port, with any more flags
 // given, and waits until it says where it listens.
-func serve(t *testing.T, dbPath string, flags ...string) *served {
+func serve(t testing.TB, dbPath string, flags ...string) *served {
 	t.Helper()
 	cmd := exec.Command(studioBinary(t), append([]string{"serve", "--addr", "127.0.0.1:0", "--db", dbPath}, flags...)...)
 	var stderr bytes.Buffer

@@ -66,6 +66,7 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 	maxRunning := intFlag(c, "max-sessions", server.DefaultMaxRunning, "sessions running at once; past it, 503")
 	maxViewers := intFlag(c, "max-viewers", server.DefaultMaxViewers, "live viewers in all; past it, 503")
 	maxSessionViewers := intFlag(c, "max-session-viewers", server.DefaultMaxSessionViewers, "live viewers of one session; past it, 429")
+	maxBigCalls := intFlag(c, "max-big-calls", server.DefaultMaxBigCalls, "recorded model calls over 1 MiB read and counted at once; past it, 503")
 	taskTool := c.String("task-tool", "task", "task", "the `name` of the tool that delegates, in received OTLP traces and recorded calls", nil)
 	quiet := c.Duration("otlp-quiet", server.DefaultQuiet, "a received trace from which no span arrives for this `long` ends as interrupted", nil)
 	grace := c.Duration("otlp-grace", server.DefaultGrace, "once a received trace's root span is in, spans still missing are waited for this `long`", nil)
@@ -100,7 +101,7 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 	for _, l := range []struct {
 		name string
 		v    int
-	}{{"max-connections", *maxConns}, {"max-sessions", *maxRunning}, {"max-viewers", *maxViewers}, {"max-session-viewers", *maxSessionViewers}} {
+	}{{"max-connections", *maxConns}, {"max-sessions", *maxRunning}, {"max-viewers", *maxViewers}, {"max-session-viewers", *maxSessionViewers}, {"max-big-calls", *maxBigCalls}} {
 		if l.v < 1 {
 			return c.fail("--%s is %d: give a number of 1 or more", l.name, l.v)
 		}
@@ -161,7 +162,7 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 	defer d.Close()
 
 	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: list, Addr: *addr, AllowedHosts: allowedHosts,
-		Limits:   server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers, MaxSessionViewers: *maxSessionViewers},
+		Limits:   server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers, MaxSessionViewers: *maxSessionViewers, MaxBigCalls: *maxBigCalls},
 		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace, OTLPMaxTraces: *maxTraces, OTLP: push,
 		Upstream: up.upstream, UpstreamTimeout: *upstreamTimeout, ProxyDoneAfter: *doneAfter, ProxyQuiet: *proxyQuiet})
 	if n, err := srv.Recover(ctx); err != nil {

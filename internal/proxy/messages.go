@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -130,7 +129,7 @@ func msgWrongType(at, want string) *AnthropicError {
 // ServeMessages is POST /v1/messages. The body is expected to be limited by
 // the caller (a MaxBytesReader): past it, 413.
 func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -170,6 +169,7 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.end(ls)
+	taken(r.Context())
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer context.AfterFunc(p.stopping, func() { cancel(errStopped) })()

@@ -147,7 +147,7 @@ const closingRetry = 5
 // ServeChat is POST /v1/chat/completions. The body is expected to be
 // limited by the caller (a MaxBytesReader): past it, 413.
 func (p *Proxy) ServeChat(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -178,6 +178,7 @@ func (p *Proxy) ServeChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.end(ls)
+	taken(r.Context())
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer context.AfterFunc(p.stopping, func() { cancel(errStopped) })()
@@ -186,6 +187,52 @@ func (p *Proxy) ServeChat(w http.ResponseWriter, r *http.Request) {
 	p.cfg.Upstream.Chat(ctx, x, out)
 	out.close(ctx)
 }
+
+// takenKey holds, in a request's context, what to call once the request
+// is taken (WithTaken).
+type takenKey struct{}
+
+// WithTaken has the endpoint call taken once the request is taken: its
+// body read and checked and its call's start recorded, the work that grows
+// with the body done; what is left is waiting on the upstream. (The server
+// reads large bodies a few at a time: a slot is given back then, not when
+// the model has answered, minutes later.)
+func WithTaken(ctx context.Context, taken func()) context.Context {
+	return context.WithValue(ctx, takenKey{}, taken)
+}
+
+func taken(ctx context.Context) {
+	if f, ok := ctx.Value(takenKey{}).(func()); ok {
+		f()
+	}
+}
+
+// readBody reads a request's body into one buffer of its declared length
+// (at most maxPresize): io.ReadAll's growing buffers held about twice a
+// 30 MB body at the peak.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength <= 0 {
+		return io.ReadAll(r.Body)
+	}
+	b := make([]byte, 0, min(r.ContentLength, maxPresize)+1) // +1: room for the read that finds the end
+	for {
+		if len(b) == cap(b) { // longer than declared: as io.ReadAll does
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// maxPresize bounds the buffer a declared length sets aside before a byte
+// has come: the server's own limit on the body is 32 MiB.
+const maxPresize = 64 << 20
 
 // errStopped is why a call in flight ends when the studio stops.
 var errStopped = errors.New("the studio stopped")

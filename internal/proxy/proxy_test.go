@@ -758,3 +758,25 @@ func TestNoUpstream(t *testing.T) {
 		t.Errorf("%d %s", status, body)
 	}
 }
+
+// OpenAI refuses a string of more than 10,485,760 characters, naming it
+// and its length; one of exactly that many is taken, however many bytes
+// they are.
+func TestStringsAreCappedAsOpenAICapsThem(t *testing.T) {
+	for _, c := range []struct{ body, param, msg string }{
+		{`{"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "user", "content": "` + strings.Repeat("é", proxy.MaxString+1) + `"}]}`,
+			"messages[1].content", fmt.Sprintf("Invalid 'messages[1].content': string too long. "+
+				"Expected a string with maximum length 10485760, but got a string with length %d instead.", proxy.MaxString+1)},
+		{`{"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "` + strings.Repeat("a", proxy.MaxString+1) + `"}]}]}`,
+			"messages[0].content[0].text", "Invalid 'messages[0].content[0].text': string too long."},
+	} {
+		_, err := proxy.Parse([]byte(c.body))
+		if err == nil || err.Status != 400 || err.Param != c.param || err.Code != "string_above_max_length" || !strings.Contains(err.Message, c.msg) {
+			t.Errorf("%s: got %+v", c.param, err)
+		}
+	}
+	body := `{"model": "m", "messages": [{"role": "user", "content": "` + strings.Repeat("é", proxy.MaxString) + `"}]}`
+	if _, err := proxy.Parse([]byte(body)); err != nil {
+		t.Errorf("%d characters (%d bytes) refused: %s", proxy.MaxString, 2*proxy.MaxString, err.Message)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/ingest"
@@ -228,7 +229,7 @@ func parseMessage(at string, raw json.RawMessage) (Message, *Error) {
 func contentText(at string, raw json.RawMessage) (string, *Error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return s, capString(at, s)
 	}
 	var parts []json.RawMessage
 	if json.Unmarshal(raw, &parts) != nil {
@@ -254,9 +255,15 @@ func contentText(at string, raw json.RawMessage) (string, *Error) {
 			if part.Text == nil {
 				return "", missing(pat + ".text")
 			}
+			if err := capString(pat+".text", *part.Text); err != nil {
+				return "", err
+			}
 			b.WriteString(*part.Text)
 		case "refusal":
 			if part.Refusal != nil {
+				if err := capString(pat+".refusal", *part.Refusal); err != nil {
+					return "", err
+				}
 				b.WriteString(*part.Refusal)
 			}
 		case "image_url", "input_audio", "file", "audio":
@@ -267,6 +274,25 @@ func contentText(at string, raw json.RawMessage) (string, *Error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// MaxString is the most characters OpenAI takes in one string of a
+// request: a message's content, or one of its parts' text. A longer one is
+// refused before anything else is done with it (counting its tokens, above
+// all), as OpenAI refuses it.
+const MaxString = 10 << 20 // 10,485,760
+
+// capString refuses a string longer than MaxString characters, in
+// OpenAI's words.
+func capString(at, s string) *Error {
+	if len(s) <= MaxString { // a character is at least a byte
+		return nil
+	}
+	if n := utf8.RuneCountInString(s); n > MaxString {
+		return invalid(at, "string_above_max_length",
+			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.", at, MaxString, n)
+	}
+	return nil
 }
 
 func parseToolCalls(at string, raw json.RawMessage) ([]delegation.ToolCall, *Error) {

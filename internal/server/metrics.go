@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -123,6 +124,17 @@ func (m *metrics) watchBodies(g *bodyGuard) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "studio_request_bodies_cut_total",
 			Help: "Request bodies the studio stopped reading because they came too slowly."},
 			func() float64 { return float64(g.cut.Load()) }))
+}
+
+// watchBigCalls shows the big model calls being taken, and those refused
+// (admitBigCall).
+func (m *metrics) watchBigCalls(taking func() int, refused *atomic.Int64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "studio_big_calls_taking",
+			Help: "Model calls with a body over 1 MiB being read, checked and recorded now."}, func() float64 { return float64(taking()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "studio_big_calls_refused_total",
+			Help: "Model calls with a body over 1 MiB refused because as many were being taken as the studio takes at once."},
+			func() float64 { return float64(refused.Load()) }))
 }
 
 // ObserveBatch records how long the store took for a batch.

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -81,7 +82,12 @@ type Server struct {
 	csrfKey []byte
 	limits  Limits
 	checks  chan struct{} // one per document check running (admit)
-	bodies  *bodyGuard    // request bodies being read, per client (guardBodies)
+	// bigCalls holds one per big model call being taken (admitBigCall);
+	// bigRefused counts those refused, mem gives their memory back.
+	bigCalls   chan struct{}
+	bigRefused atomic.Int64
+	mem        *memReturn
+	bodies     *bodyGuard // request bodies being read, per client (guardBodies)
 	// receiver turns OTLP traces into sessions; stopReceiver ends its sweeps.
 	receiver     *receiver
 	stopReceiver context.CancelFunc
@@ -106,6 +112,8 @@ func New(cfg Config) *Server {
 		s.auth = newAuth(cfg.Token, cfg.Now)
 	}
 	s.checks = make(chan struct{}, s.limits.MaxChecks)
+	s.bigCalls = make(chan struct{}, s.limits.MaxBigCalls)
+	s.mem = newMemReturn()
 	s.bodies = newBodyGuard(s.limits)
 	// A viewer's queue holds more than the recorder's largest batch, which
 	// it publishes at once.
@@ -114,6 +122,7 @@ func New(cfg Config) *Server {
 	s.views = &liveViews{hub: s.hub, db: cfg.DB, log: cfg.Logger}
 	s.metrics = newMetrics(cfg.DB, s.hub)
 	s.metrics.watchBodies(s.bodies)
+	s.metrics.watchBigCalls(func() int { return len(s.bigCalls) }, &s.bigRefused)
 	s.runner = &session.Runner{DB: cfg.DB, Pub: publishers{s.views, s.metrics}, Logger: cfg.Logger, MaxRunning: s.limits.MaxRunning,
 		Endpoints: session.Endpoints{List: cfg.Endpoints, Only: true}}
 	if cfg.OTLP != nil {
