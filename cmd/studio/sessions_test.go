@@ -105,7 +105,15 @@ func TestSessionsJSON(t *testing.T) {
 		t.Fatalf("sessions --origin otlp prints\n%s", text)
 	}
 
-	// The same lines from the server, filtered alike.
+	sameAsTheAPI(t, path, lines)
+
+}
+
+// sameAsTheAPI: a server on the file gives, at GET /api/sessions, the
+// lines `studio sessions --json` gives, filtered alike, and refuses a bad
+// filter saying what it may be.
+func sameAsTheAPI(t *testing.T, path string, lines func(args ...string) []server.SessionLine) {
+	t.Helper()
 	s := serve(t, path)
 	for _, q := range []string{"", "?origin=otlp", "?status=failed&limit=1"} {
 		res, err := http.Get(s.url + "/api/sessions" + q)

@@ -130,19 +130,23 @@ func TestForkContext(t *testing.T) {
 	}
 }
 
-func TestNotes(t *testing.T) {
-	kinds := func(doc string) map[string]int {
-		out := map[string]int{}
-		tr := runTrace(t, doc)
-		st, err := view.FromTrace(tr, view.BudgetOf(tr.Scenario))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range st.Notes {
-			out[n.Kind]++
-		}
-		return out
+// noteKinds runs a scenario and counts its session's notes by kind.
+func noteKinds(t *testing.T, doc string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	tr := runTrace(t, doc)
+	st, err := view.FromTrace(tr, view.BudgetOf(tr.Scenario))
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, n := range st.Notes {
+		out[n.Kind]++
+	}
+	return out
+}
+
+func TestNotes(t *testing.T) {
+	kinds := func(doc string) map[string]int { return noteKinds(t, doc) }
 	t.Run("a clean delegation has no notes", func(t *testing.T) {
 		got := kinds(`{"name": "ok", "prompt": "go", "script": {
 			"main": [{"tool_calls": [{"name": "task", "args": {"description": "Compute 6*7 and reply with the number.", "subagent_type": "general-purpose"}}]}, {"content": "It is 42."}],
@@ -196,29 +200,6 @@ func TestNotes(t *testing.T) {
 			t.Fatalf("notes = %v; want none", got)
 		}
 	})
-	t.Run("two agents changing one path in one step lose the earlier change", func(t *testing.T) {
-		// One step of main: its own write, then two children's; the second
-		// child writes what the first did (nothing lost), and main's next
-		// step writes the path again (another step).
-		doc := func(second string) string {
-			return `{"name": "clash", "prompt": "go", "agent": {"files_merge": "delta"}, "script": {
-			"main": [
-			  {"tool_calls": [{"name": "write_file", "args": {"file_path": "/x.md", "content": "main's"}},
-			                  {"name": "task", "args": {"description": "Write /x.md.", "subagent_type": "general-purpose"}},
-			                  {"name": "task", "args": {"description": "Write /x.md too.", "subagent_type": "general-purpose"}}]},
-			  {"tool_calls": [{"name": "edit_file", "args": {"file_path": "/x.md", "old_string": "x", "new_string": "y"}}]},
-			  {"content": "Done: /x.md holds the last write."}],
-			"general-purpose": [
-			  [{"tool_calls": [{"name": "write_file", "args": {"file_path": "/x.md", "content": "child's"}}]}, {"content": "Wrote /x.md."}],
-			  [{"tool_calls": [{"name": "write_file", "args": {"file_path": "/x.md", "content": ` + second + `}}]}, {"content": "Wrote /x.md too."}]]}}`
-		}
-		if got := kinds(doc(`"child's"`)); got["overwritten"] != 1 {
-			t.Errorf("main's write, then a child's: %d overwritten notes, want 1 (the second child wrote the same): %v", got["overwritten"], got)
-		}
-		if got := kinds(doc(`"another"`)); got["overwritten"] != 2 {
-			t.Errorf("main's write, then two children's, each different: %d overwritten notes, want 2: %v", got["overwritten"], got)
-		}
-	})
 	t.Run("words split CJK into pairs and keep file names", func(t *testing.T) {
 		got := view.Words("结论是 42。See /config/a.toml, OK?")
 		for _, w := range []string{"结论", "论是", "42", "config/a.toml", "config", "a.toml", "see", "ok"} {
@@ -230,6 +211,34 @@ func TestNotes(t *testing.T) {
 			t.Errorf("Words = %q; punctuation must split, single CJK characters are no words", got)
 		}
 	})
+}
+
+// TestOverwrittenNote: two agents changing one path in one step lose the
+// earlier change, and a note says so; the same content written again
+// loses nothing.
+func TestOverwrittenNote(t *testing.T) {
+	kinds := func(doc string) map[string]int { return noteKinds(t, doc) }
+	// One step of main: its own write, then two children's; the second
+	// child writes what the first did (nothing lost), and main's next
+	// step writes the path again (another step).
+	doc := func(second string) string {
+		return `{"name": "clash", "prompt": "go", "agent": {"files_merge": "delta"}, "script": {
+		"main": [
+		  {"tool_calls": [{"name": "write_file", "args": {"file_path": "/x.md", "content": "main's"}},
+		                  {"name": "task", "args": {"description": "Write /x.md.", "subagent_type": "general-purpose"}},
+		                  {"name": "task", "args": {"description": "Write /x.md too.", "subagent_type": "general-purpose"}}]},
+		  {"tool_calls": [{"name": "edit_file", "args": {"file_path": "/x.md", "old_string": "x", "new_string": "y"}}]},
+		  {"content": "Done: /x.md holds the last write."}],
+		"general-purpose": [
+		  [{"tool_calls": [{"name": "write_file", "args": {"file_path": "/x.md", "content": "child's"}}]}, {"content": "Wrote /x.md."}],
+		  [{"tool_calls": [{"name": "write_file", "args": {"file_path": "/x.md", "content": ` + second + `}}]}, {"content": "Wrote /x.md too."}]]}}`
+	}
+	if got := kinds(doc(`"child's"`)); got["overwritten"] != 1 {
+		t.Errorf("main's write, then a child's: %d overwritten notes, want 1 (the second child wrote the same): %v", got["overwritten"], got)
+	}
+	if got := kinds(doc(`"another"`)); got["overwritten"] != 2 {
+		t.Errorf("main's write, then two children's, each different: %d overwritten notes, want 2: %v", got["overwritten"], got)
+	}
 }
 
 func TestDollars(t *testing.T) {
