@@ -82,7 +82,7 @@ func TestImportOTLP(t *testing.T) {
 		_, list, _ := studio(t, "sessions", "--db", dbPath)
 		var id string
 		for _, line := range strings.Split(list, "\n") {
-			if f := strings.Fields(line); len(f) > 2 && f[2] == "received-deepagents" {
+			if f := strings.Fields(line); len(f) > 3 && f[3] == "received-deepagents" { // id, status, origin, name
 				id = f[0]
 			}
 		}

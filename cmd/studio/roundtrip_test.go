@@ -22,7 +22,7 @@ func TestOTLPRoundTrip(t *testing.T) {
 			_, list, _ := studio(t, "sessions", "--db", dbPath)
 			var id string
 			for _, line := range strings.Split(list, "\n") {
-				if f := strings.Fields(line); len(f) > 2 && f[2] == lesson {
+				if f := strings.Fields(line); len(f) > 3 && f[3] == lesson { // id, status, origin, name
 					id = f[0]
 				}
 			}

@@ -85,12 +85,14 @@ func TestSIGTERMAnswersCallsInFlight(t *testing.T) {
 				err  error
 			}
 			got := make(chan answer, 1)
+			begun := make(chan struct{}) // the client has the answer's status and headers
 			go func() {
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					got <- answer{err: err}
 					return
 				}
+				close(begun)
 				b, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				got <- answer{resp, b, err}
@@ -99,6 +101,15 @@ func TestSIGTERMAnswersCallsInFlight(t *testing.T) {
 			case <-arrived:
 			case a := <-got:
 				t.Fatalf("answered before the upstream had the call: %+v %s\n%s", a.resp, a.body, s.stderr)
+			}
+			if tc.stream {
+				// A stream under way: the relay has sent the first event
+				// on, so the stop must end it with an error event.
+				select {
+				case <-begun:
+				case a := <-got:
+					t.Fatalf("the stream never began: %+v %v %s\n%s", a.resp, a.err, a.body, s.stderr)
+				}
 			}
 			s.stop(t)
 			a := <-got

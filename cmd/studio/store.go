@@ -57,7 +57,8 @@ holds the file (which ends it itself), ended as interrupted, as serve ends it.`,
 	status := c.String("status", "", "", "list only the sessions of this status: "+strings.Join(delegation.Statuses(), ", "), nil)
 	origin := c.String("origin", "", "", "list only the sessions from here: "+strings.Join(delegation.Origins(), ", ")+
 		" (our engine, a received or imported OTLP trace, the recording endpoint)", nil)
-	limit := intFlag(c, "limit", 0, "list at most this many, the newest (0: all)")
+	limit := c.fs.Int("limit", 0, "list at most this many, the newest (0: all)")
+	c.add("limit", "", nil)
 	if _, code, ok := c.parse(args); !ok {
 		return code
 	}

@@ -88,6 +88,7 @@ func loadAgent(ctx context.Context, s *studio, name string, calls int) error {
 		msgs = append(msgs, map[string]string{"role": "assistant", "content": got}, map[string]string{"role": "user", "content": "Next one."})
 	}
 	// The session records every call, each with its answer whole.
+	var lastErr error
 	for {
 		list, err := s.db.SessionsWhere(ctx, db.SessionFilter{Origin: delegation.OriginProxy})
 		if err != nil {
@@ -108,16 +109,25 @@ func loadAgent(ctx context.Context, s *studio, name string, calls int) error {
 			for _, m := range tr.Messages {
 				answers[m.ID] = m.Content
 			}
+			lastErr = nil
 			for i, mc := range tr.ModelCalls {
-				if got := answers[deref(mc.OutputMessageID)]; got != loadAnswer(2+2*i) {
+				if mc.OutputMessageID == nil {
+					// Its start is recorded, its answer not yet: the
+					// relay records it as the stream ends.
+					lastErr = fmt.Errorf("session %s: call %d has no answer recorded", x.ID, i)
+					break
+				}
+				if got := answers[*mc.OutputMessageID]; got != loadAnswer(2+2*i) {
 					return fmt.Errorf("session %s: call %d recorded the answer %d characters %.60q…, not the one relayed", x.ID, i, len(got), got)
 				}
 			}
-			return nil
+			if lastErr == nil {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no session %q recorded its %d calls in time", name, calls)
+			return fmt.Errorf("no session %q recorded its %d calls in time (%v)", name, calls, lastErr)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -270,11 +280,4 @@ func loadExport(ctx context.Context, s *studio, body []byte) error {
 			return nil
 		}
 	}
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
