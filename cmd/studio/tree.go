@@ -41,6 +41,8 @@ func printTree(w io.Writer, t *trace.Trace) {
 	printNode(w, st, root, texts, "", "")
 	if by := st.Session.StoppedBy; by != "" {
 		fmt.Fprintf(w, "\nstopped: %s\n", stopWords(by))
+	} else if key := i18n.ErrorKey(st.Session.Code); key != "" {
+		fmt.Fprintf(w, "\nerror: %s\n", i18n.Get(i18n.English).T(key))
 	} else if t.Session.Error != "" {
 		fmt.Fprintf(w, "\nerror: %s\n", t.Session.Error)
 	}

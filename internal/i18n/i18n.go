@@ -453,3 +453,15 @@ func StopKey(code string) string {
 	}
 	return "stop.outside"
 }
+
+// ErrorKey is the catalogue's id for why a session failed, from the error
+// code its session.finished carries (delegation.EFULL: the store's disk
+// filled); "" for a code with no words of its own, so the stored error is
+// said instead.
+func ErrorKey(code string) string {
+	switch code {
+	case "full":
+		return "error.disk_full"
+	}
+	return ""
+}

@@ -24,3 +24,21 @@ func TestStopKey(t *testing.T) {
 		t.Error("an unknown code is not worded as stopped from outside")
 	}
 }
+
+// TestErrorKey: the error code a failed session's end carries has words of
+// its own in every language; other codes have none, so the stored error is
+// said.
+func TestErrorKey(t *testing.T) {
+	key := ErrorKey(delegation.EFULL)
+	if key == "" {
+		t.Fatalf("code %q has no message of its own", delegation.EFULL)
+	}
+	for _, lang := range []string{English, "zh"} {
+		if Get(lang).Raw(key) == "" {
+			t.Errorf("%s: no %s", lang, key)
+		}
+	}
+	if k := ErrorKey(delegation.EINVALID); k != "" {
+		t.Errorf("code %q worded as %s; want none", delegation.EINVALID, k)
+	}
+}

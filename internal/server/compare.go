@@ -283,7 +283,7 @@ func diffFiles(a, b []db.File) ([]templates.FilePair, bool) {
 func (p *pageData) compareSide() (templates.CompareSide, error) {
 	st := p.st
 	side := templates.CompareSide{ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title, Status: st.Session.Status,
-		Error: st.Session.Error, StoppedBy: st.Session.StoppedBy, Tree: p.tree(""), Calls: st.Calls, Tokens: st.Tokens, Totals: totals(st)}
+		Error: st.Session.Error, StoppedBy: st.Session.StoppedBy, Code: st.Session.Code, Tree: p.tree(""), Calls: st.Calls, Tokens: st.Tokens, Totals: totals(st)}
 	var walk func(n *view.Node) error
 	walk = func(n *view.Node) error {
 		a := n.Agent

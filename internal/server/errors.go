@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/web/templates"
 )
 
@@ -47,8 +48,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 	case errors.As(err, &de):
 		status, msg = codeStatus(de.Code), de.Message
-		if de.Code == delegation.EFULL {
-			msg = tr(c).T("error.disk_full")
+		if key := i18n.ErrorKey(de.Code); key != "" {
+			msg = tr(c).T(key)
 		}
 		fields = append(fields, de.Fields...)
 	case errors.As(err, &fe):

@@ -295,8 +295,8 @@ func (p *pageData) patches(ch view.Changes) ([]patch, error) {
 	add := func(more ...patch) { ps = append(ps, more...) }
 
 	if ch.Status {
-		add(patch{Sel: "#status", Op: "replace", HTML: p.html(templates.StatusBadge(st.Session.Status, st.Session.Error, st.Session.StoppedBy))},
-			patch{Sel: "#session-error", Op: "replace", HTML: p.html(templates.SessionError(st.Session.Status, st.Session.Error, st.Session.StoppedBy))},
+		add(patch{Sel: "#status", Op: "replace", HTML: p.html(templates.StatusBadge(st.Session.Status, st.Session.Error, st.Session.StoppedBy, st.Session.Code))},
+			patch{Sel: "#session-error", Op: "replace", HTML: p.html(templates.SessionError(st.Session.Status, st.Session.Error, st.Session.StoppedBy, st.Session.Code))},
 			patch{Sel: "#answer", Op: "inner", HTML: p.html(templates.Answer(st.Session.Answer, st.Session.Status))})
 		if st.Session.Status != delegation.StatusRunning {
 			add(patch{Sel: "#stop", Op: "remove"}, patch{Sel: ".session", Op: "attrs", Attrs: map[string]*string{"data-running": nil}})
@@ -1051,8 +1051,8 @@ func (p *pageData) syncPatches(c choice, running bool) ([]patch, error) {
 		return nil, err
 	}
 	ps := []patch{
-		{Sel: "#status", Op: "replace", HTML: p.html(templates.StatusBadge(v.Status, v.Error, v.StoppedBy))},
-		{Sel: "#session-error", Op: "replace", HTML: p.html(templates.SessionError(v.Status, v.Error, v.StoppedBy))},
+		{Sel: "#status", Op: "replace", HTML: p.html(templates.StatusBadge(v.Status, v.Error, v.StoppedBy, v.Code))},
+		{Sel: "#session-error", Op: "replace", HTML: p.html(templates.SessionError(v.Status, v.Error, v.StoppedBy, v.Code))},
 		{Sel: "#totals", Op: "inner", HTML: p.html(templates.Totals(v.Totals))},
 		{Sel: "#tree", Op: "replace", HTML: p.html(templates.TreeBox(v.ID, v.Tree, v.At, v.Scrub.Steps))},
 		{Sel: "#notes", Op: "replace", HTML: p.html(templates.NotesSection(v.Notes))},

@@ -990,7 +990,7 @@ func (p *pageData) treeAt(selected string, at *stepAt) (view.TreeLayout, error) 
 func (p *pageData) sessionPage(page templates.Page, ch choice, running bool) (templates.SessionPage, error) {
 	st := p.st
 	v := templates.SessionPage{Page: page, ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title,
-		Prompt: st.Session.Prompt, Status: st.Session.Status, Error: st.Session.Error, StoppedBy: st.Session.StoppedBy, Tokenizer: st.Session.Tokenizer,
+		Prompt: st.Session.Prompt, Status: st.Session.Status, Error: st.Session.Error, StoppedBy: st.Session.StoppedBy, Code: st.Session.Code, Tokenizer: st.Session.Tokenizer,
 		CreatedAt: st.Session.CreatedAt, Running: running, Answer: st.Session.Answer, LastSeq: st.Seq,
 		Agents: len(st.Agents), Calls: st.Calls, Tokens: st.Tokens, Totals: totals(st), Notes: p.notes()}
 	at, err := p.stepAt(ch.Step)

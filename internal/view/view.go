@@ -79,6 +79,10 @@ type Session struct {
 	// StoppedBy is why an interrupted session was stopped, a
 	// delegation.Stop* code ("" in logs written before it: Error says).
 	StoppedBy string
+	// Code is why a failed session failed, as an error code
+	// (delegation.EFULL) when the studio ended it ("" otherwise, and in
+	// logs written before it: Error says).
+	Code string
 	// Answer is the final answer, known when the session ends.
 	Answer string
 	// Origin says where the session came from (nil: our engine).
@@ -432,7 +436,7 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 	case st.SessionFinished != nil:
 		d := st.SessionFinished
 		s.Session.Status, s.Session.Error, s.Session.Answer = d.Status, d.Error, d.Answer
-		s.Session.StoppedBy = d.StoppedBy
+		s.Session.StoppedBy, s.Session.Code = d.StoppedBy, d.Code
 		if d.Status == delegation.StatusInterrupted {
 			s.interrupted(d.Error, d.StoppedBy, ch)
 		}

@@ -78,11 +78,15 @@ func switches(ctx context.Context, here string) []LangSwitch {
 func htmlLang(code string) string { return i18n.Tag(code) }
 
 // whyStopped is why a session or agent failed or was stopped, as a person
-// reads it: its stopped_by code worded, else its error (a log written
-// before the code, or a failure).
-func whyStopped(ctx context.Context, err, stoppedBy string) string {
+// reads it: its stopped_by code worded, else its error code worded (one
+// with words of its own, i18n.ErrorKey), else its error (a log written
+// before the codes, or a failure the run itself met).
+func whyStopped(ctx context.Context, err, stoppedBy, code string) string {
 	if stoppedBy != "" {
 		return T(ctx, i18n.StopKey(stoppedBy))
+	}
+	if key := i18n.ErrorKey(code); key != "" {
+		return T(ctx, key)
 	}
 	return err
 }

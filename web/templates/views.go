@@ -420,6 +420,7 @@ type SessionPage struct {
 	Page
 	ID, Name, Title, Prompt, Status, Error, Tokenizer string
 	StoppedBy                                         string // why it was stopped: a code (delegation.Stop*)
+	Code                                              string // why it failed: an error code (delegation.EFULL), "" when Error says
 	CreatedAt                                         time.Time
 	LastSeq                                           int64
 	Running                                           bool
