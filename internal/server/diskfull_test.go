@@ -128,21 +128,7 @@ func TestDiskFull(t *testing.T) {
 		if last.Type != delegation.EventSessionFinished || json.Unmarshal(last.Data, &fin) != nil || fin.Code != delegation.EFULL {
 			t.Errorf("last event %s %s; want session.finished with code %q", last.Type, last.Data, delegation.EFULL)
 		}
-		// Its page says why in the viewer's language, from the code, not
-		// the stored English error.
-		for _, lang := range []string{"", "zh-CN"} {
-			want := i18n.Get(i18n.English).T("error.disk_full")
-			if lang != "" {
-				want = i18n.Get("zh").T("error.disk_full")
-			}
-			_, doc := s.getLang("/sessions/"+id, lang)
-			why := doc.Find(`[data-testid="session-error"] [data-code]`)
-			badge := doc.Find(`[data-testid="status"]`).AttrOr("title", "")
-			if why.AttrOr("data-code", "") != delegation.EFULL || why.Text() != want || badge != want ||
-				strings.Contains(doc.Find(`[data-testid="session-error"]`).Text(), tr.Session.Error) {
-				t.Errorf("page (%q) says %q, badge %q; want %q", lang, doc.Find(`[data-testid="session-error"]`).Text(), badge, want)
-			}
-		}
+		pageSaysDiskFull(t, s, id, tr.Session.Error)
 		// Nothing committed is lost: the log runs 1, 2, 3… to its end.
 		for i, ev := range tr.Events {
 			if ev.Seq != int64(i+1) {
@@ -179,4 +165,23 @@ func TestDiskFull(t *testing.T) {
 			return res.StatusCode == http.StatusOK, string(body)
 		})
 	})
+}
+
+// pageSaysDiskFull: a session a full disk ended says why on its page in
+// the viewer's language, from its code, not in its stored English error.
+func pageSaysDiskFull(t *testing.T, s *studio, id, stored string) {
+	t.Helper()
+	for _, lang := range []string{"", "zh-CN"} {
+		want := i18n.Get(i18n.English).T("error.disk_full")
+		if lang != "" {
+			want = i18n.Get("zh").T("error.disk_full")
+		}
+		_, doc := s.getLang("/sessions/"+id, lang)
+		why := doc.Find(`[data-testid="session-error"] [data-code]`)
+		badge := doc.Find(`[data-testid="status"]`).AttrOr("title", "")
+		if why.AttrOr("data-code", "") != delegation.EFULL || why.Text() != want || badge != want ||
+			strings.Contains(doc.Find(`[data-testid="session-error"]`).Text(), stored) {
+			t.Errorf("page (%q) says %q, badge %q; want %q", lang, doc.Find(`[data-testid="session-error"]`).Text(), badge, want)
+		}
+	}
 }
