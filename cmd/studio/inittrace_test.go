@@ -15,13 +15,15 @@ import (
 // --version` included: a package of ours that builds a table at init
 // (internal/i18n parsed its catalogues there: 10 MB in 90,600 allocations)
 // slows every command. The bounds are about one and a half times the
-// largest package's today (internal/delegation: about 88 KB, 1,100
-// allocations; three times let internal/proxy's 178 KB regexp through);
-// what needs more is made when first used, or generated
-// ahead (go generate), as the token tables and the catalogues are.
+// largest package's today (internal/delegation: about 27 KB, 220
+// allocations, since the regexps, fonts, price table and printers of
+// delegation, view, pricing, session and lessons are made on first use;
+// before, internal/delegation took 88 KB and view 60 KB); what needs
+// more is made when first used, or generated ahead (go generate), as the
+// token tables and the catalogues are.
 const (
-	initBytesBound  = 128 << 10
-	initAllocsBound = 2000
+	initBytesBound  = 40 << 10
+	initAllocsBound = 400
 )
 
 // TestInitAllocatesLittle runs the binary with GODEBUG=inittrace=1 and

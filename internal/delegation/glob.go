@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -87,7 +88,7 @@ func (b *bitset) has(i int) bool { return b[i>>6]&(1<<(i&63)) != 0 }
 // maxRawPattern bounds a pattern before its stars are collapsed.
 const maxRawPattern = 64 << 10
 
-var starRun = regexp.MustCompile(`\*\*+`)
+var starRun = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*\*+`) })
 
 // collapseStars rewrites stars to the shortest form that means the same: a
 // run of two or more is "**", and "**/**" is "**" (so "**/**/" is "**/").
@@ -95,7 +96,7 @@ func collapseStars(p string) string {
 	if !strings.Contains(p, "**") {
 		return p
 	}
-	p = starRun.ReplaceAllLiteralString(p, "**")
+	p = starRun().ReplaceAllLiteralString(p, "**")
 	for strings.Contains(p, "**/**") {
 		p = strings.ReplaceAll(p, "**/**", "**")
 	}

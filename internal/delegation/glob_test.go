@@ -95,7 +95,7 @@ func checkAgainstReference(t *testing.T, pattern, path string) {
 	if strings.Contains(pattern, "***") {
 		// The reference reads runs of three or more stars pair by pair
 		// ("***/" as ".*[^/]*/"); the glob reads any run as "**".
-		if re, rerr = referenceGlob(starRun.ReplaceAllLiteralString(pattern, "**")); rerr != nil {
+		if re, rerr = referenceGlob(starRun().ReplaceAllLiteralString(pattern, "**")); rerr != nil {
 			t.Fatal(rerr)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -198,7 +199,7 @@ func (t *Team) SubagentTools(name string) []ToolDef {
 	return defs(t.childTools(s, t.mainTools))
 }
 
-var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+var toolNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // BuildTeam validates a team spec (delegation.md §2) and builds it. Every
 // problem is reported at once, each tied to its field, before any model is

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
@@ -35,7 +36,7 @@ func newStructuredTool(raw json.RawMessage) (*structuredTool, string) {
 	if title == "" {
 		return nil, "has a response_format without a \"title\"; the title names the tool the subagent calls to give its answer"
 	}
-	if !toolNameRE.MatchString(title) {
+	if !toolNameRE().MatchString(title) {
 		return nil, fmt.Sprintf("has a response_format title '%s' that cannot name a tool; use letters, digits, '_' and '-' only", title)
 	}
 	if t, ok := obj["type"]; ok && t != "object" {
@@ -112,7 +113,9 @@ func (st *structuredTool) check(args json.RawMessage) (string, error) {
 	return buf.String(), nil
 }
 
-var englishPrinter = message.NewPrinter(language.English)
+// englishPrinter is made on first use: a process that validates no
+// structured answer pays nothing for it.
+var englishPrinter = sync.OnceValue(func() *message.Printer { return message.NewPrinter(language.English) })
 
 // describeSchemaError names each failing field of a validation error.
 func describeSchemaError(err error) string {
@@ -125,7 +128,7 @@ func describeSchemaError(err error) string {
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
 			field := "/" + strings.Join(e.InstanceLocation, "/")
-			parts = append(parts, fmt.Sprintf("at '%s': %s", field, e.ErrorKind.LocalizedString(englishPrinter)))
+			parts = append(parts, fmt.Sprintf("at '%s': %s", field, e.ErrorKind.LocalizedString(englishPrinter())))
 			return
 		}
 		for _, c := range e.Causes {

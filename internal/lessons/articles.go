@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Article is one of the three articles the lessons come from, named as a
@@ -51,22 +52,24 @@ type Section struct {
 }
 
 var (
-	articleRef = regexp.MustCompile(`Article (\d)(?: \([^)]*\))?((?:,? ?(?:and )?§\d+(?:[–-]§\d+)?)*)`)
-	sectionRef = regexp.MustCompile(`§(\d+)(?:[–-]§(\d+))?`)
+	articleRef = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`Article (\d)(?: \([^)]*\))?((?:,? ?(?:and )?§\d+(?:[–-]§\d+)?)*)`)
+	})
+	sectionRef = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`§(\d+)(?:[–-]§(\d+))?`) })
 )
 
 // Cites reads a lesson's Article line ("Article 2 (isolated or fork), §2
 // and §5; Article 3 …", "Ours: …") as the articles and sections it names.
 func Cites(line string) []Cite {
 	var out []Cite
-	for _, m := range articleRef.FindAllStringSubmatch(line, -1) {
+	for _, m := range articleRef().FindAllStringSubmatch(line, -1) {
 		n, _ := strconv.Atoi(m[1])
 		if n < 1 || n > len(Articles) {
 			continue
 		}
 		a := &Articles[n-1]
 		c := Cite{Article: a}
-		for _, s := range sectionRef.FindAllStringSubmatch(m[2], -1) {
+		for _, s := range sectionRef().FindAllStringSubmatch(m[2], -1) {
 			from, _ := strconv.Atoi(s[1])
 			to := from
 			if s[2] != "" {

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 )
@@ -36,7 +37,9 @@ type Table struct {
 	Aliases map[string]string `json:"aliases"`
 }
 
-var table = mustLoad(pricesJSON)
+// table is parsed on first use: a process that prices nothing (validate,
+// sessions, --version) pays nothing for it.
+var table = sync.OnceValue(func() *Table { return mustLoad(pricesJSON) })
 
 func mustLoad(b []byte) *Table {
 	t, err := load(b)
@@ -71,18 +74,20 @@ func load(b []byte) (*Table, error) {
 }
 
 // Default returns the embedded table.
-func Default() *Table { return table }
+func Default() *Table { return table() }
 
 // AsOf is the date the embedded table's prices were published on.
-func AsOf() string { return table.AsOf }
+func AsOf() string { return table().AsOf }
 
 // Lookup finds a model's price in the embedded table (see Table.Lookup).
-func Lookup(model string) (delegation.Price, bool) { return table.Lookup(model) }
+func Lookup(model string) (delegation.Price, bool) { return table().Lookup(model) }
 
 // version is what may follow a model's name in the names providers and
 // routers give it: a date (gpt-4.1-2025-04-14, claude-sonnet-4-20250514,
 // @20250514 on Vertex), "latest", or a preview tag.
-var version = regexp.MustCompile(`^([-@](\d{4}-\d{2}-\d{2}|\d{8}|latest|preview(-\d{2}-\d{2})?|\d{2}-\d{2}))$`)
+var version = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([-@](\d{4}-\d{2}-\d{2}|\d{8}|latest|preview(-\d{2}-\d{2})?|\d{2}-\d{2}))$`)
+})
 
 // Lookup finds a model's price: by its name as given, with a provider's
 // or router's prefix left out (openai/gpt-4.1-mini), and with a date or
@@ -106,7 +111,7 @@ func (t *Table) Lookup(model string) (delegation.Price, bool) {
 	// version: gpt-4o-mini-2024-07-18 is gpt-4o-mini, not gpt-4o.
 	best := ""
 	for known := range t.Models {
-		if len(known) > len(best) && strings.HasPrefix(name, known) && version.MatchString(name[len(known):]) {
+		if len(known) > len(best) && strings.HasPrefix(name, known) && version().MatchString(name[len(known):]) {
 			best = known
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/model/anthropic"
@@ -48,18 +49,18 @@ func (e Endpoint) URL() string {
 }
 
 var (
-	endpointNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	endpointNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 	// keyEnvRE is the one rule for the variables a key may be read from:
 	// their names say they hold API keys, so no scenario or typo can send
 	// another secret of the environment (a token, a cloud credential) to an
 	// endpoint. The scenario schema says the same (keyEnv).
-	keyEnvRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]*_API_KEY$`)
+	keyEnvRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z][A-Z0-9_]*_API_KEY$`) })
 )
 
 // Check reports what is wrong with a configured endpoint, in words for the
 // person who configured it.
 func (e Endpoint) Check() error {
-	if !endpointNameRE.MatchString(e.Name) {
+	if !endpointNameRE().MatchString(e.Name) {
 		return fmt.Errorf("endpoint name %q: use letters, digits, '.', '_' and '-' (at most 64), e.g. local", e.Name)
 	}
 	if e.BaseURL != "" {
@@ -77,7 +78,7 @@ func (e Endpoint) Check() error {
 // CheckKeyEnv reports whether a key may be read from the variable name
 // ("" for none), by keyEnvRE's rule.
 func CheckKeyEnv(name string) error {
-	if name != "" && !keyEnvRE.MatchString(name) {
+	if name != "" && !keyEnvRE().MatchString(name) {
 		return fmt.Errorf("the key variable %q must be named like OPENAI_API_KEY (ending in _API_KEY)", name)
 	}
 	return nil

@@ -117,8 +117,8 @@ const (
 // which CountersGrew says.
 func countersWidth(calls int) float64 {
 	digits := max(len(strconv.Itoa(calls)), callDigits)
-	return regular.width("running · "+strings.Repeat("0", digits)+" calls", statSize) + labelGap +
-		regular.width("00.0M tok", statSize)
+	return regular().width("running · "+strings.Repeat("0", digits)+" calls", statSize) + labelGap +
+		regular().width("00.0M tok", statSize)
 }
 
 // CountersGrew reports whether an agent's box needs more room for its
@@ -217,7 +217,7 @@ func layoutNode(n *Node, opt LayoutOptions, avail int) *block {
 	lastBus := -1
 	for _, r := range n.Rounds {
 		label := roundLabel(r)
-		lw := int(regular.width(label, textSize)) + 1
+		lw := int(regular().width(label, textSize)) + 1
 		b.rounds = append(b.rounds, PlacedRound{X: indent, Y: cy + 14, W: lw, ParentID: n.Agent.ID, Number: r.Number,
 			Members: len(r.Members), Parallel: r.Parallel(), Text: label})
 		b.w = max(b.w, indent+lw)
@@ -274,18 +274,18 @@ func agentBox(n *Node, opt LayoutOptions) PlacedNode {
 	p.TokensText = CompactTokens(p.Tokens) + " tok"
 	modeW := 0.0
 	if p.Mode != "" {
-		modeW = regular.width(p.Mode, textSize) + labelGap
+		modeW = regular().width(p.Mode, textSize) + labelGap
 	}
 	// As wide as the name and mode, the counters as wide as they may grow
 	// (so that a box's counters change without moving its neighbours), and
 	// some of the task.
 	idPart := a.ID + " · "
-	want := max(bold.width(p.Name, nameSize)+modeW, countersWidth(p.Calls),
-		min(regular.width(idPart+quote(p.Task), textSize), maxTaskW))
+	want := max(bold().width(p.Name, nameSize)+modeW, countersWidth(p.Calls),
+		min(regular().width(idPart+quote(p.Task), textSize), maxTaskW))
 	p.W = min(max(minNodeW, int(want)+1+2*padIn), maxNodeW)
 	inner := float64(p.W - 2*padIn)
-	p.NameText = bold.fit(p.Name, nameSize, inner-modeW)
-	p.TaskText = regular.fit(idPart+quote(p.Task), textSize, inner)
+	p.NameText = bold().fit(p.Name, nameSize, inner-modeW)
+	p.TaskText = regular().fit(idPart+quote(p.Task), textSize, inner)
 	what := "the main agent"
 	if p.Mode != "" {
 		what = p.Mode + " subagent"
@@ -301,12 +301,12 @@ func refusalBox(parent *Node, r *Refusal, round int) PlacedNode {
 		RefusalMessageID: r.RefusalMessageID(), Round: round}
 	why := refusalWhy(r.Reason)
 	p.StatsText = "asked by " + parent.Agent.ID
-	want := max(bold.width("✗ "+p.Name, nameSize)+regular.width("refused", textSize)+labelGap,
-		regular.width(why, textSize), regular.width(p.StatsText, textSize))
+	want := max(bold().width("✗ "+p.Name, nameSize)+regular().width("refused", textSize)+labelGap,
+		regular().width(why, textSize), regular().width(p.StatsText, textSize))
 	p.W = min(max(minNodeW, int(want)+1+2*padIn), maxNodeW)
 	inner := float64(p.W - 2*padIn)
-	p.NameText = bold.fit("✗ "+p.Name, nameSize, inner-regular.width("refused", textSize)-labelGap)
-	p.TaskText = regular.fit(why, textSize, inner)
+	p.NameText = bold().fit("✗ "+p.Name, nameSize, inner-regular().width("refused", textSize)-labelGap)
+	p.TaskText = regular().fit(why, textSize, inner)
 	p.Label = fmt.Sprintf("Refused delegation to %s, asked by %s: %s", r.SubagentType, parent.Agent.ID, why)
 	return p
 }

@@ -36,8 +36,10 @@ type face struct {
 }
 
 var (
-	regular = mustFace(FontRegular)
-	bold    = mustFace(FontBold)
+	// The faces are parsed on first use, so that a process that draws no
+	// tree (the CLI's run, export, validate) pays nothing for them.
+	regular = sync.OnceValue(func() *face { return mustFace(FontRegular) })
+	bold    = sync.OnceValue(func() *face { return mustFace(FontBold) })
 )
 
 func mustFace(ttf []byte) *face {
@@ -112,7 +114,7 @@ func trimRight(s string) string {
 // its bold one) at size px: for tests that check the layout's arithmetic.
 func TextWidth(s string, size float64, isBold bool) float64 {
 	if isBold {
-		return bold.width(s, size)
+		return bold().width(s, size)
 	}
-	return regular.width(s, size)
+	return regular().width(s, size)
 }

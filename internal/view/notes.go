@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -78,10 +79,12 @@ type pendingFanout struct {
 
 // deictic words point back at a conversation: in an isolated child's task
 // they refer to something it never saw.
-var deictic = regexp.MustCompile(`(?i)\b(above|earlier|previous(ly)?|as (we )?discussed|mentioned|that (file|one|number|order|issue|bug|function)|this (file|number|order|issue|bug|function)|the same|again)\b`)
+var deictic = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\b(above|earlier|previous(ly)?|as (we )?discussed|mentioned|that (file|one|number|order|issue|bug|function)|this (file|number|order|issue|bug|function)|the same|again)\b`)
+})
 
 // pathRE finds file paths, like /notes/todo.md.
-var pathRE = regexp.MustCompile(`(?:^|\s)(/[\w.-]+(?:/[\w.-]+)*\.\w+)`)
+var pathRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|\s)(/[\w.-]+(?:/[\w.-]+)*\.\w+)`) })
 
 func (s *State) addNote(n Note, ch *Changes) {
 	ch.note(s)
@@ -97,12 +100,12 @@ func (s *State) noteDelegationStarted(dl *Delegation, ch *Changes) {
 	if dl.Mode != string(delegation.ModeIsolated) {
 		return
 	}
-	if loc := deictic.FindStringIndex(dl.Task); loc != nil && !carriesMaterial(dl.Task[loc[1]:]) {
+	if loc := deictic().FindStringIndex(dl.Task); loc != nil && !carriesMaterial(dl.Task[loc[1]:]) {
 		w := dl.Task[loc[0]:loc[1]]
 		s.addNote(note("context_missing", dl.ChildID, "note.deictic", "Type", dl.SubagentType, "ID", dl.ChildID, "Word", strconv.Quote(w)), ch)
 		return
 	}
-	for _, m := range pathRE.FindAllStringSubmatch(dl.Task, -1) {
+	for _, m := range pathRE().FindAllStringSubmatch(dl.Task, -1) {
 		if _, found := slices.BinarySearch(s.Files.paths, m[1]); !found && !slices.Contains(s.notes.paths[dl.ChildID], m[1]) {
 			if s.notes.paths == nil {
 				s.notes.paths = map[string][]string{}

@@ -3,6 +3,7 @@ package templates
 import (
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 )
 
@@ -35,7 +36,7 @@ func GlossOf(text string) string {
 		return g
 	}
 	var parts []string
-	for _, zh := range phrases {
+	for _, zh := range phrases() {
 		if strings.Contains(text, zh) {
 			parts = append(parts, "“"+zh+"”: "+glossary[zh])
 		}
@@ -44,7 +45,7 @@ func GlossOf(text string) string {
 }
 
 // phrases are the glossary's texts, longest first, for a stable order.
-var phrases = func() []string {
+var phrases = sync.OnceValue(func() []string {
 	out := make([]string, 0, len(glossary))
 	for zh := range glossary {
 		out = append(out, zh)
@@ -56,4 +57,4 @@ var phrases = func() []string {
 		return out[i] < out[j]
 	})
 	return out
-}()
+})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/a-h/templ"
@@ -169,7 +170,7 @@ type TextPart struct {
 func quoteParts(s string) []TextPart {
 	var out []TextPart
 	last := 0
-	for _, loc := range quotation.FindAllStringIndex(s, -1) {
+	for _, loc := range quotation().FindAllStringIndex(s, -1) {
 		if loc[0] > last {
 			out = append(out, TextPart{Text: s[last:loc[0]]})
 		}
@@ -182,7 +183,7 @@ func quoteParts(s string) []TextPart {
 	return out
 }
 
-var quotation = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|“[^”]*”`)
+var quotation = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"(?:[^"\\]|\\.)*"|“[^”]*”`) })
 
 // keptEnd ends the sentence of what a receipt kept out of the parent: its
 // price when priced, else a full stop — right after the figure, with no

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/delegationstudio/studio/internal/model/remote"
 )
@@ -242,7 +243,7 @@ func errorEvent(doc []byte) (*remote.EndpointError, bool) {
 func needsMending(doc []byte) bool {
 	for _, key := range mendedKeys {
 		if bytes.Contains(doc, key) {
-			return mendable.Match(doc)
+			return mendable().Match(doc)
 		}
 	}
 	return false
@@ -250,7 +251,9 @@ func needsMending(doc []byte) bool {
 
 var (
 	mendedKeys = [][]byte{[]byte(`"arguments"`), []byte(`"reasoning"`), []byte(`"prompt_cache_hit_tokens"`)}
-	mendable   = regexp.MustCompile(`"arguments"\s*:\s*[\[{]|"reasoning"\s*:|"prompt_cache_hit_tokens"`)
+	mendable   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`"arguments"\s*:\s*[\[{]|"reasoning"\s*:|"prompt_cache_hit_tokens"`)
+	})
 )
 
 // mendAnswer rewrites a completion or a stream chunk into the shape
