@@ -15,12 +15,19 @@ import (
 // summarized, in batches the recorder cuts where it likes, and checks that
 // each content is stored once: a written file as the argument of the call
 // that wrote it, each summarization's history entry as the messages it
-// folded; and that every file reads back as the run left it.
+// folded (under compat too, where the history file is deepagents'
+// session_<8 hex>.md); and that every file reads back as the run left it.
 func TestFileContentsAreStoredOnce(t *testing.T) {
+	t.Run("ours", func(t *testing.T) { storedOnce(t, delegation.CompatNone) })
+	t.Run("compat", func(t *testing.T) { storedOnce(t, delegation.CompatDeepagents) })
+}
+
+func storedOnce(t *testing.T, compat delegation.Compat) {
 	sc, err := scenario.Parse(benchdata.Messages(16000))
 	if err != nil {
 		t.Fatal(err)
 	}
+	sc.Team.Main.Compat = compat
 	d := openDB(t)
 	id, res, err := (&session.Runner{DB: d}).Run(context.Background(), sc)
 	if err != nil || res.Status != delegation.StatusDone {

@@ -428,7 +428,7 @@ func (a *appender) putFiles(agent, from string, changes []delegation.FileChange)
 		var n int64
 		var err error
 		var call *trace.ModelCall
-		if from == "" && c.Path == delegation.HistoryPath(agent) {
+		if from == "" && delegation.IsHistoryPath(c.Path) {
 			if call, err = a.summaryCall(agent); err != nil {
 				return "", nil, err
 			}

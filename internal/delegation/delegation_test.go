@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -999,4 +1000,77 @@ func TestEntryCost(t *testing.T) {
 	if perStep <= 0 || fork4-fork1 != 3*perStep || fork8-fork4 != 4*perStep {
 		t.Fatalf("fork entry = %d, %d, %d: want linear growth", fork1, fork4, fork8)
 	}
+}
+
+// TestSection7HistoryPath: the folded history goes to the agent's own file,
+// /conversation_history/<agent id>.md; under compat to deepagents JS's
+// /conversation_history/session_<8 hex digits>.md, one per agent (a child
+// its own, as each task call's child gets one), the same from run to run,
+// and the summary message names it.
+func TestSection7HistoryPath(t *testing.T) {
+	summaryPaths := func(t *testing.T, compat Compat) map[string]string {
+		t.Helper()
+		sum := Summarization{MaxTokens: 60, KeepMessages: 2}
+		ts := TeamSpec{
+			Main:      MainSpec{Compat: compat, Summarization: sum},
+			Subagents: []Spec{{Name: "iso", Description: "d", Summarization: sum}},
+		}
+		steps := func(n int) []fakeTurn {
+			var turns []fakeTurn
+			for i := 0; i < n; i++ {
+				turns = append(turns, fakeTurn{content: fmt.Sprintf("step %d", i),
+					calls: []ToolCall{call("write_file", map[string]string{"file_path": fmt.Sprintf("/n%d.md", i), "content": "x"})}})
+			}
+			return turns
+		}
+		r := runSession(t, ts, map[string][]fakeTurn{
+			"main":  append(steps(3), fakeTurn{calls: []ToolCall{task("go", "iso")}}, fakeTurn{content: "done"}),
+			"iso#0": append(steps(3), fakeTurn{content: "seen"}),
+		}, nil)
+		if r.res.Status != StatusDone {
+			t.Fatalf("status = %s (%v)", r.res.Status, r.res.Err)
+		}
+		paths := map[string]string{}
+		for _, e := range r.ofType(EventSummarization) {
+			var s Summarized
+			_ = json.Unmarshal(e.Data, &s)
+			if old, ok := paths[e.AgentID]; ok && old != s.FilePath {
+				t.Fatalf("%s summarized to %s, then to %s", e.AgentID, old, s.FilePath)
+			}
+			paths[e.AgentID] = s.FilePath
+			if r.res.Files[s.FilePath] == "" && e.AgentID == "main" {
+				t.Errorf("%s: no file at %s", e.AgentID, s.FilePath)
+			}
+			if !strings.Contains(s.SummaryMessage.Content, s.FilePath) {
+				t.Errorf("%s: the summary message does not name %s: %q", e.AgentID, s.FilePath, s.SummaryMessage.Content)
+			}
+			if !IsHistoryPath(s.FilePath) {
+				t.Errorf("IsHistoryPath(%q) = false", s.FilePath)
+			}
+		}
+		iso := r.childByName(t, "iso").ID
+		if paths["main"] == "" || paths[iso] == "" {
+			t.Fatalf("summarized: %v; want main and %s", paths, iso)
+		}
+		return map[string]string{"main": paths["main"], "child": paths[iso], "childID": iso}
+	}
+	t.Run("ours names the agent", func(t *testing.T) {
+		p := summaryPaths(t, CompatNone)
+		if p["main"] != "/conversation_history/main.md" || p["child"] != "/conversation_history/"+p["childID"]+".md" {
+			t.Fatalf("paths = %v", p)
+		}
+	})
+	t.Run("compat: deepagents' session_<8 hex>.md, one per agent, repeatable", func(t *testing.T) {
+		p := summaryPaths(t, CompatDeepagents)
+		shape := regexp.MustCompile(`^/conversation_history/session_[0-9a-f]{8}\.md$`)
+		if !shape.MatchString(p["main"]) || !shape.MatchString(p["child"]) || p["main"] == p["child"] {
+			t.Fatalf("paths = %v", p)
+		}
+		if p["main"] != HistoryPath(CompatDeepagents, "s1", "main") {
+			t.Fatalf("main's path %s is not HistoryPath's", p["main"])
+		}
+		if again := summaryPaths(t, CompatDeepagents); again["main"] != p["main"] || again["child"] != p["child"] {
+			t.Fatalf("a second run wrote %v, the first %v", again, p)
+		}
+	})
 }

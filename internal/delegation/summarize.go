@@ -2,6 +2,8 @@ package delegation
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
@@ -16,8 +18,8 @@ import (
 // summary is asked for inside the model step, so it uses none of the
 // agent's max_steps. Nothing is deleted: the
 // summary is a new message of the agent's list, the folded messages stay in
-// their lists, and their text is written to
-// /conversation_history/<agent-id>.md. The cut never separates a tool call
+// their lists, and their text is written to the agent's history file
+// (HistoryPath). The cut never separates a tool call
 // from its results. A fork child later inherits this effective history.
 func (e *Engine) maybeSummarize(ctx context.Context, a *agent) error {
 	cfg := a.summary
@@ -44,7 +46,7 @@ func (e *Engine) maybeSummarize(ctx context.Context, a *agent) error {
 		return fmt.Errorf("summarize: %w", err)
 	}
 
-	filePath := HistoryPath(a.info.ID)
+	filePath := HistoryPath(e.team.Main.Compat, e.cfg.SessionID, a.info.ID)
 	var doc strings.Builder
 	if old, ok := a.ws.files[filePath]; ok {
 		doc.WriteString(old)
@@ -73,7 +75,27 @@ func (e *Engine) maybeSummarize(ctx context.Context, a *agent) error {
 }
 
 // HistoryPath is the file an agent's summarized history is written to.
-func HistoryPath(agentID string) string { return "/conversation_history/" + agentID + ".md" }
+// Ours names the agent: /conversation_history/<agent id>.md. Under compat it
+// is deepagents JS's name, /conversation_history/session_<8 hex digits>.md
+// (src/middleware/summarization.ts:400, :410): there the digits are the
+// head of a random UUID, drawn once per middleware (kept in the thread's
+// state, :1178) and anew for each task call's child (subagents.ts:885);
+// here they are the head of the SHA-256 of the session's and the agent's
+// ids, so one agent keeps one file and a run repeats its names.
+func HistoryPath(compat Compat, sessionID, agentID string) string {
+	if compat != CompatDeepagents {
+		return ConversationHistoryDir + agentID + ".md"
+	}
+	sum := sha256.Sum256([]byte(sessionID + "\x00" + agentID))
+	return ConversationHistoryDir + "session_" + hex.EncodeToString(sum[:4]) + ".md"
+}
+
+// IsHistoryPath reports whether a path is one HistoryPath makes, under
+// either rule: a Markdown file directly in the history folder.
+func IsHistoryPath(path string) bool {
+	name, ok := strings.CutPrefix(path, ConversationHistoryDir)
+	return ok && strings.HasSuffix(name, ".md") && !strings.Contains(name, "/")
+}
 
 // WriteHistoryHead and WriteHistoryMessage write what a summarization
 // appends to its agent's history file: a heading with its number, then each
