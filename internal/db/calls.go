@@ -57,7 +57,7 @@ func insertCall(ctx context.Context, stmt *sql.Stmt, sid int64, n, seq, at int64
 const insertCallSQL = `INSERT INTO model_calls (sid, agent_id, idx, n, seq, at, id, purpose, context, system_tokens, tool_tokens,
 	message_tokens, inherited_tokens, input_tokens, cached_prefix_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-const finishCallSQL = `UPDATE model_calls SET output = ?, duration_ms = ?, error = ?, usage = ?, cost = ?, response = ?
+const finishCallSQL = `UPDATE model_calls SET output = ?, duration_ms = ?, error = ?, usage = ?, cost = ?, response = ?, stopped_by = ?
 	WHERE sid = ? AND agent_id = ? AND idx = ?`
 
 // callPlace finds a call's agent and index by its id: from the id itself
@@ -88,7 +88,7 @@ func callPlace(ctx context.Context, q querier, sid int64, agentID, id string) (s
 // finishCall completes a call at its model.finished.
 func finishCall(ctx context.Context, stmt *sql.Stmt, sid int64, agentID string, idx int, f *delegation.ModelFinished) error {
 	res, err := stmt.ExecContext(ctx, outputValue(agentID, f.OutputMessageID), f.DurationMS, f.Error, jsonOrNull(f.Usage), jsonOrNull(f.Cost),
-		jsonOrNull(f.Response), sid, agentID, idx)
+		jsonOrNull(f.Response), nullString(&f.StoppedBy), sid, agentID, idx)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (o output) Scan(v any) error {
 
 // callColumns are a call row's columns as scanCall reads them.
 const callColumns = `c.agent_id, c.idx, c.id, c.purpose, c.context, c.system_tokens, c.tool_tokens, c.message_tokens,
-	c.inherited_tokens, c.input_tokens, c.output, c.duration_ms, c.error, c.usage, c.at, c.seq, c.n, c.cached_prefix_tokens, c.cost, c.response`
+	c.inherited_tokens, c.input_tokens, c.output, c.duration_ms, c.error, c.usage, c.at, c.seq, c.n, c.cached_prefix_tokens, c.cost, c.response, c.stopped_by`
 
 // callRow is a stored call: the trace's, its seq and its step.
 type callRow struct {
@@ -150,15 +150,16 @@ type callRow struct {
 // the caller.
 func scanCall(row scanner, created int64) (callRow, error) {
 	var c callRow
-	var id, usage, cost, response sql.NullString
+	var id, usage, cost, response, stoppedBy sql.NullString
 	var ctxJSON string
 	var at int64
 	if err := row.Scan(&c.AgentID, &c.Index, &id, codedName{purposeCodes, &c.Purpose}, &ctxJSON, &c.SystemTokens, &c.ToolTokens, &c.MessageTokens,
 		&c.InheritedTokens, &c.InputTokens, output{&c.AgentID, &c.OutputMessageID}, &c.DurationMS, &c.Error, &usage, &at, &c.Seq, &c.Step,
-		&c.CachedPrefixTokens, &cost, &response); err != nil {
+		&c.CachedPrefixTokens, &cost, &response, &stoppedBy); err != nil {
 		return c, err
 	}
 	c.ID = orDerived(id, func() string { return callID(c.AgentID, c.Index) })
+	c.StoppedBy = stoppedBy.String
 	var err error
 	if c.Context, err = unpackRanges(ctxJSON); err != nil {
 		return c, fmt.Errorf("model call %s context: %w", c.ID, err)

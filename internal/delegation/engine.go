@@ -466,7 +466,7 @@ func (e *Engine) callModel(ctx context.Context, a *agent, purpose Purpose, conte
 		if cause := stopCause(ctx); cause != nil {
 			// Stopped from outside: the call says so, not what the
 			// cancellation made of it ("context canceled").
-			fin.Error = cause.Error()
+			fin.Error, fin.StoppedBy = cause.Error(), StopReason(ctx)
 		}
 		e.emit(a.info.ID, EventModelFinished, fin)
 		return nil, nil, fmt.Errorf("model error: %w", err)

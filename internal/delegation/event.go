@@ -284,6 +284,10 @@ type ModelFinished struct {
 	// Cost is what the call cost, when its agent has a price.
 	Cost  *Cost  `json:"cost,omitempty"`
 	Error string `json:"error,omitempty"`
+	// StoppedBy is why the call was cut, when a stop from outside cut it:
+	// a Stop* code, worded by the edge (Error keeps the plain text, for
+	// readers that do not know the code).
+	StoppedBy string `json:"stopped_by,omitempty"`
 }
 
 // ModelDelta is the data of model.delta.

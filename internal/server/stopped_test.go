@@ -31,7 +31,8 @@ func TestStoppedSessionSaysWhy(t *testing.T) {
 		if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
 			t.Fatalf("status %d: %s", res.StatusCode, body)
 		}
-		s.waitAgents(created.ID, 2) // the child is thinking
+		s.waitAgents(created.ID, 2)
+		s.waitCalls(created.ID, 3) // the child is thinking: its second call runs
 		return created.ID
 	}
 	byUser := start()
@@ -60,7 +61,42 @@ func TestStoppedSessionSaysWhy(t *testing.T) {
 		if strings.Contains(page, "context canceled") {
 			t.Errorf("session stopped by %s: the page shows a Go error", c.by)
 		}
+		// The call the stop cut says why in the reader's words, from the
+		// code its model.finished carries, not the stored English text.
+		cut := doc.Find(`.bar-model.error`)
+		if cut.Length() != 1 || !strings.Contains(cut.AttrOr("aria-label", ""), c.want) ||
+			(c.lang != "" && strings.Contains(cut.AttrOr("aria-label", ""), "the session was stopped")) {
+			t.Errorf("session stopped by %s (%q): %d cut bars, saying %q", c.by, c.lang, cut.Length(), cut.AttrOr("aria-label", ""))
+		}
 	}
+	for id, by := range map[string]string{byUser: delegation.StopUser, byShutdown: delegation.StopShutdown} {
+		tr, err := s.db.Trace(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cut []string
+		for _, c := range tr.ModelCalls {
+			if c.StoppedBy != "" {
+				cut = append(cut, c.ID+":"+c.StoppedBy)
+			}
+		}
+		if len(cut) != 1 || !strings.HasSuffix(cut[0], ":"+by) {
+			t.Errorf("session stopped by %s: calls cut %v, want one, cut by %s", by, cut, by)
+		}
+	}
+}
+
+// waitCalls waits until a session's log has started n model calls.
+func (s *studio) waitCalls(id string, n int) {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if tr, err := s.db.Trace(context.Background(), id); err == nil && len(tr.ModelCalls) >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatalf("session %s did not start %d model calls", id, n)
 }
 
 // waitAgents waits until a session's log has started n agents.

@@ -201,7 +201,10 @@ func (p *pageData) callBar(c db.CallRow, running bool) templates.Bar {
 			b.Title += " · " + cv.Cost
 		}
 	}
-	if b.Error {
+	switch {
+	case b.Error && c.StoppedBy != "":
+		b.Title += " · " + lang.T("bar.stopped", "Why", lang.T(i18n.StopKey(c.StoppedBy)))
+	case b.Error:
 		b.Title += " · " + lang.T("bar.failed", "Error", view.Excerpt(c.Error, 80))
 	}
 	return b

@@ -148,7 +148,7 @@ func (m *Memory) step(ev Event, msgs map[string]*Message, calls map[string]*Mode
 // Finished is what a call's model.finished added to it.
 func (c *ModelCall) Finished() *delegation.ModelFinished {
 	return &delegation.ModelFinished{ModelCallID: c.ID, OutputMessageID: deref(c.OutputMessageID),
-		DurationMS: c.DurationMS, Usage: c.Usage, Response: c.Response, Cost: c.Cost, Error: c.Error}
+		DurationMS: c.DurationMS, Usage: c.Usage, Response: c.Response, Cost: c.Cost, Error: c.Error, StoppedBy: c.StoppedBy}
 }
 
 // Backward yields messages to-1 down to from of an agent's message list,

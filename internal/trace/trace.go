@@ -113,12 +113,15 @@ type ModelCall struct {
 	InputTokens     int                `json:"input_tokens"`
 	// CachedPrefixTokens are the tokens of the longest prefix of its input
 	// that an earlier request of the session had too (delegation/prefix.go).
-	CachedPrefixTokens int               `json:"cached_prefix_tokens"`
-	OutputMessageID    *string           `json:"output_message_id"`
-	StartedAt          time.Time         `json:"started_at"`
-	DurationMS         int64             `json:"duration_ms"`
-	Error              string            `json:"error,omitempty"`
-	Usage              *delegation.Usage `json:"usage,omitempty"`
+	CachedPrefixTokens int       `json:"cached_prefix_tokens"`
+	OutputMessageID    *string   `json:"output_message_id"`
+	StartedAt          time.Time `json:"started_at"`
+	DurationMS         int64     `json:"duration_ms"`
+	Error              string    `json:"error,omitempty"`
+	// StoppedBy is why a stop from outside cut the call (a delegation.Stop*
+	// code); absent when none did.
+	StoppedBy string            `json:"stopped_by,omitempty"`
+	Usage     *delegation.Usage `json:"usage,omitempty"`
 	// Response is what the endpoint said of its answer: its id, the model
 	// that answered, why it stopped; absent when it said none of it.
 	Response *delegation.ResponseMeta `json:"response,omitempty"`
@@ -247,7 +250,7 @@ func (b *Builder) AddStep(st Step) error {
 		}
 		c := &t.ModelCalls[i]
 		c.OutputMessageID, c.DurationMS, c.Error, c.Usage, c.Cost = optional(f.OutputMessageID), f.DurationMS, f.Error, f.Usage, f.Cost
-		c.Response = f.Response
+		c.Response, c.StoppedBy = f.Response, f.StoppedBy
 	}
 	if changes, whole := st.MainFiles(); whole || len(changes) > 0 {
 		if whole {
