@@ -83,6 +83,8 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 	upstreamKey := c.String("upstream-key-env", "", "", "for a call that brings no Authorization, send the key in this `variable` (a *_API_KEY one) to --upstream-url; OPENAI_API_KEY goes to OpenAI (or $OPENAI_BASE_URL) without it", nil)
 	upstreamTimeout := c.Duration("upstream-timeout", proxy.DefaultTimeout, "cut a call whose upstream sends nothing for this `long` (before its answer, or between two pieces of a stream)", nil)
 	doneAfter := c.Duration("proxy-done-after", proxy.DefaultDoneAfter, "a recorded session whose main agent has answered ends, done, when no call comes for this `long`", nil)
+	readOnly := c.Bool("read-only", "serve the database read-only: browse, compare, export; no runs, imports, recording or team saves "+
+		"(a file or folder the studio may not write, a read-only mount, is served so without it)", nil)
 	proxyQuiet := c.Duration("proxy-quiet", proxy.DefaultQuiet, "any other recorded session ends, interrupted (failed when its main agent's last call failed), when no call comes for this `long`", nil)
 	if _, code, ok := c.parse(args); !ok {
 		return code
@@ -148,35 +150,28 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	// The first page that counts tokens must not wait for a tokenizer.
 	go tokens.Warm()
-	// One server per file: a second one stops here, having touched nothing.
-	lock, err := db.LockServe(*dbPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "studio: %v\n", err)
-		return exitFailed
+	roReason := ""
+	if *readOnly {
+		roReason = db.ReadOnlyAsked
+	} else {
+		roReason = db.ReadOnlyReason(*dbPath)
 	}
-	defer lock.Release()
-	d, ok := openStore(ctx, *dbPath, stderr)
+	d, release, ok := serveStore(ctx, *dbPath, roReason, stderr)
 	if !ok {
 		return exitFailed
 	}
-	defer d.Close()
+	defer release()
+	if roReason != "" {
+		push, up.upstream = nil, nil // nothing is pushed, nothing recorded
+	}
 
 	srv := server.New(server.Config{DB: d, Logger: log, Token: *token, Endpoints: list, Addr: *addr, AllowedHosts: allowedHosts,
 		Limits:   server.Limits{MaxRunning: *maxRunning, MaxViewers: *maxViewers, MaxSessionViewers: *maxSessionViewers, MaxBigCalls: *maxBigCalls},
 		TaskTool: *taskTool, OTLPQuiet: *quiet, OTLPGrace: *grace, OTLPMaxTraces: *maxTraces, OTLP: push,
-		Upstream: up.upstream, UpstreamTimeout: *upstreamTimeout, ProxyDoneAfter: *doneAfter, ProxyQuiet: *proxyQuiet})
-	if n, err := srv.Recover(ctx); err != nil {
-		if dd, ok := d.(interface{ Describe(error) error }); ok {
-			err = dd.Describe(err)
-		}
-		fmt.Fprintf(stderr, "studio: %v\n", err)
+		Upstream: up.upstream, UpstreamTimeout: *upstreamTimeout, ProxyDoneAfter: *doneAfter, ProxyQuiet: *proxyQuiet, ReadOnly: roReason})
+	if roReason == "" && !recoverSessions(ctx, srv, d, log, stderr) {
 		return exitFailed
-	} else if n > 0 {
-		log.Info("sessions left running by a stopped studio are now interrupted", "count", n)
 	}
-	// Sessions a `studio run --db` left behind when it was killed are ended
-	// once their lease runs out, while this server runs.
-	go srv.KeepRecovering(ctx)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
@@ -184,6 +179,9 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 	}
 	httpSrv := server.NewHTTPServer(srv.Handler())
 	fmt.Fprintf(stdout, "Delegation Studio on http://%s (sessions in %s)\n", ln.Addr(), db.Redacted(*dbPath))
+	if roReason != "" {
+		fmt.Fprintf(stdout, "Read-only (%s): browse, compare and export; runs, imports, OTLP traces, recording and team saves are refused\n", readOnlyWhy(roReason))
+	}
 	for _, e := range list {
 		fmt.Fprintf(stdout, "Model endpoint %s (%s)\n", e.Label(), keyNote(e))
 	}
@@ -216,6 +214,60 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 	srv.Shutdown()
 	_ = httpSrv.Shutdown(shutdown)
 	return exitOK
+}
+
+// serveStore opens the store serve serves: writable, holding the server
+// lock (one server per file), or, when roReason says why, read-only, with
+// no lock (nothing is written, so any number may read).
+func serveStore(ctx context.Context, dbPath, roReason string, stderr io.Writer) (store, func(), bool) {
+	if roReason != "" {
+		d, err := db.OpenReadOnly(ctx, dbPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "studio: %v\n", err)
+			return nil, nil, false
+		}
+		return d, func() { d.Close() }, true
+	}
+	// One server per file: a second one stops here, having touched nothing.
+	lock, err := db.LockServe(dbPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio: %v\n", err)
+		return nil, nil, false
+	}
+	d, ok := openStore(ctx, dbPath, stderr)
+	if !ok {
+		lock.Release()
+		return nil, nil, false
+	}
+	return d, func() { d.Close(); lock.Release() }, true
+}
+
+// recoverSessions ends the sessions a stopped studio left running, and keeps
+// ending those whose lease lapses (a killed `studio run --db`) while the
+// server runs.
+func recoverSessions(ctx context.Context, srv *server.Server, d store, log *slog.Logger, stderr io.Writer) bool {
+	if n, err := srv.Recover(ctx); err != nil {
+		if dd, ok := d.(interface{ Describe(error) error }); ok {
+			err = dd.Describe(err)
+		}
+		fmt.Fprintf(stderr, "studio: %v\n", err)
+		return false
+	} else if n > 0 {
+		log.Info("sessions left running by a stopped studio are now interrupted", "count", n)
+	}
+	go srv.KeepRecovering(ctx)
+	return true
+}
+
+// readOnlyWhy says a read-only reason for the terminal.
+func readOnlyWhy(reason string) string {
+	switch reason {
+	case db.ReadOnlyAsked:
+		return "--read-only"
+	case db.ReadOnlyMount:
+		return "the database is on a read-only file system"
+	}
+	return "this user may not write the database or its folder"
 }
 
 // intFlag defines an int flag, its default said in the help and no

@@ -57,7 +57,10 @@ const (
 	EUNAVAILABLE = "unavailable"
 	// EFULL is the disk that holds the store being full: nothing more can be
 	// written until some space is freed.
-	EFULL     = "full"
+	EFULL = "full"
+	// EREADONLY is a change asked of a studio serving its database
+	// read-only (serve --read-only, or a file it may not write).
+	EREADONLY = "read_only"
 	EINTERNAL = "internal"
 )
 

@@ -462,6 +462,8 @@ func ErrorKey(code string) string {
 	switch code {
 	case "full":
 		return "error.disk_full"
+	case "read_only":
+		return "error.read_only"
 	}
 	return ""
 }

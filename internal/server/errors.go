@@ -14,7 +14,10 @@ import (
 
 // apiError is the JSON of every API error (formats.md §5).
 type apiError struct {
-	Error  string                  `json:"error"`
+	Error string `json:"error"`
+	// Code is the error's code (delegation's E… codes: "read_only",
+	// "not_found"…), when it has one.
+	Code   string                  `json:"code,omitempty"`
 	Errors []delegation.FieldError `json:"errors"`
 }
 
@@ -26,7 +29,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	closeAfter(c) // a refused body is not read to its end
-	status, msg := http.StatusInternalServerError, "Internal error"
+	status, msg, code := http.StatusInternalServerError, "Internal error", ""
 	fields := []delegation.FieldError{}
 	if d, ok := s.cfg.DB.(describer); ok {
 		err = d.Describe(err) // a damaged or read-only file says so
@@ -47,7 +50,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 			msg = http.StatusText(status)
 		}
 	case errors.As(err, &de):
-		status, msg = codeStatus(de.Code), de.Message
+		status, msg, code = codeStatus(de.Code), de.Message, de.Code
 		if key := i18n.ErrorKey(de.Code); key != "" {
 			msg = tr(c).T(key)
 		}
@@ -61,8 +64,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		msg = tr(c).T("error.internal")
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
-		// Busy or storage trouble: for now, not for good.
-		setRetryAfter(c, 5)
+		// Busy or storage trouble: for now, not for good. A read-only
+		// database stays so: no retry would help.
+		if code != delegation.EREADONLY {
+			setRetryAfter(c, 5)
+		}
 		if status == http.StatusServiceUnavailable {
 			s.log.Warn("request refused for now", "method", c.Request().Method, "path", c.Request().URL.Path, "why", msg)
 		}
@@ -72,11 +78,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	if proxyRoute(c.Request().URL.Path) {
-		openAIError(c, status, msg)
+		openAIError(c, status, msg, code)
 		return
 	}
 	if wantsJSON(c) {
-		_ = c.JSON(status, apiError{Error: msg, Errors: fields})
+		_ = c.JSON(status, apiError{Error: msg, Code: code, Errors: fields})
 		return
 	}
 	_ = render(c, status, templates.ErrorPage(templates.Page{Title: statusText(c, status), Here: c.Request().URL.RequestURI()}, status, msg))
@@ -92,7 +98,7 @@ func codeStatus(code string) int {
 		return http.StatusConflict
 	case delegation.ETOOLARGE:
 		return http.StatusRequestEntityTooLarge
-	case delegation.EUNAVAILABLE, delegation.EFULL:
+	case delegation.EUNAVAILABLE, delegation.EFULL, delegation.EREADONLY:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -195,18 +195,23 @@ func (s *Server) opsRoutes(e *echo.Echo) {
 
 // healthz answers 200 when the database answers and its disk has room,
 // else 503 saying why; a full disk has its code as "reason" and its words
-// in the request's language.
+// in the request's language. "read_only" says whether the store is served
+// read-only, and "read_only_reason" why (db's ReadOnly… codes).
 func (s *Server) healthz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 	defer cancel()
 	c.Response().Header().Set("Cache-Control", "no-store")
+	body := map[string]any{"status": "ok", "database": "ok", "read_only": s.cfg.ReadOnly != ""}
+	if s.cfg.ReadOnly != "" {
+		body["read_only_reason"] = s.cfg.ReadOnly
+	}
+	status := http.StatusOK
 	if err := s.cfg.DB.Ping(ctx); err != nil {
 		s.log.Error("health check", "err", err)
+		status, body["status"], body["database"] = http.StatusServiceUnavailable, "unavailable", err.Error()
 		if delegation.ErrorCode(err) == delegation.EFULL {
-			return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": delegation.EFULL,
-				"database": tr(c).T("error.disk_full")})
+			body["reason"], body["database"] = delegation.EFULL, tr(c).T("error.disk_full")
 		}
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": err.Error()})
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
+	return c.JSON(status, body)
 }

@@ -97,8 +97,8 @@ func (p proxyStore) Open(ctx context.Context, name string, origin *delegation.Or
 // openAIError answers an error of the studio's (a refused token, a body too
 // large, a Host it does not answer to) on a route OpenAI's clients call, in
 // the shape they read.
-func openAIError(c echo.Context, status int, msg string) {
-	e := &proxy.Error{Status: status, Message: msg}
+func openAIError(c echo.Context, status int, msg, code string) {
+	e := &proxy.Error{Status: status, Message: msg, Code: code}
 	_ = c.JSONBlob(status, e.Body())
 }
 

@@ -60,6 +60,10 @@ type Config struct {
 	Upstream                   proxy.Upstream
 	UpstreamTimeout            time.Duration
 	ProxyDoneAfter, ProxyQuiet time.Duration
+	// ReadOnly, when set, is why the store is served read-only (one of
+	// db's ReadOnly… codes): pages say so, every change is refused
+	// (read_only), and nothing sweeps or pushes.
+	ReadOnly string
 }
 
 // Endpoint is a configured OpenAI-compatible endpoint.
@@ -125,7 +129,7 @@ func New(cfg Config) *Server {
 	s.metrics.watchBigCalls(func() int { return len(s.bigCalls) }, &s.bigRefused)
 	s.runner = &session.Runner{DB: cfg.DB, Pub: publishers{s.views, s.metrics}, Logger: cfg.Logger, MaxRunning: s.limits.MaxRunning,
 		Endpoints: session.Endpoints{List: cfg.Endpoints, Only: true}}
-	if cfg.OTLP != nil {
+	if cfg.OTLP != nil && cfg.ReadOnly == "" {
 		s.pushes = newPushQueue(cfg.DB, *cfg.OTLP, cfg.Logger)
 		s.runner.Ended = s.pushes.add
 	}
@@ -133,8 +137,10 @@ func New(cfg Config) *Server {
 	s.proxy = s.newProxy()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopReceiver = cancel
-	go s.receiver.run(ctx)
-	go s.proxy.Run(ctx)
+	if cfg.ReadOnly == "" {
+		go s.receiver.run(ctx)
+		go s.proxy.Run(ctx)
+	}
 	if n, ok := cfg.DB.(notifier); ok && n.Postgres() {
 		s.replicas = &replicas{s: s, n: n, followed: map[string]*followed{}}
 		s.replicas.wg.Go(func() { s.replicas.listen(ctx) })
@@ -216,6 +222,7 @@ func (s *Server) routes() *echo.Echo {
 	e.Use(s.requireToken) // the access token, when there is one
 	e.Use(s.csrf)         // forms carry their token
 	e.Use(s.admit)        // documents are checked a few at a time
+	e.Use(s.readOnly)     // a read-only store: pages say so, changes are refused
 
 	// Pages.
 	e.GET("/", s.sessionsPage)                            // the sessions, the lessons, the start and import forms

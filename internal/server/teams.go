@@ -243,6 +243,9 @@ func (s *Server) submitTeam(c echo.Context, id string) error {
 		}
 		return s.renderTeam(c, http.StatusOK, id, form, nil, "")
 	}
+	if err := s.refuseWrite(); err != nil {
+		return err
+	}
 	f, errs := checkTeamForm(tr(c), form)
 	if len(errs) > 0 {
 		return s.renderTeam(c, http.StatusBadRequest, id, form, viewErrors(errs), "")
