@@ -59,7 +59,7 @@ func TestRunOutputAsBefore(t *testing.T) {
 
 // runBothWays runs a scenario once, keeping its log's events and folding
 // each, as cmdRun does, for --json and for the tree.
-func runBothWays(t *testing.T, doc []byte) ([]delegation.Event, *runOutput, *runOutput) {
+func runBothWays(t testing.TB, doc []byte) ([]delegation.Event, *runOutput, *runOutput) {
 	t.Helper()
 	sc, err := scenario.Parse(doc)
 	if err != nil {
