@@ -72,6 +72,9 @@ row "studio run of the example / studio --version, wall time (median)" "≤ 1.5�
 row "studio run of the example, wall time (median)" "≤ 25 ms" ./cmd/studio/ BenchmarkStartup run-ms 20x
 row "studio run of the example / studio --version, peak RSS" "≤ 3×" ./cmd/studio/ BenchmarkStartup run/version-RSS 20x
 row "studio run of the example, peak RSS" "≤ 25 MB" ./cmd/studio/ BenchmarkStartup run-peak-RSS-MB 20x
+row "studio run --json, peak RSS at about 25,000 model calls ÷ at 3,125 (x8)" "≤ 1.3" ./cmd/studio/ BenchmarkRunJSON peak-x8/x1 1x
+row "studio run --json at about 25,000 model calls: peak RSS ÷ the output's bytes" "—" ./cmd/studio/ BenchmarkRunJSON peak/output 1x
+row "studio run's tree, 4,000 messages: CPU folding the log as it comes ÷ through the trace's JSON (view.FromTrace)" "< 1" ./cmd/studio/ BenchmarkTreeFold now/before 5x
 row "a tokenizer's first count in a process (open + one sentence)" "—" ./internal/tokens/ BenchmarkFirstCount ns/op 2000x
 row "received OTLP: cost per received message at 400 calls vs 50 (x8)" "≤ 1.3" ./internal/ingest/ BenchmarkReceiveLongAgent x8/x1 3x
 row "received OTLP: mapping time per received message" "—" ./internal/ingest/ BenchmarkReceiveLongAgent ns/received-message 3x

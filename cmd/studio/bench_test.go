@@ -256,3 +256,31 @@ func procStatus(b testing.TB, pid int, key string) int64 {
 	b.Fatalf("no %s in /proc/%d/status", key, pid)
 	return 0
 }
+
+// BenchmarkRunJSON runs `studio run --json` on a session of about 25,000
+// model calls and one of 3,125 (benchdata.Messages of 50,000 and 6,250
+// messages) and reports the peak RSS of the larger ÷ the smaller (issue 30's
+// target: ×8 the session, ≤ ×1.3 the peak) and ÷ its output's bytes.
+func BenchmarkRunJSON(b *testing.B) {
+	dir := b.TempDir()
+	bin := buildStudio(b, dir)
+	scen := func(n int) string {
+		p := filepath.Join(dir, fmt.Sprintf("messages-%d.json", n))
+		if err := os.WriteFile(p, benchdata.Messages(n), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		return p
+	}
+	small, large := scen(6_250), scen(50_000)
+	var rssS, rssL, outL int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, r1 := exportCost(b, bin, "run", small, "--json")
+		n2, r2 := exportCost(b, bin, "run", large, "--json")
+		rssS, rssL, outL = max(rssS, r1), max(rssL, r2), n2
+	}
+	b.ReportMetric(float64(rssL)/float64(rssS), "peak-x8/x1")
+	b.ReportMetric(float64(rssL)/float64(outL), "peak/output")
+	b.ReportMetric(float64(rssL)/1e6, "peak-MB-25k")
+	b.ReportMetric(float64(outL)/1e6, "output-MB-25k")
+}

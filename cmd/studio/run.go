@@ -9,12 +9,14 @@ import (
 	"os"
 	"strings"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/internal/view"
 )
 
 const runAbout = `Runs a scenario file, or a built-in lesson (see 'studio lessons'), headless, and
@@ -81,12 +83,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	prog := newProgress(stderr, *verbose, !*quiet && (*verbose || isTerminal(stderr)))
-	var t *trace.Trace
+	var out runOutput
 	var res *delegation.Result
 	leaseLost := false // another process ended the session: its lease lapsed
-	// Reading the session back must not stop with the run: after Ctrl-C
-	// the tree so far is still printed.
-	readCtx := context.WithoutCancel(ctx)
 	if *dbPath != "" {
 		d, ok := openStore(ctx, *dbPath, stderr)
 		if !ok {
@@ -104,37 +103,92 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		} else if err != nil {
 			fmt.Fprintf(stderr, "studio run: %v\n", err)
 		}
-		if t, err = d.Trace(readCtx, id); err != nil {
-			fmt.Fprintf(stderr, "studio run: %v\n", err)
-			return exitFailed
+		prog.Close()
+		// Reading the session back must not stop with the run: after
+		// Ctrl-C the tree so far is still printed.
+		if code := printStored(context.WithoutCancel(ctx), d, id, *asJSON, stdout, stderr); code != exitOK {
+			return code
 		}
-	} else {
-		var events []delegation.Event
-		sink := delegation.SinkFunc(func(e delegation.Event) {
-			if e.Seq > 0 {
-				events = append(events, e)
-			}
-			prog.event(e)
-		})
-		id := session.NewID()
-		if res, err = session.Run(ctx, sc, session.RunOptions{SessionID: id, Sink: sink, Model: model, Logger: log}); err != nil {
-			fmt.Fprintf(stderr, "studio run: %v\n", err)
-			return exitUsage
-		}
-		if t, err = trace.Build(trace.Meta{ID: id, Title: sc.File.Title, Scenario: sc.Raw}, events); err != nil {
-			fmt.Fprintf(stderr, "studio run: build the trace: %v\n", err)
-			return exitFailed
-		}
+		return runExit(res, leaseLost, stderr)
+	}
+	id := session.NewID()
+	out.start(trace.Meta{ID: id, Title: sc.File.Title, Scenario: sc.Raw}, !*asJSON)
+	sink := delegation.SinkFunc(func(e delegation.Event) {
+		out.add(e)
+		prog.event(e)
+	})
+	if res, err = session.Run(ctx, sc, session.RunOptions{SessionID: id, Sink: sink, Model: model, Logger: log}); err != nil {
+		fmt.Fprintf(stderr, "studio run: %v\n", err)
+		return exitUsage
 	}
 	prog.Close()
+	if out.err != nil {
+		fmt.Fprintf(stderr, "studio run: build the trace: %v\n", out.err)
+		return exitFailed
+	}
 	if *asJSON {
-		if code := writeJSON(stdout, stderr, t); code != exitOK {
+		if code := writeTrace(stdout, stderr, trace.SourceOf(out.b.Trace())); code != exitOK {
 			return code
 		}
 	} else {
-		printTree(stdout, t)
+		printState(stdout, out.b.Trace(), out.st)
 	}
 	return runExit(res, leaseLost, stderr)
+}
+
+// runOutput is what a run without a store keeps of its log, one event at
+// a time as the engine emits it: the trace (for --json), and for the tree
+// the page state, folded from the same reading of each event (trace.Step)
+// by the session page's fold (view.State.ApplyStep), with no JSON between.
+type runOutput struct {
+	b   *trace.Builder
+	st  *view.State // nil with --json
+	err error       // the first event that could not be read
+}
+
+func (o *runOutput) start(meta trace.Meta, tree bool) {
+	o.b = trace.NewBuilder(meta)
+	if tree {
+		o.st = view.New(view.Meta{ID: meta.ID, Title: meta.Title})
+	}
+}
+
+// add folds in the engine's next event; live-only ones (seq 0) are not
+// kept.
+func (o *runOutput) add(e delegation.Event) {
+	if e.Seq <= 0 || o.err != nil {
+		return
+	}
+	step, err := o.b.Add(e)
+	if err == nil && o.st != nil {
+		var ch view.Changes // nobody watches: what changed is dropped
+		err = o.st.ApplyStep(step, &ch)
+	}
+	o.err = err
+}
+
+// printStored prints a stored session: its trace streamed from the store
+// (as `studio export` does), or its tree.
+func printStored(ctx context.Context, d store, id string, asJSON bool, stdout, stderr io.Writer) int {
+	if asJSON {
+		code := exitOK
+		err := d.Read(ctx, id, func(r db.Reader) error {
+			code = writeTrace(stdout, stderr, r)
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "studio run: %v\n", err)
+			return exitFailed
+		}
+		return code
+	}
+	t, err := d.Trace(ctx, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio run: %v\n", err)
+		return exitFailed
+	}
+	printTree(stdout, t)
+	return exitOK
 }
 
 // runExit is the exit code of a run that ended as res, saying why when it

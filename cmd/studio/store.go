@@ -312,10 +312,12 @@ func readLimited(path string, max int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, max+1))
 }
 
-func writeJSON(stdout, stderr io.Writer, v any) int {
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+// writeTrace writes a session's trace indented, as `studio export --pretty`
+// and the server's export write it: streamed part by part (trace.Write),
+// never held whole as JSON. Its bytes are json.MarshalIndent's of the
+// whole trace and a newline.
+func writeTrace(stdout, stderr io.Writer, src trace.Source) int {
+	if err := trace.Write(stdout, src, true); err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitFailed
 	}

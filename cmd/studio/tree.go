@@ -19,6 +19,12 @@ func printTree(w io.Writer, t *trace.Trace) {
 		fmt.Fprintf(w, "session %s: %v\n", t.Session.Name, err)
 		return
 	}
+	printState(w, t, st)
+}
+
+// printState writes the tree of a session whose log st folds; t is its
+// trace.
+func printState(w io.Writer, t *trace.Trace, st *view.State) {
 	root := st.Tree()
 	if root == nil {
 		fmt.Fprintf(w, "session %s: %s · no agent started\n", t.Session.Name, t.Session.Status)
