@@ -36,9 +36,9 @@ type Cost struct {
 	// CacheWrite: the input tokens written to the cache (in Input when
 	// the price has no surcharge for them).
 	CacheWrite float64 `json:"cache_write,omitempty"`
-	Output      float64 `json:"output"`
-	Total       float64 `json:"total"`
-	Basis       string  `json:"basis"`
+	Output     float64 `json:"output"`
+	Total      float64 `json:"total"`
+	Basis      string  `json:"basis"`
 }
 
 // Add sums two costs; the basis is kept when both share it, else "mixed".
