@@ -19,11 +19,13 @@ import (
 // and which other names the studio answers to. Flags add to it.
 //
 //	{"endpoints": [{"name": "local", "base_url": "http://127.0.0.1:8080/v1", "model": "qwen2.5"},
-//	               {"name": "openai", "api_key_env": "OPENAI_API_KEY", "model": "gpt-4.1-mini"}],
+//	               {"name": "openai", "api_key_env": "OPENAI_API_KEY", "model": "gpt-4.1-mini"},
+//	               {"name": "claude", "provider": "anthropic", "model": "claude-sonnet-4-5"}],
 //	 "allowed_hosts": ["studio.example.lan"]}
 type serveConfig struct {
 	Endpoints []struct {
 		Name      string `json:"name"`
+		Provider  string `json:"provider"`
 		BaseURL   string `json:"base_url"`
 		APIKeyEnv string `json:"api_key_env"`
 		Model     string `json:"model"`
@@ -48,7 +50,7 @@ func readServeConfig(path string) (endpoints []session.Endpoint, hosts []string,
 		return nil, nil, fmt.Errorf("config %s: one JSON object, please", path)
 	}
 	for _, e := range cfg.Endpoints {
-		ep := session.Endpoint{Name: e.Name, BaseURL: e.BaseURL, KeyEnv: e.APIKeyEnv, Model: e.Model}
+		ep := session.Endpoint{Name: e.Name, Provider: e.Provider, BaseURL: e.BaseURL, KeyEnv: e.APIKeyEnv, Model: e.Model}
 		if err := ep.Check(); err != nil {
 			return nil, nil, fmt.Errorf("config %s: %w", path, err)
 		}
@@ -57,7 +59,7 @@ func readServeConfig(path string) (endpoints []session.Endpoint, hosts []string,
 	return endpoints, cfg.AllowedHosts, nil
 }
 
-// endpointFlags collects --endpoint NAME=URL[,KEY_ENV[,MODEL]] flags.
+// endpointFlags collects --endpoint NAME=[PROVIDER:]URL[,KEY_ENV[,MODEL]] flags.
 type endpointFlags []session.Endpoint
 
 func (f *endpointFlags) String() string { return "" }
@@ -164,6 +166,9 @@ func upstreamFrom(c *command, spec, rawURL, provider, keyEnv string, list []sess
 		}
 		if ep.BaseURL == "" {
 			ep.BaseURL = ep.URL()
+		}
+		if ep.Anthropic() {
+			provider = scenario.ProviderAnthropic
 		}
 	}
 	if err := ep.Check(); err != nil {

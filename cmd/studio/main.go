@@ -19,7 +19,7 @@ import (
 const usage = `studio: see, teach and debug how an AI agent delegates work to subagents.
 
 Usage:
-  studio [serve] [--addr HOST:PORT] [--db FILE] [--endpoint NAME=URL[,KEY_ENV[,MODEL]]]...
+  studio [serve] [--addr HOST:PORT] [--db FILE] [--endpoint NAME=[PROVIDER:]URL[,KEY_ENV[,MODEL]]]...
          [--model-url URL --model NAME] [--config FILE] [--allowed-host NAME]... [--token-file FILE]
                                        the web studio (the default command); it also
                                        receives OTLP traces at POST /v1/traces

@@ -48,7 +48,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dbPath := c.String("db", "", "", "store the session in this database: a SQLite `file` or a postgres:// URL; its id is the trace's session.id (without it nothing is kept)", []string{})
 	mf := defineModelFlags(c)
 	var endpoints endpointFlags
-	c.fs.Var(&endpoints, "endpoint", "an endpoint the scenario may name (\"endpoint\": NAME): `NAME=URL[,KEY_ENV[,MODEL]]`; repeatable")
+	c.fs.Var(&endpoints, "endpoint", "an endpoint the scenario may name (\"endpoint\": NAME): `NAME=[PROVIDER:]URL[,KEY_ENV[,MODEL]]` (PROVIDER openai, the default, or anthropic); repeatable")
 	c.add("endpoint", "", []string{})
 	mf.noStream = c.Bool("no-stream", "wait for each whole answer instead of streaming it, over every agent's stream in the file (for servers that cannot stream tool calls)", nil)
 	verbose := c.Bool("verbose", "show progress on any stderr, with the text models stream as it arrives", nil)

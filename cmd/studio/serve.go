@@ -20,7 +20,7 @@ import (
 )
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("serve", "studio [serve] [--addr HOST:PORT] [--db FILE] [--endpoint NAME=URL[,KEY_ENV[,MODEL]]]... [flags]",
+	c := newCommand("serve", "studio [serve] [--addr HOST:PORT] [--db FILE] [--endpoint NAME=[PROVIDER:]URL[,KEY_ENV[,MODEL]]]... [flags]",
 		`Serves the web studio: sessions, lessons, the team editor, compare, exports.
 It listens on 127.0.0.1 unless told otherwise; any other address needs an access
 token ($STUDIO_TOKEN or --token-file; --token shows in the process list).
@@ -56,7 +56,7 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 	modelName := c.String("model", "", "", "the model `name` to call there", nil)
 	noStream := c.Bool("no-stream", "sessions on that endpoint wait for each whole answer instead of streaming it", nil)
 	var endpoints endpointFlags
-	c.fs.Var(&endpoints, "endpoint", "a model endpoint scenarios may name: `NAME=URL[,KEY_ENV[,MODEL]]`, its key read from KEY_ENV (a *_API_KEY variable); repeatable")
+	c.fs.Var(&endpoints, "endpoint", "a model endpoint scenarios may name: `NAME=[PROVIDER:]URL[,KEY_ENV[,MODEL]]` (PROVIDER openai, the default, or anthropic), its key read from KEY_ENV (a *_API_KEY variable); repeatable")
 	c.add("endpoint", "", []string{})
 	configPath := c.String("config", "", "", "a JSON `file` of endpoints and allowed hosts (see docs/models.md)", nil)
 	var allowedHosts listFlags

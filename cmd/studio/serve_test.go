@@ -84,7 +84,7 @@ func TestServeConfiguration(t *testing.T) {
 	t.Run("--help shows no token", func(t *testing.T) {
 		t.Setenv("STUDIO_TOKEN", "0b8c2f5e9a7d4c1b6e3f-secret")
 		_, out, errOut := studio(t, "serve", "--help")
-		if strings.Contains(out+errOut, "0b8c2f5e9a7d4c1b6e3f") || !strings.Contains(out, "--allowed-host") || !strings.Contains(out, "--endpoint NAME=URL[,KEY_ENV[,MODEL]]") {
+		if strings.Contains(out+errOut, "0b8c2f5e9a7d4c1b6e3f") || !strings.Contains(out, "--allowed-host") || !strings.Contains(out, "--endpoint NAME=[PROVIDER:]URL[,KEY_ENV[,MODEL]]") {
 			t.Fatalf("help:\n%s", out)
 		}
 	})

@@ -97,8 +97,8 @@ func printNode(w io.Writer, st *view.State, n *view.Node, receipts map[string]st
 	}
 	fmt.Fprintln(w)
 	if a.ReportedCalls > 0 {
-		fmt.Fprintf(w, "%s    cache:   the endpoint reported %s cached tokens over %s, the studio estimated %s (%+d)\n", rest,
-			thousands(a.ReportedCached), plural(a.ReportedCalls, "call"), thousands(a.EstimatedCached), a.ReportedCached-a.EstimatedCached)
+		fmt.Fprintf(w, "%s    cache:   the endpoint reported %s cached tokens over %s, the studio estimated %s (%+d)%s\n", rest,
+			thousands(a.ReportedCached), plural(a.ReportedCalls, "call"), thousands(a.EstimatedCached), a.ReportedCached-a.EstimatedCached, cacheWrites(a.Economics))
 	}
 	if a.ParentID != "" {
 		fmt.Fprintf(w, "%s    task:    %q\n", rest, view.Excerpt(a.Task, 90))
@@ -162,3 +162,16 @@ func thousands(n int) string { return view.Thousands(n) }
 // stopWords is why a session or an agent was stopped, from its stopped_by
 // code, in the command line's language (English).
 func stopWords(code string) string { return i18n.Get(i18n.English).T(i18n.StopKey(code)) }
+
+// cacheWrites says what an agent's endpoint wrote to its cache, and what
+// that cost where it was priced (Anthropic's surcharge), after its reads.
+func cacheWrites(e view.Economics) string {
+	if e.ReportedWritten == 0 {
+		return ""
+	}
+	s := "; it wrote " + thousands(e.ReportedWritten)
+	if e.Cost.Priced() && e.Cost.CacheWrite > 0 {
+		s += " (" + view.Dollars(e.Cost.CacheWrite) + ")"
+	}
+	return s
+}

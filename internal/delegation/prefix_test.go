@@ -220,14 +220,14 @@ func TestCostArithmetic(t *testing.T) {
 		}
 	}
 	t.Run("new input, cached input and output at their own prices", func(t *testing.T) {
-		c := p.Of(10_000, 6_000, 500, BasisEstimate)
+		c := p.Of(10_000, 6_000, 0, 500, BasisEstimate)
 		near(t, "input", c.Input, 4_000*2.5/1e6)
 		near(t, "cached", c.CachedInput, 6_000*1.25/1e6)
 		near(t, "output", c.Output, 500*10/1e6)
 		near(t, "total", c.Total, 0.01+0.0075+0.005)
 	})
 	t.Run("cached tokens past the input are capped at it", func(t *testing.T) {
-		c := p.Of(100, 500, 0, BasisEstimate)
+		c := p.Of(100, 500, 0, 0, BasisEstimate)
 		near(t, "input", c.Input, 0)
 		near(t, "cached", c.CachedInput, 100*1.25/1e6)
 	})
@@ -244,8 +244,20 @@ func TestCostArithmetic(t *testing.T) {
 		}
 		near(t, "estimate", e.Total, (100*2.5+900*1.25+10*10)/1e6)
 	})
+	t.Run("cache writes cost their surcharge where the price has one, else the input price", func(t *testing.T) {
+		anth := Price{Input: 3, CachedInput: 0.3, CacheWrite: 3.75, Output: 15}
+		u := &Usage{PromptTokens: 10_000, CachedTokens: 2_000, CacheCreationTokens: 5_000, CompletionTokens: 100}
+		c := anth.CallCost(ModelCall{}, ModelFinished{Usage: u})
+		near(t, "input", c.Input, 3_000*3/1e6)
+		near(t, "cached", c.CachedInput, 2_000*0.3/1e6)
+		near(t, "written", c.CacheWrite, 5_000*3.75/1e6)
+		near(t, "total", c.Total, (3_000*3+2_000*0.3+5_000*3.75+100*15)/1e6)
+		plain := p.CallCost(ModelCall{}, ModelFinished{Usage: u})
+		near(t, "no surcharge", plain.Total, (8_000*2.5+2_000*1.25+100*10)/1e6)
+		near(t, "sums", c.Add(c).CacheWrite, 2*c.CacheWrite)
+	})
 	t.Run("costs add up, and say when their bases differ", func(t *testing.T) {
-		a, b := p.Of(1e6, 0, 0, BasisUsage), p.Of(0, 0, 1e6, BasisEstimate)
+		a, b := p.Of(1e6, 0, 0, 0, BasisUsage), p.Of(0, 0, 0, 1e6, BasisEstimate)
 		s := a.Add(b)
 		near(t, "total", s.Total, 12.5)
 		if s.Basis != "mixed" {
@@ -279,7 +291,7 @@ func TestCostArithmetic(t *testing.T) {
 			if c.AgentID == cheap.ID {
 				price = *own
 			}
-			want := price.Of(c.InputTokens, c.CachedPrefixTokens, f.OutputTokens, BasisEstimate)
+			want := price.Of(c.InputTokens, c.CachedPrefixTokens, 0, f.OutputTokens, BasisEstimate)
 			near(t, f.ModelCallID, f.Cost.Total, want.Total)
 		}
 	})

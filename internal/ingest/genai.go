@@ -90,6 +90,9 @@ func genAICall(sp *Span) (CallInput, CallOutput) {
 		out.Usage = &delegation.Usage{PromptTokens: p, CompletionTokens: c}
 		out.Usage.CachedTokens, out.Usage.CachedReported = attrInt(sp.Attrs, "gen_ai.usage.cache_read.input_tokens")
 		out.Usage.ReasoningTokens, _ = attrInt(sp.Attrs, "gen_ai.usage.reasoning.output_tokens")
+		// The semantic conventions' name, then the older flat one some
+		// instrumentations still write.
+		out.Usage.CacheCreationTokens, _ = attrIntOf(sp.Attrs, "gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens")
 	}
 	out.Response = responseOf(sp, in.Counted != nil)
 	return in, out

@@ -49,6 +49,8 @@ func openInferenceCall(sp *Span) (CallInput, CallOutput) {
 	c, okC := attrInt(sp.Attrs, "llm.token_count.completion")
 	if okP || okC {
 		out.Usage = &delegation.Usage{PromptTokens: p, CompletionTokens: c}
+		out.Usage.CachedTokens, out.Usage.CachedReported = attrInt(sp.Attrs, "llm.token_count.prompt_details.cache_read")
+		out.Usage.CacheCreationTokens, _ = attrInt(sp.Attrs, "llm.token_count.prompt_details.cache_write")
 	}
 	return in, out
 }
@@ -568,6 +570,16 @@ func attrText(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// attrIntOf is the first of the keys that holds an integer.
+func attrIntOf(attrs map[string]any, keys ...string) (int, bool) {
+	for _, k := range keys {
+		if n, ok := attrInt(attrs, k); ok {
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 func attrInt(attrs map[string]any, k string) (int, bool) {

@@ -912,6 +912,9 @@ func (x *exporter) writeCall(c *callRun) error {
 			if usage.CacheReported() {
 				attrs = append(attrs, integer("llm.token_count.prompt_details.cache_read", int64(usage.CachedTokens)))
 			}
+			if usage.CacheCreationTokens > 0 {
+				attrs = append(attrs, integer("llm.token_count.prompt_details.cache_write", int64(usage.CacheCreationTokens)))
+			}
 			if usage.ReasoningTokens > 0 {
 				attrs = append(attrs, integer("llm.token_count.completion_details.reasoning", int64(usage.ReasoningTokens)))
 			}

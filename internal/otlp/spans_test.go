@@ -682,4 +682,9 @@ func TestAnthropicCalls(t *testing.T) {
 	if num(t, chat, "gen_ai.usage.cache_read.input_tokens") != 256 || num(t, chat, "gen_ai.usage.cache_creation.input_tokens") != 64 {
 		t.Fatal("the cache's reads and writes")
 	}
+	// OpenInference's names for them, which the import reads back.
+	oi := export(t, runWith(t, doc, "s12", anthropicReply{}), otlp.Options{OpenInference: true}).chats(t, "main")[0]
+	if num(t, oi, "llm.token_count.prompt_details.cache_read") != 256 || num(t, oi, "llm.token_count.prompt_details.cache_write") != 64 {
+		t.Fatal("the cache's reads and writes, in OpenInference's names")
+	}
 }

@@ -1,5 +1,6 @@
 // Package pricing is the studio's price table: what common models charge
-// per million tokens of input, cached input and output, as their providers
+// per million tokens of input, cached input and output (and, for
+// Anthropic's, input written to the cache), as their providers
 // published it on one date. It is embedded in the binary and never fetched:
 // prices change, so the table says its date, every priced agent records
 // the price it ran at, and a scenario's "pricing" overrides it.
@@ -121,8 +122,17 @@ func (t *Table) Lookup(model string) (delegation.Price, bool) {
 	return t.price(best, t.Models[best]), true
 }
 
+// AnthropicCacheWrite is what Anthropic charges to write its prompt cache
+// (5-minute TTL, the one the studio's requests ask for), times the input
+// price.
+const AnthropicCacheWrite = 1.25
+
 func (t *Table) price(name string, e Entry) delegation.Price {
-	return delegation.Price{Input: e.Input, CachedInput: e.CachedInput, Output: e.Output, Model: name, Source: "table " + t.AsOf}
+	p := delegation.Price{Input: e.Input, CachedInput: e.CachedInput, Output: e.Output, Model: name, Source: "table " + t.AsOf}
+	if e.Provider == "anthropic" {
+		p.CacheWrite = e.Input * AnthropicCacheWrite
+	}
+	return p
 }
 
 // Names lists the table's models, in order.

@@ -40,8 +40,20 @@ func TestTable(t *testing.T) {
 		}
 	}
 	p, _ := Lookup("gpt-4o")
-	if p.Input != 2.5 || p.CachedInput != 1.25 || p.Output != 10 {
+	if p.Input != 2.5 || p.CachedInput != 1.25 || p.Output != 10 || p.CacheWrite != 0 {
 		t.Fatalf("gpt-4o = %+v", p)
+	}
+}
+
+// Anthropic's models write their cache at 1.25 times the input price
+// (5-minute TTL); other providers' have no surcharge.
+func TestAnthropicCacheWrite(t *testing.T) {
+	p, ok := Lookup("claude-sonnet-4-20250514")
+	if !ok || p.Input != 3 || p.CacheWrite != 3.75 {
+		t.Fatalf("claude-sonnet-4 = %+v, %v", p, ok)
+	}
+	if p, _ := Lookup("gpt-4.1"); p.CacheWrite != 0 {
+		t.Errorf("gpt-4.1 = %+v", p)
 	}
 }
 

@@ -476,11 +476,10 @@ func (sc *Scenario) checkModel() delegation.FieldErrors {
 		}
 		errs = append(errs, sc.checkToolChoices()...)
 	case ProviderAnthropic:
+		// A named endpoint speaks its own API and may bring its own model.
 		switch {
-		case f.Model.Model == "":
+		case f.Model.Model == "" && f.Model.Endpoint == "":
 			errs.Add("model.model", `name the model to call, e.g. "claude-sonnet-4-5"`)
-		case f.Model.Endpoint != "":
-			errs.Add("model.endpoint", "configured endpoints are OpenAI-compatible; give an Anthropic server by model.base_url (empty: Anthropic's own API)")
 		case f.Model.NativeJSONSchema:
 			errs.Add("model.native_json_schema", "is for OpenAI-compatible endpoints; remove it (the structured answer comes through its tool)")
 		}
@@ -579,23 +578,25 @@ func (sc *Scenario) Timeout() time.Duration {
 // Tokenizer is the scenario's tokenizer name.
 func (sc *Scenario) Tokenizer() string { return sc.Counter.Name() }
 
-// WithEndpoint points a scenario at an OpenAI-compatible endpoint: one the
-// studio was configured with, by name (m.Endpoint), or one by URL
-// (m.BaseURL, "" meaning OpenAI's, with m.APIKeyEnv). Its team and prompt
-// stay, its script is set aside. A URL needs a model; with none, a named
-// endpoint's own is used. Unset, the key variable (with a URL) and
-// native_json_schema are the scenario's own.
+// WithEndpoint points a scenario at a model endpoint: one the studio was
+// configured with, by name (m.Endpoint), or one by URL (m.BaseURL, ""
+// meaning OpenAI's, with m.APIKeyEnv). m.Provider is the API it speaks
+// (unset: openai). Its team and prompt stay, its script is set aside. A URL
+// needs a model; with none, a named endpoint's own is used. Unset, the key
+// variable (with a URL) and native_json_schema are the scenario's own.
 func WithEndpoint(sc *Scenario, m Model) (*Scenario, error) {
 	if m.Model == "" && m.Endpoint == "" {
 		return nil, delegation.FieldErrors{{Field: "model.model", Message: "name the model to call at the endpoint"}}
 	}
 	f := sc.File
-	m.Provider = ProviderOpenAI
+	if m.Provider == "" {
+		m.Provider = ProviderOpenAI
+	}
 	if f.Model != nil {
 		if m.APIKeyEnv == "" && m.Endpoint == "" {
 			m.APIKeyEnv = f.Model.APIKeyEnv
 		}
-		m.NativeJSONSchema = m.NativeJSONSchema || f.Model.NativeJSONSchema
+		m.NativeJSONSchema = (m.NativeJSONSchema || f.Model.NativeJSONSchema) && m.Provider == ProviderOpenAI
 		m.Settings = f.Model.Settings
 	}
 	f.Model, f.Script = &m, nil

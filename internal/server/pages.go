@@ -209,7 +209,7 @@ func (s *Server) start(c echo.Context, doc []byte, endpoint string) (string, err
 		if sc.File.Model != nil {
 			model = sc.File.Model.Model
 		}
-		if sc, err = scenario.WithEndpoint(sc, scenario.Model{Endpoint: endpoint, Model: model}); err != nil {
+		if sc, err = scenario.WithEndpoint(sc, scenario.Model{Provider: e.Kind(), Endpoint: endpoint, Model: model}); err != nil {
 			return "", err
 		}
 		if e.NoStream { // and the scenario as run says it does not stream

@@ -174,6 +174,9 @@ func (s *Server) renderTeam(c echo.Context, status int, id string, form template
 	form.SubagentTools = delegation.StackToolNames()
 	for _, e := range s.cfg.Endpoints {
 		form.Endpoints = append(form.Endpoints, e.Name)
+		if e.Anthropic() {
+			form.AnthropicEndpoints = append(form.AnthropicEndpoints, e.Name)
+		}
 	}
 	f, _ := formFile(form)
 	form.Preview = teamPreview(tr(c), f)
@@ -529,7 +532,7 @@ func (s *Server) runTeam(c echo.Context) error {
 		// No script, but a real model to play it: build it as it would run there.
 		errs = withoutMissingScript(errs, f)
 		if len(errs) == 0 {
-			m := scenario.Model{Provider: scenario.ProviderOpenAI, Endpoint: endpoint}
+			m := scenario.Model{Provider: s.endpointKind(endpoint), Endpoint: endpoint}
 			g := f
 			g.Model = &m
 			raw, err := json.Marshal(g)
@@ -541,10 +544,11 @@ func (s *Server) runTeam(c echo.Context) error {
 			}
 		}
 	} else if endpoint != "" && sc != nil {
-		if _, ok := s.runner.Endpoints.Lookup(endpoint); !ok {
+		e, ok := s.runner.Endpoints.Lookup(endpoint)
+		if !ok {
 			return delegation.Errorf(delegation.EINVALID, "%s", tr(c).T("msg.no_endpoint_named", "Name", endpoint))
 		}
-		if sc, err = scenario.WithEndpoint(sc, scenario.Model{Endpoint: endpoint}); err != nil {
+		if sc, err = scenario.WithEndpoint(sc, scenario.Model{Provider: e.Kind(), Endpoint: endpoint}); err != nil {
 			return err
 		}
 	}
@@ -1012,6 +1016,13 @@ func agentPrompt(f scenario.File) string {
 		return ""
 	}
 	return f.Agent.SystemPrompt
+}
+
+// endpointKind is the API of the endpoint of that name (openai when there is
+// none: its run is refused by name where it starts).
+func (s *Server) endpointKind(name string) string {
+	e, _ := s.runner.Endpoints.Lookup(name)
+	return e.Kind()
 }
 
 // remoteProvider: the provider's answers come from a model endpoint, not a

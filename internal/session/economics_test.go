@@ -70,7 +70,7 @@ func TestReportedCacheUseFromAnEndpoint(t *testing.T) {
 				if c.Cost == nil || c.Cost.Basis != delegation.BasisUsage {
 					t.Fatalf("call %s cost = %+v: want it priced on the endpoint's usage", c.ID, c.Cost)
 				}
-				want := price.Of(3000, c.Usage.CachedTokens, 20, delegation.BasisUsage)
+				want := price.Of(3000, c.Usage.CachedTokens, c.Usage.CacheCreationTokens, 20, delegation.BasisUsage)
 				if math.Abs(c.Cost.Total-want.Total) > 1e-12 {
 					t.Fatalf("call %s cost %v, want %v", c.ID, c.Cost.Total, want.Total)
 				}

@@ -16,15 +16,24 @@ import (
 	"github.com/delegationstudio/studio/internal/scenario"
 )
 
-// Endpoint is an OpenAI-compatible endpoint set by whoever runs the studio
-// (serve's --endpoint, --model-url or config file; run's --endpoint): the
-// name scenarios know it by, where it is, the environment variable that
-// holds its key, and the model to call when a scenario names none.
+// Endpoint is a model endpoint set by whoever runs the studio (serve's
+// --endpoint, --model-url or config file; run's --endpoint): the name
+// scenarios know it by, the API it speaks, where it is, the environment
+// variable that holds its key, and the model to call when a scenario names
+// none.
 type Endpoint struct {
-	Name    string
-	BaseURL string // "" means $OPENAI_BASE_URL, then OpenAI's
-	KeyEnv  string // "" means none, or OPENAI_API_KEY at OpenAI's own URL
-	Model   string
+	Name string
+	// Provider is the API it speaks: "" or scenario.ProviderOpenAI (chat
+	// completions), or scenario.ProviderAnthropic (Anthropic's Messages
+	// API). It decides the adapter of every call made through it.
+	Provider string
+	// BaseURL: "" means $OPENAI_BASE_URL, then OpenAI's (for Anthropic's
+	// kind, $ANTHROPIC_BASE_URL, then Anthropic's).
+	BaseURL string
+	// KeyEnv: "" means none, or OPENAI_API_KEY at OpenAI's own URL
+	// (ANTHROPIC_API_KEY at Anthropic's).
+	KeyEnv string
+	Model  string
 	// NoStream: its calls wait for each whole answer (serve --no-stream),
 	// for a server that cannot stream, or cannot stream tool calls.
 	NoStream bool
@@ -36,16 +45,35 @@ func (e Endpoint) Label() string {
 	if e.Model != "" {
 		label += e.Model + " at "
 	}
-	return label + e.URL()
+	label += e.URL()
+	if e.Anthropic() {
+		label += " (" + scenario.ProviderAnthropic + ")"
+	}
+	return label
+}
+
+// Anthropic reports whether the endpoint speaks Anthropic's Messages API.
+func (e Endpoint) Anthropic() bool { return e.Provider == scenario.ProviderAnthropic }
+
+// Kind is the API the endpoint speaks, as a scenario's model.provider
+// names it: openai unless it was said to be anthropic.
+func (e Endpoint) Kind() string {
+	if e.Anthropic() {
+		return scenario.ProviderAnthropic
+	}
+	return scenario.ProviderOpenAI
 }
 
 // URL is the endpoint's base URL: $OPENAI_BASE_URL, then OpenAI's, when
-// none was given.
+// none was given ($ANTHROPIC_BASE_URL, then Anthropic's, for its kind).
 func (e Endpoint) URL() string {
-	if e.BaseURL == "" {
-		return openai.BaseURLFromEnv()
+	switch {
+	case e.BaseURL != "":
+		return e.BaseURL
+	case e.Anthropic():
+		return anthropic.BaseURLFromEnv()
 	}
-	return e.BaseURL
+	return openai.BaseURLFromEnv()
 }
 
 var (
@@ -62,6 +90,10 @@ var (
 func (e Endpoint) Check() error {
 	if !endpointNameRE().MatchString(e.Name) {
 		return fmt.Errorf("endpoint name %q: use letters, digits, '.', '_' and '-' (at most 64), e.g. local", e.Name)
+	}
+	if e.Provider != "" && e.Provider != scenario.ProviderOpenAI && e.Provider != scenario.ProviderAnthropic {
+		return fmt.Errorf("endpoint %s: provider %q: give openai (chat completions, the default) or anthropic (Anthropic's Messages API), "+
+			"as \"provider\" in a config file or before the URL on the command line (%s=anthropic:https://api.anthropic.com)", e.Name, e.Provider, e.Name)
 	}
 	if e.BaseURL != "" {
 		u, err := url.Parse(e.BaseURL)
@@ -85,15 +117,20 @@ func CheckKeyEnv(name string) error {
 }
 
 // ParseEndpoint reads an endpoint as the command line gives it:
-// NAME=URL[,KEY_ENV[,MODEL]], e.g. local=http://127.0.0.1:8080/v1 or
-// openrouter=https://openrouter.ai/api/v1,OPENROUTER_API_KEY,qwen/qwen3-32b.
+// NAME=[PROVIDER:]URL[,KEY_ENV[,MODEL]], e.g. local=http://127.0.0.1:8080/v1,
+// openrouter=https://openrouter.ai/api/v1,OPENROUTER_API_KEY,qwen/qwen3-32b
+// or claude=anthropic:https://api.anthropic.com,,claude-sonnet-4-5. The
+// provider is openai or anthropic; without one, openai.
 func ParseEndpoint(spec string) (Endpoint, error) {
 	name, rest, ok := strings.Cut(spec, "=")
 	if !ok {
-		return Endpoint{}, fmt.Errorf("endpoint %q: write NAME=URL[,KEY_ENV[,MODEL]], e.g. local=http://127.0.0.1:8080/v1", spec)
+		return Endpoint{}, fmt.Errorf("endpoint %q: write NAME=[PROVIDER:]URL[,KEY_ENV[,MODEL]], e.g. local=http://127.0.0.1:8080/v1", spec)
 	}
 	parts := strings.SplitN(rest, ",", 3)
 	e := Endpoint{Name: strings.TrimSpace(name), BaseURL: strings.TrimSpace(parts[0])}
+	if p, u, ok := strings.Cut(e.BaseURL, ":"); ok && (strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://")) {
+		e.Provider, e.BaseURL = strings.TrimSpace(p), strings.TrimSpace(u)
+	}
 	if len(parts) > 1 {
 		e.KeyEnv = strings.TrimSpace(parts[1])
 	}
@@ -143,6 +180,7 @@ func (eps Endpoints) names() string {
 // target is where one agent's calls go.
 type target struct {
 	name               string // the configured endpoint's, if it is one
+	provider           string // the API it speaks: a scenario's model.provider
 	url, keyEnv, model string
 	noStream           bool
 }
@@ -158,7 +196,9 @@ func (r endpointRef) empty() bool { return r.name == "" && r.url == "" && r.keyE
 
 // resolve finds where an agent's calls go; parent is where they go when
 // the scenario says nothing for this agent (nil for the main agent).
-func (eps Endpoints) resolve(r endpointRef, parent *target, errs *delegation.FieldErrors) target {
+// provider is the scenario's, the API of an endpoint given by URL; a named
+// endpoint speaks its own.
+func (eps Endpoints) resolve(r endpointRef, provider string, parent *target, errs *delegation.FieldErrors) target {
 	if eps.Only {
 		bad := false
 		if r.url != "" {
@@ -193,7 +233,7 @@ func (eps Endpoints) resolve(r endpointRef, parent *target, errs *delegation.Fie
 			errs.Add(r.nameField, "no endpoint %q: %s", r.name, hint)
 			return target{}
 		}
-		t := target{name: e.Name, url: e.BaseURL, keyEnv: e.KeyEnv, model: e.Model, noStream: e.NoStream}
+		t := target{name: e.Name, provider: e.Kind(), url: e.BaseURL, keyEnv: e.KeyEnv, model: e.Model, noStream: e.NoStream}
 		if t.keyEnv != "" {
 			if _, set := os.LookupEnv(t.keyEnv); !set {
 				errs.Add(r.nameField, "endpoint %s reads its key from %s, which is not set in the studio's environment", e.Name, t.keyEnv)
@@ -201,10 +241,10 @@ func (eps Endpoints) resolve(r endpointRef, parent *target, errs *delegation.Fie
 		}
 		return t
 	}
-	t := target{url: r.url, keyEnv: r.keyEnv}
+	t := target{provider: provider, url: r.url, keyEnv: r.keyEnv}
 	if parent != nil {
 		if t.url == "" {
-			t.url, t.name, t.noStream = parent.url, parent.name, parent.noStream
+			t.url, t.name, t.noStream, t.provider = parent.url, parent.name, parent.noStream, parent.provider
 		}
 		if t.keyEnv == "" && r.url == "" {
 			t.keyEnv = parent.keyEnv
@@ -229,11 +269,17 @@ func (t target) apiKey() string {
 	return ""
 }
 
-// keyVar is the variable a target's key is read from, or "" for none.
+// keyVar is the variable a target's key is read from, or "" for none:
+// with none named, OPENAI_API_KEY at OpenAI's URL, ANTHROPIC_API_KEY at
+// Anthropic's (for an endpoint of its kind).
 func (t target) keyVar() string {
 	switch {
 	case t.keyEnv != "":
 		return t.keyEnv
+	case t.provider == scenario.ProviderAnthropic:
+		if anthropic.IsAnthropic(t.url) {
+			return anthropic.DefaultKeyEnv
+		}
 	case isOpenAI(t.url):
 		return openai.DefaultKeyEnv
 	}
@@ -244,7 +290,7 @@ func (t target) keyVar() string {
 // target: OPENAI_API_KEY, set, at a URL that is not OpenAI's; "" otherwise.
 // Its 401 then says so, and how to send it.
 func (t target) withheld() string {
-	if t.keyVar() == "" && openai.KeyFromEnv(openai.DefaultKeyEnv) != "" {
+	if t.provider != scenario.ProviderAnthropic && t.keyVar() == "" && openai.KeyFromEnv(openai.DefaultKeyEnv) != "" {
 		return openai.DefaultKeyEnv
 	}
 	return ""
@@ -252,7 +298,9 @@ func (t target) withheld() string {
 
 // KeyVar is the environment variable the endpoint's key is read from, or
 // "" when its calls carry none.
-func (e Endpoint) KeyVar() string { return target{url: e.BaseURL, keyEnv: e.KeyEnv}.keyVar() }
+func (e Endpoint) KeyVar() string {
+	return target{provider: e.Kind(), url: e.BaseURL, keyEnv: e.KeyEnv}.keyVar()
+}
 
 // isOpenAI reports whether base is OpenAI's own API, or the one the
 // environment names in OPENAI_BASE_URL ("" means it): that one goes with
@@ -282,34 +330,37 @@ func (e Endpoint) Verify() error {
 	if model == "" {
 		model = "any" // the scenario names it
 	}
-	t := target{url: e.BaseURL, keyEnv: e.KeyEnv}
-	if _, err := openai.New(openai.Config{BaseURL: e.BaseURL, Model: model, APIKey: t.apiKey(), KeyEnv: t.keyVar()}); err != nil {
+	t := target{provider: e.Kind(), url: e.BaseURL, keyEnv: e.KeyEnv, model: model}
+	var err error
+	if e.Anthropic() {
+		_, err = anthropicModel(t, scenario.Settings{}, nil)
+	} else {
+		_, err = openai.New(openai.Config{BaseURL: e.BaseURL, Model: model, APIKey: t.apiKey(), KeyEnv: t.keyVar()})
+	}
+	if err != nil {
 		return fmt.Errorf("endpoint %s: %w", e.Name, err)
 	}
 	return nil
 }
 
-// endpoints builds the OpenAI-compatible models of a scenario, one per
-// agent that needs its own: the main agent's endpoint (model.endpoint, or
+// endpoints builds the remote models of a scenario, one per agent that
+// needs its own: the main agent's endpoint (model.endpoint, or
 // agent.base_url, model.base_url and model.api_key_env), and a subagent's
 // own if it names one, otherwise its parent's, each with its agent's
-// request settings. Under eps.Only a scenario can only name configured
-// endpoints. Keys come from the environment, never from the file.
+// request settings. A named endpoint's calls speak its API; one given by
+// URL speaks the scenario's model.provider. Under eps.Only a scenario can
+// only name configured endpoints. Keys come from the environment, never
+// from the file.
 func endpoints(sc *scenario.Scenario, eps Endpoints, log *slog.Logger) (delegation.Model, error) {
 	f := sc.File
 	m := f.Model
 	var errs delegation.FieldErrors
-	if sc.Provider == scenario.ProviderAnthropic && eps.Only {
-		// Its endpoints are OpenAI-compatible: none speaks Anthropic's API.
-		return nil, delegation.FieldErrors{{Field: "model.provider",
-			Message: "this studio's endpoints are OpenAI-compatible; run a scenario with provider anthropic with 'studio run'"}}
-	}
 	mainRef := endpointRef{name: m.Endpoint, url: m.BaseURL, keyEnv: m.APIKeyEnv,
 		nameField: "model.endpoint", urlField: "model.base_url", keyField: "model.api_key_env"}
 	if f.Agent != nil && f.Agent.BaseURL != "" {
 		mainRef.url, mainRef.urlField = f.Agent.BaseURL, "agent.base_url"
 	}
-	main := eps.resolve(mainRef, nil, &errs)
+	main := eps.resolve(mainRef, sc.Provider, nil, &errs)
 	if m.Model != "" {
 		main.model = m.Model
 	}
@@ -320,7 +371,7 @@ func endpoints(sc *scenario.Scenario, eps Endpoints, log *slog.Logger) (delegati
 	for i, sub := range f.Subagents {
 		field := fmt.Sprintf("subagents[%d].", i)
 		subs[i] = eps.resolve(endpointRef{name: sub.Endpoint, url: sub.BaseURL, keyEnv: sub.APIKeyEnv,
-			nameField: field + "endpoint", urlField: field + "base_url", keyField: field + "api_key_env"}, &main, &errs)
+			nameField: field + "endpoint", urlField: field + "base_url", keyField: field + "api_key_env"}, sc.Provider, &main, &errs)
 		if subs[i].model == "" {
 			subs[i].model = main.model
 		}
@@ -342,7 +393,7 @@ func endpoints(sc *scenario.Scenario, eps Endpoints, log *slog.Logger) (delegati
 		}
 		var md delegation.Model
 		var err error
-		if sc.Provider == scenario.ProviderAnthropic {
+		if t.provider == scenario.ProviderAnthropic {
 			md, err = anthropicModel(t, st, log)
 		} else {
 			md, err = openai.New(openai.Config{BaseURL: t.url, Model: t.model, APIKey: t.apiKey(), KeyEnv: t.keyVar(), WithheldKeyEnv: t.withheld(),
@@ -374,13 +425,11 @@ func endpoints(sc *scenario.Scenario, eps Endpoints, log *slog.Logger) (delegati
 }
 
 // anthropicModel is an agent's model on Anthropic's Messages API. Its key
-// is the variable the scenario names, or, with none named, ANTHROPIC_API_KEY
-// at Anthropic's own API (or $ANTHROPIC_BASE_URL) and nowhere else.
+// is the variable the scenario or endpoint names, or, with none named,
+// ANTHROPIC_API_KEY at Anthropic's own API (or $ANTHROPIC_BASE_URL) and
+// nowhere else (keyVar).
 func anthropicModel(t target, st scenario.Settings, log *slog.Logger) (delegation.Model, error) {
-	v := t.keyEnv
-	if v == "" && anthropic.IsAnthropic(t.url) {
-		v = anthropic.DefaultKeyEnv
-	}
+	v := t.keyVar()
 	key := ""
 	if v != "" {
 		key = openai.KeyFromEnv(v)

@@ -23,7 +23,7 @@ type RunOptions struct {
 	Model  delegation.Model
 	Now    func() time.Time
 	Logger *slog.Logger
-	// Endpoints are where an openai scenario's calls may go, when Model is
+	// Endpoints are where a remote scenario's calls may go, when Model is
 	// nil.
 	Endpoints Endpoints
 }

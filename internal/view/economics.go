@@ -24,6 +24,10 @@ type Economics struct {
 	// EstimatedCached the studio's cached prefix, for the difference.
 	ReportedCalls                   int
 	ReportedCached, EstimatedCached int
+	// ReportedWritten is the tokens its endpoint reported writing to its
+	// cache (Anthropic's cache creation), over all its calls; their cost
+	// is Cost.CacheWrite.
+	ReportedWritten int
 	// OutputTokens are its calls' output tokens (the endpoint's, where it
 	// reported them).
 	OutputTokens int
@@ -98,6 +102,7 @@ func (e *Economics) finished(cached int, d delegation.ModelFinished) {
 			e.ReportedCached += u.CachedTokens
 			e.EstimatedCached += cached
 		}
+		e.ReportedWritten += u.CacheCreationTokens
 		out = u.CompletionTokens
 	}
 	e.OutputTokens += out

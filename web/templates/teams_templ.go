@@ -1808,7 +1808,7 @@ func TeamPage(v TeamForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = selectField("model.endpoint", T(ctx, "team.f.model.endpoint.label"), EndpointChoices(ctx, v.Endpoints, v.Model.Endpoint, T(ctx, "team.f.model.endpoint.none")), v.Errs("model.endpoint"), T(ctx, "team.f.model.endpoint.hint")).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = selectField("model.endpoint", T(ctx, "team.f.model.endpoint.label"), EndpointChoices(ctx, v.Endpoints, v.AnthropicEndpoints, v.Model.Endpoint, T(ctx, "team.f.model.endpoint.none")), v.Errs("model.endpoint"), T(ctx, "team.f.model.endpoint.hint")).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -2440,7 +2440,7 @@ func subagentFields(v TeamForm, i int, s SubagentForm) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = selectField(SubKey(i, "endpoint"), T(ctx, "team.sub.endpoint.label"), EndpointChoices(ctx, v.Endpoints, s.Endpoint, T(ctx, "team.sub.endpoint.none")), v.Errs(SubKey(i, "endpoint")), T(ctx, "team.sub.endpoint.hint")).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = selectField(SubKey(i, "endpoint"), T(ctx, "team.sub.endpoint.label"), EndpointChoices(ctx, v.Endpoints, v.AnthropicEndpoints, s.Endpoint, T(ctx, "team.sub.endpoint.none")), v.Errs(SubKey(i, "endpoint")), T(ctx, "team.sub.endpoint.hint")).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

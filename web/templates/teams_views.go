@@ -2,6 +2,7 @@ package templates
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,6 +48,9 @@ type TeamForm struct {
 	// Endpoints are the names of the model endpoints the studio was
 	// started with, which the team may name.
 	Endpoints []string
+	// AnthropicEndpoints are those of them that speak Anthropic's
+	// Messages API, which their choices say.
+	AnthropicEndpoints []string
 
 	Preview TeamPreview
 	// Notice is said above the form: why a run did not start, say.
@@ -401,11 +405,15 @@ func ProviderChoices(ctx context.Context, v string) []Choice {
 // EndpointChoices are the studio's endpoints for a team to name; none is
 // empty's label ("the studio's first", "the parent's"). A name the studio
 // does not have stays a choice, so that saving the form loses nothing.
-func EndpointChoices(ctx context.Context, names []string, v, none string) []Choice {
+func EndpointChoices(ctx context.Context, names, anthropic []string, v, none string) []Choice {
 	pairs := []string{"", none}
 	known := false
 	for _, n := range names {
-		pairs = append(pairs, n, n)
+		label := n
+		if slices.Contains(anthropic, n) {
+			label = T(ctx, "choice.endpoint.anthropic", "Name", n)
+		}
+		pairs = append(pairs, n, label)
 		known = known || n == v
 	}
 	if v != "" && !known {
