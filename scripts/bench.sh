@@ -98,6 +98,8 @@ row "glob automaton vs the regexp it replaced (4 KiB path, 256-character pattern
 row "OTLP export, 2,000 ÷ 1,000 messages: bytes" "≤ 2.2" ./cmd/studio/ BenchmarkOTLPScaling bytes-ratio 2x
 row "OTLP export, 2,000 ÷ 1,000 messages: the exporting process's peak RSS" "≤ 2.2" ./cmd/studio/ BenchmarkOTLPScaling rss-ratio 2x
 row "OTLP export of 2,000 messages ÷ its trace, bytes" "—" ./cmd/studio/ BenchmarkOTLPScaling otlp/trace 2x
+row "trace export of 100,000 messages ÷ a plain SELECT of its rows, CPU time" "≤ 5" ./internal/db/ BenchmarkExport100k trace/read 1x
+row "OTLP export of 100,000 messages ÷ a plain SELECT of its rows, CPU time" "≤ 5" ./internal/db/ BenchmarkExport100k otlp/read 1x
 row "server RSS above idle streaming the trace of 100,000 messages" "≤ 64 MB" ./cmd/studio/ BenchmarkTraceExport100k trace-RSS-MB-above-idle 1x
 row "server RSS above idle streaming the OTLP of 100,000 messages" "—" ./cmd/studio/ BenchmarkTraceExport100k otlp-RSS-MB-above-idle 1x
 row "server RSS above idle refusing a 30 MB message without a space, ÷ the body" "≤ 8" ./cmd/studio/ BenchmarkThirtyMegabyteMessage peak-RSS/body 2x

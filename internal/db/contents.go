@@ -319,11 +319,12 @@ func writeContent(ctx context.Context, q querier, sid, n int64, b *strings.Build
 	if err != nil {
 		return err
 	}
-	return writeChain(ctx, q, sid, chain, &limited{b: b, limit: limit})
+	return writeChain(ctx, q, sid, chain, &limited{b: b, limit: limit}, nil)
 }
 
-// writeChain writes the versions of a chain (newest first), oldest first.
-func writeChain(ctx context.Context, q querier, sid int64, chain []contentRow, w io.Writer) error {
+// writeChain writes the versions of a chain (newest first), oldest first,
+// its histories from memo when it has them (nil: none kept).
+func writeChain(ctx context.Context, q querier, sid int64, chain []contentRow, w io.Writer, memo *historyMemo) error {
 	for i := len(chain) - 1; i >= 0; i-- {
 		r := chain[i]
 		if r.history.Valid {
@@ -332,7 +333,7 @@ func writeChain(ctx context.Context, q querier, sid int64, chain []contentRow, w
 					return nil
 				}
 			}
-			if err := renderHistory(ctx, q, sid, r.history.String, w); err != nil {
+			if err := memo.render(ctx, q, sid, r, w); err != nil {
 				if errors.Is(err, errEnough) {
 					return nil
 				}
@@ -443,6 +444,45 @@ func renderHistory(ctx context.Context, q querier, sid int64, spec string, w io.
 			return fmt.Errorf("history: messages %d…%d of %s are missing", seen, r.To, r.AgentID)
 		}
 	}
+	return err
+}
+
+// historyMemo keeps the entries of histories an export has written, by
+// version, up to historyMemoBytes of them. Each summarization's version is
+// on top of the one before, and a files.changed of the history file
+// writes the whole chain: without it an export renders the first entry as
+// many times as its agent was summarized (at 100,000 messages, 80 MB of
+// history written from 10.7 MB of entries).
+type historyMemo struct {
+	texts map[int64]string
+	bytes int
+}
+
+// historyMemoBytes bounds what a historyMemo keeps: past it, entries are
+// written again from their messages each time.
+const historyMemoBytes = 16 << 20
+
+// render writes a history version's entry: kept, or rendered (and kept
+// while there is room). A nil memo renders it.
+func (m *historyMemo) render(ctx context.Context, q querier, sid int64, r contentRow, w io.Writer) error {
+	if m == nil {
+		return renderHistory(ctx, q, sid, r.history.String, w)
+	}
+	text, ok := m.texts[r.n]
+	if !ok {
+		var b strings.Builder
+		if err := renderHistory(ctx, q, sid, r.history.String, &b); err != nil {
+			return err
+		}
+		text = b.String()
+		if m.bytes+len(text) <= historyMemoBytes {
+			if m.texts == nil {
+				m.texts = map[int64]string{}
+			}
+			m.texts[r.n], m.bytes = text, m.bytes+len(text)
+		}
+	}
+	_, err := io.WriteString(w, text)
 	return err
 }
 

@@ -29,6 +29,9 @@ type reader struct {
 	// number, as the log names them. Each is read once, when needed.
 	agents map[string]*agentRow
 	ids    []string
+	// histories keeps the history entries written so far: each version of
+	// a history file writes all those before it again.
+	histories historyMemo
 }
 
 var _ Reader = (*reader)(nil)
@@ -534,5 +537,5 @@ func (r *reader) content(n int64) (int64, func(io.Writer) error, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return chain[0].size, func(w io.Writer) error { return writeChain(r.ctx, r.q, r.sid, chain, w) }, nil
+	return chain[0].size, func(w io.Writer) error { return writeChain(r.ctx, r.q, r.sid, chain, w, &r.histories) }, nil
 }
