@@ -172,6 +172,12 @@ type Origin struct {
 	// Upstream is where the recording endpoint sent the calls: a base URL,
 	// or "script:" and the scenario that answered them.
 	Upstream string `json:"upstream,omitempty"`
+	// Provider is whose API the calls spoke, as a GenAI provider name: for
+	// a recorded session, the route of its first call (openai for
+	// /v1/chat/completions, anthropic for /v1/messages); for a received
+	// trace, what its first span naming one said (gen_ai.provider.name,
+	// gen_ai.system, llm.provider or llm.system). Empty: unknown.
+	Provider string `json:"provider,omitempty"`
 }
 
 // OriginKind is a session's origin, engine when it has none.

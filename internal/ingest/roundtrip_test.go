@@ -191,6 +191,9 @@ func TestOwnExportRoundTrips(t *testing.T) {
 				if got.Session.Origin.Convention != tc.convention {
 					t.Errorf("read as %s, want %s", got.Session.Origin.Convention, tc.convention)
 				}
+				if tc.name == "as exported" {
+					reExportsAsReceived(t, got)
+				}
 				// Tokens: the export reports our count; with its delegation.*
 				// attributes it comes back as our count again (a scripted
 				// model reported none), without them as reported usage.
@@ -212,5 +215,50 @@ func TestOwnExportRoundTrips(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// reExportsAsReceived: a session received from our own export of a
+// scripted run names the provider its spans said (scripted), but exported
+// again it names none ("unknown": our engine made none of its calls) and
+// carries no usage (no endpoint reported any, and the count is not ours);
+// received back once more, it is the same session, our counts and no
+// usage still.
+func reExportsAsReceived(t *testing.T, got *trace.Trace) {
+	t.Helper()
+	if p := got.Session.Origin.Provider; p != "scripted" {
+		t.Errorf("received from a scripted export: provider %q", p)
+	}
+	doc, err := otlp.Export(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := ingest.DecodeJSON(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := only(t, ingest.Group(td))
+	for _, sp := range spans {
+		if p, ok := sp.Attrs["gen_ai.provider.name"]; ok && p != "unknown" {
+			t.Errorf("re-exported span %s names provider %v", sp.Name, p)
+		}
+		if _, ok := sp.Attrs["gen_ai.usage.input_tokens"]; ok {
+			t.Errorf("re-exported span %s reports usage", sp.Name)
+		}
+	}
+	sink, _ := assemble(spans, len(spans))
+	back := sink.build(t)
+	if g, w := shape(back), shape(got); g != w {
+		t.Errorf("received back again:\n%s\nreceived:\n%s", g, w)
+	}
+	received := map[string]int{}
+	for _, c := range got.ModelCalls {
+		received[nameOf(got, c.AgentID)+fmt.Sprint(c.Index)] = c.InputTokens
+	}
+	for _, c := range back.ModelCalls {
+		id := nameOf(back, c.AgentID) + fmt.Sprint(c.Index)
+		if c.Usage != nil || c.InputTokens != received[id] {
+			t.Errorf("call %s: %d tokens, reported %+v; received %d, none reported", id, c.InputTokens, c.Usage, received[id])
+		}
 	}
 }

@@ -87,7 +87,9 @@ type CallInput struct {
 	Tools  []delegation.ToolDef
 	Input  []Message // after the system prompt, in order
 	Model  string
-	At     time.Time
+	// Endpoint is the base URL the call went to, when the span says it.
+	Endpoint string
+	At       time.Time
 	// Counted, when set, is what the studio that exported the call counted
 	// (its delegation.* attributes): taken as it is, since the export does
 	// not carry the tools' definitions to count again.
@@ -383,7 +385,7 @@ func (s *Session) newAgent(info delegation.AgentInfo, parent *agent, in CallInpu
 		s.main = a
 	}
 	s.emit(info.ID, delegation.EventAgentStarted, in.At, delegation.AgentStarted{Agent: info, SystemPrompt: a.system,
-		SystemTokens: s.count(a.system), Tools: a.tools, Model: in.Model, Price: a.price})
+		SystemTokens: s.count(a.system), Tools: a.tools, Model: in.Model, Endpoint: in.Endpoint, Price: a.price})
 	return a
 }
 

@@ -337,6 +337,9 @@ func (t *Trace) learnOrigin(sp *Span) {
 	if o.TraceID == "" {
 		o.TraceID = sp.TraceID
 	}
+	if o.Provider == "" && !t.s.Started() {
+		o.Provider = providerOf(sp)
+	}
 	if t.conv == "" {
 		if _, ok := sp.Attrs["gen_ai.operation.name"]; ok {
 			t.conv = ConventionGenAI
@@ -348,6 +351,19 @@ func (t *Trace) learnOrigin(sp *Span) {
 	if t.s.cfg.Name == "" {
 		t.s.cfg.Name = NameOf([]Span{*sp})
 	}
+}
+
+// providerOf is whose API a span's calls spoke, as it names it: the GenAI
+// convention's gen_ai.provider.name (gen_ai.system before it), else
+// OpenInference's llm.provider (llm.system before it); "" when it names
+// none.
+func providerOf(sp *Span) string {
+	for _, key := range []string{"gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"} {
+		if v := attrString(sp.Attrs, key); v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // classify says what a span maps to, by its convention's attributes: the
@@ -517,10 +533,17 @@ func (t *Trace) call(sp *Span, force bool) bool {
 }
 
 func (t *Trace) readCall(sp *Span) (CallInput, CallOutput) {
+	var in CallInput
+	var out CallOutput
 	if _, ok := sp.Attrs["gen_ai.operation.name"]; ok {
-		return genAICall(sp)
+		in, out = genAICall(sp)
+	} else {
+		in, out = openInferenceCall(sp)
 	}
-	return openInferenceCall(sp)
+	// The endpoint's base URL, as the studio's own export writes it beside
+	// server.address and server.port (otlp's endpointAttrs).
+	in.Endpoint = attrString(sp.Attrs, "delegation.endpoint")
+	return in, out
 }
 
 // tool maps a tool span onto the call it answers; false when no call of any

@@ -158,7 +158,7 @@ type toolRun struct {
 func newExporter(src Source, opts Options, emit func(*tracepb.Span, int64) error) *exporter {
 	h := src.Head()
 	sum := sha256.Sum256([]byte(h.Session.ID))
-	x := &exporter{src: src, opts: opts, emit: emit, head: h, team: readTeam(h.Scenario),
+	x := &exporter{src: src, opts: opts, emit: emit, head: h, team: teamOf(h),
 		traceID: sum[:16], used: map[uint64]bool{},
 		agents: map[string]*agentRun{}, calls: map[string]*callRun{}, tools: map[string][]*toolRun{},
 		started: map[string]int{}, tasks: map[string]string{}, summary: map[string]*callRun{}}
@@ -344,13 +344,18 @@ func nonNilTools(t []delegation.ToolCost) []delegation.ToolCost {
 	return t
 }
 
-// server is the host and port an agent's calls went to: its agent.started's
-// endpoint, else its scenario's.
-func (x *exporter) server(run *agentRun) (string, int, bool) {
-	if run.endpoint != "" && x.team.remote() {
-		return hostPort(run.endpoint)
+// server says where an agent's calls went (endpointAttrs): its
+// agent.started's endpoint — the log's is the truth, for a received
+// session too, which came with it — else its scenario's, for calls our
+// engine made.
+func (x *exporter) server(run *agentRun) []*commonpb.KeyValue {
+	if run.endpoint != "" && (x.team.remote() || !x.team.engine) {
+		return endpointAttrs(run.endpoint)
 	}
-	return x.team.endpoint(run.name)
+	if base, ok := x.team.endpoint(run.name); ok {
+		return endpointAttrs(base)
+	}
+	return nil
 }
 
 func spanEvent(ev delegation.Event) *tracepb.Span_Event {
@@ -732,9 +737,7 @@ func (x *exporter) writeAgent(run *agentRun) error {
 	if run.model != "" {
 		attrs = append(attrs, str("gen_ai.request.model", run.model))
 	}
-	if host, port, ok := x.server(run); ok {
-		attrs = append(attrs, str("server.address", host), integer("server.port", int64(port)))
-	}
+	attrs = append(attrs, x.server(run)...)
 	if run.systemPrompt != "" {
 		attrs = append(attrs, str("gen_ai.system_instructions", systemInstructions(run.systemPrompt)))
 	}
@@ -832,9 +835,7 @@ func (x *exporter) writeCall(c *callRun) error {
 	if run.model != "" {
 		attrs = append(attrs, str("gen_ai.request.model", run.model))
 	}
-	if host, port, ok := x.server(run); ok {
-		attrs = append(attrs, str("server.address", host), integer("server.port", int64(port)))
-	}
+	attrs = append(attrs, x.server(run)...)
 	if x.team.remote() {
 		// What the adapter sends (internal/model/openai): it streams unless
 		// the agent's settings say not to.
@@ -858,7 +859,7 @@ func (x *exporter) writeCall(c *callRun) error {
 	var usage *delegation.Usage
 	if c.fin != nil && c.fin.Usage != nil {
 		usage = c.fin.Usage
-	} else if !x.team.remote() {
+	} else if x.team.ownCount() {
 		usage = &delegation.Usage{PromptTokens: call.InputTokens, CompletionTokens: outputTokens, CachedTokens: call.CachedPrefixTokens}
 	}
 	if usage != nil {

@@ -688,3 +688,85 @@ func TestAnthropicCalls(t *testing.T) {
 		t.Fatal("the cache's reads and writes, in OpenInference's names")
 	}
 }
+
+// TestFromElsewhereNeverScripted: a received or recorded session's export
+// names the provider its origin says, else "unknown" — never the scripted
+// model, which tells an import the usage is the studio's own count and
+// would drop what the endpoint reported. Its calls carry the usage the
+// endpoint reported and none of our count, and none of the scenario's
+// endpoint or request settings: our engine made none of them. The log's
+// endpoint is written whole.
+func TestFromElsewhereNeverScripted(t *testing.T) {
+	remote := []byte(`{"name": "remote", "prompt": "Say hello.",
+		"model": {"provider": "openai", "model": "gpt-4.1-mini", "base_url": "http://127.0.0.1:8080/v1", "temperature": 0.2}}`)
+	for _, tc := range []struct {
+		name   string
+		tr     *trace.Trace
+		origin delegation.Origin
+		want   string
+	}{
+		{"recorded through /v1/messages", example(t), delegation.Origin{Kind: delegation.OriginProxy, Provider: "anthropic"}, "anthropic"},
+		{"received, naming none", example(t), delegation.Origin{Kind: delegation.OriginOTLP}, "unknown"},
+		{"received from our scripted export", example(t), delegation.Origin{Kind: delegation.OriginOTLP, Provider: "scripted"}, "unknown"},
+		{"recorded, a scenario beside it", runWith(t, remote, "s12", endpointModel{}), delegation.Origin{Kind: delegation.OriginProxy, Provider: "openai"}, "openai"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := tc.tr
+			tr.Session.Origin = &tc.origin
+			tr.ModelCalls[0].Usage = &delegation.Usage{PromptTokens: 41, CompletionTokens: 3}
+			editFirst(t, tr, delegation.EventAgentStarted, func(d map[string]any) {
+				d["endpoint"] = "https://user:secret@llm.example:8443/v1?key=sk-1#x"
+			})
+			d := export(t, tr, otlp.Options{OpenInference: true})
+			for _, sp := range d.spans {
+				for _, key := range []string{"gen_ai.provider.name", "llm.provider"} {
+					if has(sp, key) && str(t, sp, key) != tc.want {
+						t.Errorf("span %q: %s %q, want %q", sp.Name(), key, str(t, sp, key), tc.want)
+					}
+				}
+			}
+			for i, chat := range d.chats(t, "main") {
+				reported := has(chat, "gen_ai.usage.input_tokens") || has(chat, "llm.token_count.prompt")
+				if i == 0 && (num(t, chat, "gen_ai.usage.input_tokens") != 41 || num(t, chat, "gen_ai.usage.output_tokens") != 3) {
+					t.Errorf("call 0: the endpoint's usage is lost: %s", spanJSON(t, chat))
+				}
+				if i > 0 && reported {
+					t.Errorf("call %d: usage no endpoint reported: %s", i, spanJSON(t, chat))
+				}
+				if has(chat, "gen_ai.request.stream") || has(chat, "gen_ai.request.temperature") {
+					t.Errorf("call %d: request settings our engine did not send", i)
+				}
+				if str(t, chat, "server.address") != "llm.example" || num(t, chat, "server.port") != 8443 ||
+					str(t, chat, "delegation.endpoint") != "https://llm.example:8443/v1" {
+					t.Errorf("call %d: the log's endpoint: %s", i, spanJSON(t, chat))
+				}
+			}
+		})
+	}
+}
+
+// editFirst changes the data of a trace's first event of a type, as if it
+// had been logged so.
+func editFirst(t *testing.T, tr *trace.Trace, typ delegation.EventType, edit func(map[string]any)) {
+	t.Helper()
+	for i, ev := range tr.Events {
+		if ev.Type != typ {
+			continue
+		}
+		if err := ev.Encode(); err != nil {
+			t.Fatal(err)
+		}
+		var d map[string]any
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		edit(d)
+		b, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Events[i].Data, tr.Events[i].Payload = b, nil
+		return
+	}
+	t.Fatalf("no %s event", typ)
+}

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/scenario"
 )
 
 // MessagesUpstream is an upstream that answers Anthropic Messages requests:
@@ -163,7 +164,7 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := m.Request
-	ls, turn, serr := p.start(r.Context(), key, req, r.Header.Get("User-Agent"))
+	ls, turn, serr := p.start(r.Context(), key, req, r.Header.Get("User-Agent"), scenario.ProviderAnthropic)
 	if serr != nil {
 		asAnthropic(serr).Write(w)
 		return

@@ -228,6 +228,9 @@ func TestMessagesWholeAnswersForwardedAndRecorded(t *testing.T) {
 	if len(h.store.all()) != 1 || len(tr.Agents) != 2 {
 		t.Fatalf("%d sessions, agents %+v", len(h.store.all()), tr.Agents)
 	}
+	if o := tr.Session.Origin; o == nil || o.Provider != "anthropic" {
+		t.Errorf("a session opened on /v1/messages speaks anthropic: origin %+v", o)
+	}
 	child := tr.Agents[1]
 	if child.Name != delegation.GeneralPurposeName || deref(child.Mode) != "isolated" || deref(child.ParentID) != "main" || len(tr.ModelCalls) != 4 {
 		t.Errorf("the child: %s %s under %s, of %d calls; want general-purpose, isolated, under main, of 4",

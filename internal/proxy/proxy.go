@@ -25,6 +25,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/ingest"
+	"github.com/delegationstudio/studio/internal/scenario"
 )
 
 // Defaults (docs/proxy.md).
@@ -172,7 +173,7 @@ func (p *Proxy) ServeChat(w http.ResponseWriter, r *http.Request) {
 		kerr.Write(w)
 		return
 	}
-	ls, turn, serr := p.start(r.Context(), key, req, r.Header.Get("User-Agent"))
+	ls, turn, serr := p.start(r.Context(), key, req, r.Header.Get("User-Agent"), scenario.ProviderOpenAI)
 	if serr != nil {
 		serr.Write(w)
 		return
@@ -259,7 +260,9 @@ func sessionKey(v string) (string, *Error) {
 // start finds the request's session — or opens one — and records the
 // call's start there. Choosing and starting happen under one lock, so two
 // requests never both take the place one task call leaves for its child.
-func (p *Proxy) start(ctx context.Context, key string, req *Request, agent string) (*liveSession, *ingest.Turn, *Error) {
+// A request that opens a session names its provider by its route
+// (provider): the API the client spoke.
+func (p *Proxy) start(ctx context.Context, key string, req *Request, agent, provider string) (*liveSession, *ingest.Turn, *Error) {
 	now := p.cfg.Now()
 	in := req.Call(now)
 	p.mu.Lock()
@@ -270,7 +273,7 @@ func (p *Proxy) start(ctx context.Context, key string, req *Request, agent strin
 	ls := p.choose(key, req, in)
 	if ls == nil {
 		var err error
-		if ls, err = p.open(ctx, key, req, agent); err != nil {
+		if ls, err = p.open(ctx, key, req, agent, provider); err != nil {
 			p.cfg.Logger.Error("open a recorded session", "err", err)
 			return nil, nil, &Error{Status: http.StatusServiceUnavailable, Code: "store_unavailable",
 				Message: "The studio could not store this session: " + err.Error()}
@@ -345,12 +348,13 @@ func (p *Proxy) choose(key string, req *Request, in ingest.CallInput) *liveSessi
 }
 
 // open starts recording a new session. p.mu is held.
-func (p *Proxy) open(ctx context.Context, key string, req *Request, agent string) (*liveSession, error) {
+func (p *Proxy) open(ctx context.Context, key string, req *Request, agent, provider string) (*liveSession, error) {
 	name := key
 	if name == "" {
 		name = sessionName(req.Prompt())
 	}
-	origin := &delegation.Origin{Kind: delegation.OriginProxy, Service: clientName(agent), Upstream: p.cfg.Upstream.String()}
+	origin := &delegation.Origin{Kind: delegation.OriginProxy, Service: clientName(agent), Upstream: p.cfg.Upstream.String(),
+		Provider: provider}
 	ls := &liveSession{key: key}
 	// Stopping it in the studio ends it, interrupted; the request in
 	// flight is answered, and recorded no more.

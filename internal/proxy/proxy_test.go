@@ -341,7 +341,7 @@ func TestWholeAnswersRelayedAndRecorded(t *testing.T) {
 	if r := tr.ModelCalls[0].Response; r == nil || *r != (delegation.ResponseMeta{ID: "chatcmpl-1", Model: "m", FinishReason: "tool_calls"}) {
 		t.Errorf("what the upstream said of its answer: %+v, want its id, model and finish_reason as sent", r)
 	}
-	if o := tr.Session.Origin; o == nil || o.Kind != delegation.OriginProxy || o.Upstream != up.srv.URL || !strings.Contains(o.Service, "OpenAI") && o.Service == "" {
+	if o := tr.Session.Origin; o == nil || o.Kind != delegation.OriginProxy || o.Upstream != up.srv.URL || o.Provider != "openai" || !strings.Contains(o.Service, "OpenAI") && o.Service == "" {
 		t.Errorf("origin: %+v", o)
 	}
 	// Stored once: 4 calls, 5 + 2 + 2 messages, not the sum of the contexts.

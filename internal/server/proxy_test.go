@@ -405,3 +405,74 @@ func (s *studio) chatResponses(id string, want []string) []byte {
 	}
 	return body
 }
+
+// TestRecordedUsageSurvivesExportAndImport: a session recorded through the
+// endpoint, whose upstream reported each call's usage, exports OTLP naming
+// the provider its route spoke (openai, never the scripted model's name,
+// on which an import drops the usage as the studio's own count); imported
+// back, every call has the usage the upstream reported.
+func TestRecordedUsageSurvivesExportAndImport(t *testing.T) {
+	srv := openaitest.NewServer(t, func(r openaitest.Request) openaitest.Reply {
+		if r.Last().Role == "tool" {
+			return openaitest.Reply{Content: "Two files.", Usage: map[string]any{"prompt_tokens": 52, "completion_tokens": 4}}
+		}
+		return openaitest.Reply{Calls: []openaitest.Call{{ID: "call_1", Name: "ls", Args: `{"path":"/"}`}},
+			Usage: map[string]any{"prompt_tokens": 30, "completion_tokens": 9}}
+	})
+	up, err := proxy.NewHTTPUpstream(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := proxyStudio(t, up, "")
+	c := openAIClient(s.ts.URL, "sk-user", nil)
+	ls := goopenai.Tool{Type: goopenai.ToolTypeFunction, Function: &goopenai.FunctionDefinition{Name: "ls",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)}}
+	msgs := []goopenai.ChatCompletionMessage{{Role: "user", Content: "List the files."}}
+	first, err := c.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{Model: "gpt-x", Tools: []goopenai.Tool{ls}, Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs = append(msgs, first.Choices[0].Message, goopenai.ChatCompletionMessage{Role: "tool", ToolCallID: "call_1", Content: "a.md b.md"})
+	if _, err := c.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{Model: "gpt-x", Tools: []goopenai.Tool{ls}, Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	orig := s.onlySession()
+	s.waitDone(orig.ID)
+	res, doc := s.api("GET", "/api/sessions/"+orig.ID+"/otlp", "", nil)
+	if res.StatusCode != 200 {
+		t.Fatalf("OTLP export: %d %.300s", res.StatusCode, doc)
+	}
+	if res, body := s.otlp("application/json", "", doc, ""); res.StatusCode != 200 {
+		t.Fatalf("the export does not import back: %d %s", res.StatusCode, body)
+	}
+	list, err := s.db.Sessions(context.Background(), 0)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("sessions: %v %v", list, err)
+	}
+	usage := func(id string) (string, string) {
+		tr, err := s.db.Trace(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var said []string
+		for _, mc := range tr.ModelCalls {
+			if mc.Usage == nil {
+				said = append(said, "none")
+				continue
+			}
+			said = append(said, fmt.Sprintf("%d+%d", mc.Usage.PromptTokens, mc.Usage.CompletionTokens))
+		}
+		return strings.Join(said, " "), tr.Session.Origin.Provider
+	}
+	if got, provider := usage(orig.ID); got != "30+9 52+4" || provider != "openai" {
+		t.Fatalf("recorded: usage %s, provider %q", got, provider)
+	}
+	for _, sess := range list {
+		if sess.ID != orig.ID {
+			s.waitDone(sess.ID)
+			if got, provider := usage(sess.ID); got != "30+9 52+4" || provider != "openai" {
+				t.Errorf("imported back: usage %s, provider %q; recorded 30+9 52+4 from openai", got, provider)
+			}
+		}
+	}
+}

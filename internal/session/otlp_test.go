@@ -19,7 +19,8 @@ import (
 // completion's id, model, finish_reason), exported as OTLP (JSON and
 // protobuf) and imported back, is the same session agent by agent and call
 // by call: its name and title, agents, calls and their tokens and what the
-// endpoint said of them, files, receipts and the notes the page shows.
+// endpoint said of them, each agent's endpoint (its whole base URL), files,
+// receipts and the notes the page shows.
 func TestOTLPExportImportsBack(t *testing.T) {
 	type run struct {
 		name, sessionName string
@@ -54,11 +55,6 @@ func TestOTLPExportImportsBack(t *testing.T) {
 				if c := orig.ModelCalls[0].Response; c == nil || *c != (delegation.ResponseMeta{ID: "chatcmpl-Ask", Model: "gpt-x-2026", FinishReason: "tool_calls"}) {
 					t.Fatalf("the endpoint's first answer was recorded as %+v", c)
 				}
-			}
-			for i := range orig.Agents {
-				// Not carried back: the export says only the endpoint's
-				// host and port (server.address, server.port).
-				orig.Agents[i].Endpoint = ""
 			}
 			exportsImportBack(t, orig)
 		})
