@@ -14,7 +14,8 @@ import (
 // A session whose process is gone (killed, crashed, suspended) still reads
 // as running until its lease lapses and someone ends it: a server does so
 // while it serves. The reading commands say what is true of such a session
-// and, when no server holds the file, end it as the server would.
+// and, when no server holds the file and it may be written, end it as the
+// server would.
 
 // lapse is what the reading commands know of a session whose lease lapsed.
 type lapse struct {
@@ -26,11 +27,12 @@ type lapse struct {
 var errServed = errors.New("a studio serve holds the file: it ends such sessions itself, within a third of a lease, and pushes their spans")
 
 // settleLapsed finds the sessions of list whose lease lapsed by the store's
-// clock and, unless a server holds the file, ends them as interrupted
+// clock and, unless a server holds the file or it is read-only (roReason,
+// a db.ReadOnly* code), ends them as interrupted
 // through the same path as serve (session.Runner.Recover, which ends every
 // lapsed session of the store). It returns what it knows of each, by id,
 // and says on stderr why it ended none when it could not.
-func settleLapsed(ctx context.Context, d store, dbPath string, list []db.Session, stderr io.Writer, cmd string) map[string]lapse {
+func settleLapsed(ctx context.Context, d store, dbPath, roReason string, list []db.Session, stderr io.Writer, cmd string) map[string]lapse {
 	now := d.Now()
 	lapses := map[string]lapse{}
 	for _, s := range list {
@@ -41,7 +43,7 @@ func settleLapsed(ctx context.Context, d store, dbPath string, list []db.Session
 	if len(lapses) == 0 {
 		return nil
 	}
-	ended, err := endLapsed(ctx, d, dbPath)
+	ended, err := endLapsed(ctx, d, dbPath, roReason)
 	for _, id := range ended {
 		if l, ok := lapses[id]; ok {
 			l.ended = true
@@ -65,8 +67,11 @@ func settleLapsed(ctx context.Context, d store, dbPath string, list []db.Session
 }
 
 // endLapsed ends the store's lapsed sessions as serve ends them, unless a
-// server holds the file; it returns their ids.
-func endLapsed(ctx context.Context, d store, dbPath string) ([]string, error) {
+// server holds the file or it is read-only; it returns their ids.
+func endLapsed(ctx context.Context, d store, dbPath, roReason string) ([]string, error) {
+	if roReason != "" {
+		return nil, fmt.Errorf("the database is read-only (%s): the next studio that may write it ends such sessions", readOnlyWhy(roReason))
+	}
 	served, err := db.Served(dbPath)
 	if err != nil {
 		return nil, err

@@ -20,17 +20,24 @@ import (
 // root), it skips.
 func readOnlyDir(t *testing.T) (string, string) {
 	t.Helper()
-	src, dst := t.TempDir(), t.TempDir()
-	path := filepath.Join(src, "studio.db")
+	path := filepath.Join(t.TempDir(), "studio.db")
 	id := importExample(t, path)
-	if out, err := exec.Command("mount", "--bind", src, dst).CombinedOutput(); err != nil {
+	return mountReadOnly(t, path), id
+}
+
+// mountReadOnly bind-mounts the folder of the database at path read-only
+// elsewhere and gives the database's path there; without mount, it skips.
+func mountReadOnly(t *testing.T, path string) string {
+	t.Helper()
+	dst := t.TempDir()
+	if out, err := exec.Command("mount", "--bind", filepath.Dir(path), dst).CombinedOutput(); err != nil {
 		t.Skipf("no bind mount here (%v: %s)", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", dst).Run() })
 	if out, err := exec.Command("mount", "-o", "remount,bind,ro", dst).CombinedOutput(); err != nil {
 		t.Skipf("no read-only remount here (%v: %s)", err, out)
 	}
-	return filepath.Join(dst, "studio.db"), id
+	return filepath.Join(dst, filepath.Base(path))
 }
 
 // importExample stores the example's trace in a new database at path and

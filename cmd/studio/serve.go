@@ -221,9 +221,8 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 // no lock (nothing is written, so any number may read).
 func serveStore(ctx context.Context, dbPath, roReason string, stderr io.Writer) (store, func(), bool) {
 	if roReason != "" {
-		d, err := db.OpenReadOnly(ctx, dbPath)
-		if err != nil {
-			fmt.Fprintf(stderr, "studio: %v\n", err)
+		d, ok := openReadOnly(ctx, dbPath, stderr)
+		if !ok {
 			return nil, nil, false
 		}
 		return d, func() { d.Close() }, true

@@ -34,9 +34,16 @@ type store interface {
 	Close() error
 }
 
-// openStore opens the store the --db flag names, saying on stderr what went
-// wrong when it cannot.
+// openStore opens the store the --db flag names for a command that writes
+// it (migrating an old file), saying on stderr what went wrong when it
+// cannot: a file it may not write (db.ReadOnlyReason) among them, and how
+// to write one.
 func openStore(ctx context.Context, path string, stderr io.Writer) (store, bool) {
+	if reason := db.ReadOnlyReason(path); reason != "" {
+		fmt.Fprintf(stderr, "studio: the database %s is read-only (%s), and this command writes it: %s\n",
+			path, readOnlyWhy(reason), readOnlyFix(reason))
+		return nil, false
+	}
 	d, err := db.Open(ctx, path)
 	if err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", db.Describe(db.Redacted(path), err))
@@ -45,13 +52,47 @@ func openStore(ctx context.Context, path string, stderr io.Writer) (store, bool)
 	return d, true
 }
 
+// openReading opens the store for a command that only reads it: read-only
+// (no migration, nothing written) when it may not be written, saying why
+// (a db.ReadOnly* code), else as openStore does.
+func openReading(ctx context.Context, path string, stderr io.Writer) (store, string, bool) {
+	if reason := db.ReadOnlyReason(path); reason != "" {
+		d, ok := openReadOnly(ctx, path, stderr)
+		return d, reason, ok
+	}
+	d, ok := openStore(ctx, path, stderr)
+	return d, "", ok
+}
+
+// openReadOnly opens a SQLite file read-only (db.OpenReadOnly), saying on
+// stderr what went wrong when it cannot.
+func openReadOnly(ctx context.Context, path string, stderr io.Writer) (store, bool) {
+	d, err := db.OpenReadOnly(ctx, path)
+	if err != nil {
+		fmt.Fprintf(stderr, "studio: %v\n", err)
+		return nil, false
+	}
+	return d, true
+}
+
+// readOnlyFix says how to make a read-only database (a db.ReadOnly* code)
+// one a command may write.
+func readOnlyFix(reason string) string {
+	if reason == db.ReadOnlyMount {
+		return "remount it read-write, or give --db a copy on a writable disk"
+	}
+	return "run as a user who may write the file and its folder, let this one (chmod, chown), or give --db a writable copy"
+}
+
 func cmdSessions(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("sessions", "studio sessions [--json] [--status S] [--origin O] [--limit N] [--db FILE]",
 		`Lists stored sessions, newest first: id, status, origin, name, agents, tokens,
 age; --json prints them as GET /api/sessions does, one JSON array.
 A session whose process is gone (killed, crashed, suspended) reads as running
 until its lease lapses (30 s): it is then shown so, and, unless a studio serve
-holds the file (which ends it itself), ended as interrupted, as serve ends it.`, stdout, stderr)
+holds the file (which ends it itself), ended as interrupted, as serve ends it.
+A database this user may not write (a read-only mount, file or folder) is read
+read-only: nothing is migrated or ended.`, stdout, stderr)
 	dbPath := dbFlag(c)
 	asJSON := c.Bool("json", "print the list as JSON: the fields of GET /api/sessions", nil)
 	status := c.String("status", "", "", "list only the sessions of this status: "+strings.Join(delegation.Statuses(), ", "), nil)
@@ -66,12 +107,12 @@ holds the file (which ends it itself), ended as interrupted, as serve ends it.`,
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	d, ok := openStore(ctx, *dbPath, stderr)
+	d, roReason, ok := openReading(ctx, *dbPath, stderr)
 	if !ok {
 		return exitFailed
 	}
 	defer d.Close()
-	list, lapses, err := listSessions(ctx, d, *dbPath, f, stderr)
+	list, lapses, err := listSessions(ctx, d, *dbPath, roReason, f, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "studio: %v\n", err)
 		return exitFailed
@@ -102,14 +143,14 @@ holds the file (which ends it itself), ended as interrupted, as serve ends it.`,
 
 // listSessions lists the sessions f picks, after ending those whose lease
 // lapsed when it may (settleLapsed), and says which lapsed.
-func listSessions(ctx context.Context, d store, dbPath string, f db.SessionFilter, stderr io.Writer) ([]db.Session, map[string]lapse, error) {
+func listSessions(ctx context.Context, d store, dbPath, roReason string, f db.SessionFilter, stderr io.Writer) ([]db.Session, map[string]lapse, error) {
 	// The lapsed are looked for among all running sessions: one that
 	// ends changes status, and so whether f picks it.
 	running, err := d.SessionsWhere(ctx, db.SessionFilter{Status: delegation.StatusRunning})
 	if err != nil {
 		return nil, nil, err
 	}
-	lapses := settleLapsed(ctx, d, dbPath, running, stderr, "sessions")
+	lapses := settleLapsed(ctx, d, dbPath, roReason, running, stderr, "sessions")
 	list, err := d.SessionsWhere(ctx, f)
 	return list, lapses, err
 }
@@ -124,7 +165,9 @@ A push honours OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
 OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_PROTOCOL, and sends every
 finished span, whatever went to that endpoint before. A running session's export holds only
 its finished spans. A session whose process is gone and whose lease lapsed is
-ended as interrupted first, as 'studio sessions' ends it. See docs/otlp.md.`, stdout, stderr).
+ended as interrupted first, as 'studio sessions' ends it. A database this user
+may not write is read read-only: nothing is ended, and a push is not recorded
+(the next one sends every span again). See docs/otlp.md.`, stdout, stderr).
 		positional(1, "the id of a stored session (see 'studio sessions')")
 	dbPath := dbFlag(c)
 	format := c.String("format", "json", "json", "`json` (the trace), otlp (OpenTelemetry spans, OTLP/JSON) or otlp-proto (OTLP protobuf)", nil)
@@ -171,13 +214,13 @@ ended as interrupted first, as 'studio sessions' ends it. See docs/otlp.md.`, st
 		}
 		return c.fail("%s", problems[len(problems)-1])
 	}
-	d, ok := openStore(ctx, *dbPath, stderr)
+	d, roReason, ok := openReading(ctx, *dbPath, stderr)
 	if !ok {
 		return exitFailed
 	}
 	defer d.Close()
 	if s, err := d.Session(ctx, id); err == nil {
-		if l, ok := settleLapsed(ctx, d, *dbPath, []db.Session{*s}, stderr, "export")[id]; ok {
+		if l, ok := settleLapsed(ctx, d, *dbPath, roReason, []db.Session{*s}, stderr, "export")[id]; ok {
 			fmt.Fprintf(stderr, "studio export: session %s: %s\n", id, l.status(d.Now()))
 		}
 	}
@@ -189,32 +232,50 @@ ended as interrupted first, as 'studio sessions' ends it. See docs/otlp.md.`, st
 		return exitFailed
 	}
 	if pushing {
-		p, err := otlp.NewPusher(cfg)
-		if err != nil {
-			return fail(err)
-		}
-		sum, before, err := otlp.PushSession(ctx, d, p, id, opts)
-		if err != nil {
-			return fail(err)
-		}
-		fmt.Fprintf(stdout, "Pushed %d spans of session %s to %s (%s).\n", sum.Spans, id, p.Endpoint(), p.Protocol())
-		if sum.Sent > 0 {
-			fmt.Fprintf(stdout, "%d spans finished by seq %d were left out, as --after asked.\n", sum.Sent, opts.After)
-		}
-		if before > 0 {
-			fmt.Fprintf(stdout, "It had been pushed there before (through seq %d); every span was sent again, with the same span ids.\n", before)
-		}
-		if sum.Running {
-			fmt.Fprintf(stdout, "The session is still running: its %d unfinished spans go with the next push.\n", sum.Open)
-		}
-		return exitOK
+		return exportPush(ctx, d, roReason, cfg, id, opts, stdout, fail)
 	}
+	return exportPrint(ctx, d, id, *format, *pretty, opts, stdout, stderr, fail)
+}
+
+// exportPush pushes a stored session's spans (export --push, or
+// --otlp-endpoint); from a read-only store, without recording the push.
+func exportPush(ctx context.Context, d store, roReason string, cfg otlp.PushConfig, id string, opts otlp.Options, stdout io.Writer, fail func(error) int) int {
+	p, err := otlp.NewPusher(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	var ps otlp.Store[db.Reader] = d
+	if roReason != "" {
+		ps = unmarked{d}
+	}
+	sum, before, err := otlp.PushSession(ctx, ps, p, id, opts)
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stdout, "Pushed %d spans of session %s to %s (%s).\n", sum.Spans, id, p.Endpoint(), p.Protocol())
+	if roReason != "" {
+		fmt.Fprintf(stdout, "The push is not recorded: the database is read-only (%s).\n", readOnlyWhy(roReason))
+	}
+	if sum.Sent > 0 {
+		fmt.Fprintf(stdout, "%d spans finished by seq %d were left out, as --after asked.\n", sum.Sent, opts.After)
+	}
+	if before > 0 {
+		fmt.Fprintf(stdout, "It had been pushed there before (through seq %d); every span was sent again, with the same span ids.\n", before)
+	}
+	if sum.Running {
+		fmt.Fprintf(stdout, "The session is still running: its %d unfinished spans go with the next push.\n", sum.Open)
+	}
+	return exitOK
+}
+
+// exportPrint prints a stored session in a format: its trace, or its spans.
+func exportPrint(ctx context.Context, d store, id, format string, pretty bool, opts otlp.Options, stdout, stderr io.Writer, fail func(error) int) int {
 	err := d.Read(ctx, id, func(r db.Reader) error {
 		var sum otlp.Summary
 		var err error
-		switch *format {
+		switch format {
 		case "json":
-			return trace.Write(stdout, r, *pretty)
+			return trace.Write(stdout, r, pretty)
 		case "otlp":
 			sum, err = otlp.WriteJSON(stdout, r, opts)
 		default:
@@ -233,6 +294,12 @@ ended as interrupted first, as 'studio sessions' ends it. See docs/otlp.md.`, st
 	}
 	return exitOK
 }
+
+// unmarked is a read-only store pushed from: what went where is not
+// recorded (SetPushedSeq), as nothing may be written.
+type unmarked struct{ store }
+
+func (unmarked) SetPushedSeq(context.Context, string, string, int64) error { return nil }
 
 // exportOptions reads the OTLP export's flags; it returns every problem.
 func exportOptions(inputs, inputCap, conventions, after string) (otlp.Options, []string) {
