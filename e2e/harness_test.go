@@ -385,12 +385,13 @@ func (tb *tab) navigate(url string) {
 	tb.do("open "+url, chromedp.Navigate(url))
 }
 
-// eval evaluates a JavaScript expression in the page.
-func eval[T any](tb *tab, expr string) T {
+// eval evaluates a JavaScript expression in the page (with
+// chromedp.EvalAwaitPromise, an async one's result).
+func eval[T any](tb *tab, expr string, opts ...chromedp.EvaluateOption) T {
 	tb.t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, waitLimit)
 	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, opts...))
 	if err != nil {
 		tb.t.Fatalf("evaluate %s: %v", expr, err)
 	}
