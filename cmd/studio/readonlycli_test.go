@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/delegationstudio/studio/internal/otlp/otlptest"
 )
 
 // result is what one run of the studio binary said and how it exited.
@@ -117,5 +119,21 @@ func TestReadOnlyLeavesALapsedRun(t *testing.T) {
 	}
 	if n, _ := ends(t, openDB(t, src), id); n != 0 {
 		t.Errorf("the log ends %d times; want it left as it was", n)
+	}
+}
+
+// TestExportPushFromAReadOnlyMount: a push from a read-only database goes,
+// and says it is not recorded (nothing may be written): the next one is
+// not told it had been pushed before.
+func TestExportPushFromAReadOnlyMount(t *testing.T) {
+	path, id := readOnlyDir(t)
+	r := otlptest.New(t)
+	for i := range 2 {
+		res := runStudio(t, nil, "export", id, "--otlp-endpoint", r.URL, "--db", path)
+		if res.code != 0 || len(r.Requests()) != i+1 || !strings.Contains(res.stdout, "Pushed ") ||
+			!strings.Contains(res.stdout, "The push is not recorded: the database is read-only (the database is on a read-only file system).") ||
+			strings.Contains(res.stdout, "pushed there before") {
+			t.Fatalf("push %d = %d\n%s%s\nwant it pushed, not recorded; %d requests", i+1, res.code, res.stdout, res.stderr, len(r.Requests()))
+		}
 	}
 }
