@@ -921,7 +921,7 @@ func (x *exporter) writeCall(c *callRun) error {
 			}
 		}
 		if cost != nil {
-			attrs = append(attrs, double("llm.cost.total", cost.Total), double("llm.cost.prompt", cost.Input+cost.CachedInput),
+			attrs = append(attrs, double("llm.cost.total", cost.Total), double("llm.cost.prompt", cost.Input+cost.CachedInput+cost.CacheWrite),
 				double("llm.cost.completion", cost.Output))
 		}
 		switch {
@@ -967,7 +967,7 @@ func (x *exporter) writeCall(c *callRun) error {
 	}
 	if cost != nil {
 		attrs = append(attrs, double("delegation.cost.input", cost.Input), double("delegation.cost.cached_input", cost.CachedInput),
-			double("delegation.cost.output", cost.Output), str("delegation.cost.basis", cost.Basis))
+			double("delegation.cost.cache_write", cost.CacheWrite), double("delegation.cost.output", cost.Output), str("delegation.cost.basis", cost.Basis))
 	}
 	switch {
 	case c.fin != nil && c.fin.Error != "":

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/otlp"
 	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
 )
 
@@ -682,10 +684,46 @@ func TestAnthropicCalls(t *testing.T) {
 	if num(t, chat, "gen_ai.usage.cache_read.input_tokens") != 256 || num(t, chat, "gen_ai.usage.cache_creation.input_tokens") != 64 {
 		t.Fatal("the cache's reads and writes")
 	}
+	t.Run("the cache writes' cost, exported and imported back", cacheWriteCostRoundTrips)
 	// OpenInference's names for them, which the import reads back.
 	oi := export(t, runWith(t, doc, "s12", anthropicReply{}), otlp.Options{OpenInference: true}).chats(t, "main")[0]
 	if num(t, oi, "llm.token_count.prompt_details.cache_read") != 256 || num(t, oi, "llm.token_count.prompt_details.cache_write") != 64 {
 		t.Fatal("the cache's reads and writes, in OpenInference's names")
+	}
+}
+
+// cacheWriteCostRoundTrips: an Anthropic call's cost of writing the cache
+// (64 tokens at claude-sonnet-4's $3.75 a million, the price table's) is on
+// its chat span as delegation.cost.cache_write and in OpenInference's
+// llm.cost.prompt, and the session imported back costs it the same, from the
+// exported price and usage.
+func cacheWriteCostRoundTrips(t *testing.T) {
+	doc := []byte(`{"name": "remote", "prompt": "Say hello.",
+		"model": {"provider": "anthropic", "model": "claude-sonnet-4-20250514", "stream": false}}`)
+	tr := runWith(t, doc, "s13", anthropicReply{})
+	c := tr.ModelCalls[0].Cost
+	if c == nil || math.Abs(c.CacheWrite-64*3.75/1e6) > 1e-12 {
+		t.Fatalf("the call's cost %+v: want 64 tokens written at $3.75 a million", c)
+	}
+	chat := export(t, tr, otlp.Options{OpenInference: true}).chats(t, "main")[0]
+	if v, ok := chat.Attributes().Get("delegation.cost.cache_write"); !ok {
+		t.Fatal("no delegation.cost.cache_write on the chat span")
+	} else if v.Double() != c.CacheWrite {
+		t.Fatalf("delegation.cost.cache_write = %v, want %v", v.Double(), c.CacheWrite)
+	}
+	if v, _ := chat.Attributes().Get("llm.cost.prompt"); math.Abs(v.Double()-(c.Input+c.CachedInput+c.CacheWrite)) > 1e-12 {
+		t.Fatalf("llm.cost.prompt = %v: the cache writes are input too (%+v)", v.AsRaw(), c)
+	}
+	var js strings.Builder
+	if _, err := otlp.WriteJSON(&js, trace.SourceOf(tr), otlp.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	back, err := session.OTLPTraces([]byte(js.String()), session.FormatOTLPJSON)
+	if err != nil || len(back) != 1 || len(back[0].ModelCalls) != 1 {
+		t.Fatalf("import: %v, %d sessions", err, len(back))
+	}
+	if got := back[0].ModelCalls[0].Cost; got == nil || *got != *c {
+		t.Fatalf("imported back the call costs %+v, exported %+v", got, c)
 	}
 }
 

@@ -86,10 +86,13 @@ type Subagent struct {
 // Pricing is what an agent's tokens cost, in dollars per million tokens,
 // instead of the price table's for its model; or, written as a string, the
 // name of a model of the price table (Model), to price the run as that
-// model. CachedInput absent means the input price.
+// model. CachedInput absent means the input price; so does CacheWrite, the
+// price of input written to the prompt cache (Anthropic's surcharge; a
+// table model has the table's).
 type Pricing struct {
 	Input       float64  `json:"input"`
 	CachedInput *float64 `json:"cached_input,omitempty"`
+	CacheWrite  *float64 `json:"cache_write,omitempty"`
 	Output      float64  `json:"output"`
 	Model       string   `json:"-"`
 }
@@ -127,6 +130,9 @@ func (p *Pricing) price(source string) (*delegation.Price, bool) {
 	out := &delegation.Price{Input: p.Input, CachedInput: p.Input, Output: p.Output, Source: source}
 	if p.CachedInput != nil {
 		out.CachedInput = *p.CachedInput
+	}
+	if p.CacheWrite != nil {
+		out.CacheWrite = *p.CacheWrite // absent: 0, the input price (delegation.Price.Of)
 	}
 	return out, true
 }
@@ -421,7 +427,7 @@ func checkPricing(f File) delegation.FieldErrors {
 	var errs delegation.FieldErrors
 	check := func(field string, p *Pricing) {
 		if _, ok := p.price(""); !ok {
-			errs.Add(field, "the price table (of %s) has no model %q: name one of %s, or give the prices as {\"input\": …, \"cached_input\": …, \"output\": …} in dollars per million tokens",
+			errs.Add(field, "the price table (of %s) has no model %q: name one of %s, or give the prices as {\"input\": …, \"cached_input\": …, \"cache_write\": …, \"output\": …} in dollars per million tokens",
 				pricing.AsOf(), p.Model, strings.Join(pricing.Default().Names(), ", "))
 		}
 	}

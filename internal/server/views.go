@@ -184,10 +184,25 @@ func cacheView(c trace.ModelCall) templates.CacheView {
 	if u := c.Usage; u.CacheReported() {
 		v.Reported, v.ReportedCache = true, u.CachedTokens
 	}
+	if c.Usage != nil {
+		v.Written = c.Usage.CacheCreationTokens
+	}
 	if c.Cost != nil {
 		v.Cost, v.CostBasis = view.Dollars(c.Cost.Total), costBasis(c.Cost.Basis)
+		if c.Cost.CacheWrite > 0 {
+			v.WriteCost = view.Dollars(c.Cost.CacheWrite)
+		}
 	}
 	return v
+}
+
+// cacheWritten says what a call's endpoint wrote to its prompt cache, and
+// what that cost at the cache-write surcharge where it was priced so.
+func cacheWritten(lang *i18n.Lang, cv templates.CacheView) string {
+	if cv.WriteCost != "" {
+		return lang.T("sess.written_cost", "N", lang.Num(cv.Written), "Cost", cv.WriteCost)
+	}
+	return lang.T("sess.written", "N", lang.Num(cv.Written))
 }
 
 func costBasis(b string) string {
@@ -557,6 +572,9 @@ func (p *pageData) cameBack(d *view.Delegation, at *stepAt) (templates.CameBackV
 		v.ChildInputTotal, v.ChildCachedSum, cost = p.st.Subtree(a.ID)
 		if cost.Priced() {
 			v.ChildCost = view.Dollars(cost.Total)
+			if cost.CacheWrite > 0 {
+				v.ChildWriteCost = view.Dollars(cost.CacheWrite)
+			}
 		}
 		sv := p.st.Saving(d)
 		v.KeptPerCall, v.LaterCalls, v.KeptTokens = sv.PerCall, d.LaterCalls, sv.Tokens

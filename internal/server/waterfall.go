@@ -195,11 +195,15 @@ func (p *pageData) callBar(c db.CallRow, running bool) templates.Bar {
 	} else {
 		b.Title += " · " + duration(lang, b.D)
 	}
-	if cv := cacheView(c.ModelCall); cv.Cached > 0 || cv.Cost != "" {
+	cv := cacheView(c.ModelCall)
+	if cv.Cached > 0 || cv.Cost != "" {
 		b.Title += " · " + lang.T("sess.cached", "N", lang.Num(cv.Cached))
 		if cv.Cost != "" {
 			b.Title += " · " + cv.Cost
 		}
+	}
+	if cv.Written > 0 {
+		b.Title += " · " + cacheWritten(lang, cv)
 	}
 	switch {
 	case b.Error && c.StoppedBy != "":

@@ -185,6 +185,15 @@ func quoteParts(s string) []TextPart {
 
 var quotation = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"(?:[^"\\]|\\.)*"|“[^”]*”`) })
 
+// writeCostEnd says what of a child's cost went to writing the prompt cache
+// at the cache-write surcharge; "" when nothing did.
+func writeCostEnd(ctx context.Context, c CameBackView) string {
+	if c.ChildWriteCost == "" {
+		return ""
+	}
+	return T(ctx, "sess.econ.cost_writes", "Cost", c.ChildWriteCost)
+}
+
 // keptEnd ends the sentence of what a receipt kept out of the parent: its
 // price when priced, else a full stop — right after the figure, with no
 // space before it.

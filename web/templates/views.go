@@ -276,7 +276,10 @@ type CameBackView struct {
 	FilesBackCount int
 	// Economics: what the child's subtree cost ("" when not priced), and
 	// what the receipt kept out of the parent's later calls.
-	ChildCost       string
+	ChildCost string
+	// ChildWriteCost is what of ChildCost went to writing the prompt
+	// cache at the cache-write surcharge ("" when nothing did).
+	ChildWriteCost  string
 	KeptPerCall     int
 	LaterCalls      int
 	KeptTokens      int
@@ -313,8 +316,13 @@ type CacheView struct {
 	Cached, Input int
 	Reported      bool
 	ReportedCache int
-	Cost          string // what the call cost, "" when not priced
-	CostBasis     string
+	// Written is what the endpoint reported writing to its cache
+	// (Anthropic's cache creation); WriteCost what those tokens cost at the
+	// price's cache-write surcharge ("" when unpriced or not surcharged).
+	Written   int
+	WriteCost string
+	Cost      string // what the call cost, "" when not priced
+	CostBasis string
 }
 
 // New is the input a cache cannot serve.
