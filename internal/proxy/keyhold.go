@@ -175,6 +175,12 @@ func (t *textHolds) chatChoice(cm map[string]any) bool {
 		seen[ch] = true
 		changed = t.pass(fn, "arguments", ch, final) || changed
 	}
+	if fc, ok := delta["function_call"].(map[string]any); ok { // the legacy single call
+		changed = t.pass(fc, "arguments", idx+"function_call", final) || changed
+	} else if h := t.holds[idx+"function_call"]; final && h != nil && h.Holding() {
+		delta["function_call"] = map[string]any{"arguments": h.Rest()}
+		changed = true
+	}
 	if !final {
 		return changed
 	}
@@ -212,6 +218,10 @@ func (t *textHolds) chatRest() []byte {
 		if j, ok := strings.CutPrefix(field, "tool/"); ok {
 			calls, _ := d["tool_calls"].([]any)
 			d["tool_calls"] = append(calls, map[string]any{"index": json.Number(j), "function": map[string]any{"arguments": rest}})
+			continue
+		}
+		if field == "function_call" {
+			d[field] = map[string]any{"arguments": rest}
 			continue
 		}
 		d[field] = rest

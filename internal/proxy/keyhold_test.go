@@ -111,3 +111,35 @@ func TestTheKeysStartGoesOutAtTheBlocksEnd(t *testing.T) {
 		t.Errorf("recorded %q, want the text as sent", out.Content)
 	}
 }
+
+// The legacy function_call's arguments are a channel too: the key split
+// across two of its pieces is redacted, and what is held goes out at the
+// finish.
+func TestAKeySplitInALegacyFunctionCall(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, p := range []string{`{"k":"` + heldKey[:7], heldKey[7:] + `", "s":"sk-h`} {
+			sse(w, chunk(map[string]any{"function_call": map[string]any{"name": "note", "arguments": p}}, nil))
+		}
+		sse(w, chunk(map[string]any{}, "function_call"))
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	h := newHarness(t, mustHTTP(t, up.srv.URL, heldKey), options{})
+	status, got := h.post(t, `{"model": "m", "stream": true, "messages": [{"role": "user", "content": "Call."}]}`, nil)
+	var args strings.Builder
+	for _, line := range strings.Split(string(got), "\n") {
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					FunctionCall *struct{ Arguments string } `json:"function_call"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &c) == nil && len(c.Choices) > 0 && c.Choices[0].Delta.FunctionCall != nil {
+			args.WriteString(c.Choices[0].Delta.FunctionCall.Arguments)
+		}
+	}
+	if want := `{"k":"[redacted]", "s":"sk-h`; status != 200 || args.String() != want {
+		t.Errorf("the caller got %d, arguments %q; want %q", status, args.String(), want)
+	}
+}
