@@ -161,16 +161,55 @@ func (o *MessagesReply) close(ctx context.Context) {
 }
 
 // relayMessagesStream relays Anthropic's server-sent events one by one as
-// they arrive, until the end of the stream, each made safe by scrub first.
-func relayMessagesStream(r io.Reader, out *MessagesReply, scrub func([]byte) []byte) error {
+// they arrive, until the end of the stream, each made safe by f first: the
+// key is redacted, in an event and split across events (textHolds), what
+// a block holds back given before the event that ends it.
+func relayMessagesStream(r io.Reader, out *MessagesReply, f *forwarder) error {
+	holds := newTextHolds(f.key)
+	rest := func(index string) {
+		for _, b := range holds.messageRest(index) {
+			out.Event("content_block_delta", b, false)
+		}
+	}
 	_, err := readEvents(r, func(name, data []byte, more bool) bool {
-		out.Event(string(name), scrub(data), more)
+		data = f.scrubAnswer(data)
+		switch ends := blockEnd(data); {
+		case ends == "":
+			data = holds.message(data)
+		default:
+			rest(strings.TrimPrefix(ends, "all"))
+		}
+		out.Event(string(name), data, more)
 		return false
-	}, func(c []byte) { out.Comment(scrub(c)) })
+	}, func(c []byte) { out.Comment(f.scrubAnswer(c)) })
 	if err == nil {
+		rest("")
 		out.End()
 	}
 	return err
+}
+
+// blockEnd says which content blocks an event ends: its index for a
+// content_block_stop, "all" for the message's end or an error, "" for
+// none.
+func blockEnd(data []byte) string {
+	var ev struct {
+		Type  string          `json:"type"`
+		Index json.RawMessage `json:"index"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return ""
+	}
+	switch ev.Type {
+	case "content_block_stop":
+		if len(ev.Index) == 0 {
+			return "all"
+		}
+		return string(ev.Index)
+	case "message_delta", "message_stop", "error":
+		return "all"
+	}
+	return ""
 }
 
 // messageAnswer puts an Anthropic answer together: a whole message, or the

@@ -68,6 +68,7 @@ func (u *AnthropicUpstream) Messages(ctx context.Context, x *Exchange, _ *Messag
 	defer cancel(nil)
 	dog := newWatchdog(x.Timeout, cancel)
 	defer dog.stop()
+	out.r.scrub = u.scrubAnswer
 	req, err := u.newRequest(ctx, http.MethodPost, "/v1/messages", x.Header, x.Body)
 	if err != nil {
 		out.Abort(http.StatusBadGateway, "the request could not be forwarded: "+err.Error())
@@ -92,7 +93,7 @@ func (u *AnthropicUpstream) Messages(ctx context.Context, x *Exchange, _ *Messag
 		out.Fail(resp.StatusCode, u.scrubHeader(resp.Header), u.scrubError(b))
 	case mt == "text/event-stream":
 		out.Begin(resp.StatusCode, u.scrubHeader(resp.Header))
-		switch err := relayMessagesStream(body, out, u.scrubAnswer); {
+		switch err := relayMessagesStream(body, out, &u.forwarder); {
 		case errors.Is(err, errEventTooLarge):
 			out.Abort(http.StatusBadGateway, fmt.Sprintf("the upstream sent a stream event over %s, more than the studio relays: the answer was cut there",
 				byteSize(int64(maxAnswer))))

@@ -205,6 +205,7 @@ func (u *HTTPUpstream) Chat(ctx context.Context, x *Exchange, out *Reply) {
 	defer cancel(nil)
 	dog := newWatchdog(x.Timeout, cancel)
 	defer dog.stop()
+	out.scrub = u.scrubAnswer
 	req, err := u.newRequest(ctx, http.MethodPost, "/chat/completions", x.Header, x.Body)
 	if err != nil {
 		out.Abort(http.StatusBadGateway, "the request could not be forwarded: "+err.Error())
@@ -229,7 +230,7 @@ func (u *HTTPUpstream) Chat(ctx context.Context, x *Exchange, out *Reply) {
 		out.Fail(resp.StatusCode, u.scrubHeader(resp.Header), u.scrubError(b))
 	case mt == "text/event-stream":
 		out.Begin(resp.StatusCode, u.scrubHeader(resp.Header))
-		switch err := relayStream(body, out, u.scrubAnswer); {
+		switch err := relayStream(body, out, &u.forwarder); {
 		case errors.Is(err, errEventTooLarge):
 			out.Abort(http.StatusBadGateway, fmt.Sprintf("the upstream sent a stream event over %s, more than the studio relays: the answer was cut there",
 				byteSize(int64(maxAnswer))))
@@ -260,20 +261,29 @@ func transportError(err error) string {
 }
 
 // relayStream relays server-sent events one by one as they arrive, until
-// [DONE] or the end of the stream, each made safe by scrub first.
-func relayStream(r io.Reader, out *Reply, scrub func([]byte) []byte) error {
+// [DONE] or the end of the stream, each made safe by f first: the key is
+// redacted, in an event and split across events (textHolds).
+func relayStream(r io.Reader, out *Reply, f *forwarder) error {
+	holds := newTextHolds(f.key)
+	rest := func() {
+		if b := holds.chatRest(); b != nil {
+			out.Event(b, false)
+		}
+	}
 	done, err := readEvents(r, func(_, data []byte, more bool) bool {
 		switch {
 		case len(data) == 0: // event:, id: and retry: fields are not used by chat completions
 			return false
 		case string(bytes.TrimSpace(data)) == "[DONE]":
+			rest()
 			out.End(true)
 			return true
 		}
-		out.Event(scrub(data), more)
+		out.Event(holds.chat(f.scrubAnswer(data)), more)
 		return false
-	}, func(c []byte) { out.Comment(scrub(c)) })
+	}, func(c []byte) { out.Comment(f.scrubAnswer(c)) })
 	if err == nil && !done {
+		rest()
 		out.End(false)
 	}
 	return err

@@ -577,6 +577,92 @@ func RedactKey(b []byte, key string) []byte {
 	return bytes.ReplaceAll(b, []byte(key), []byte(Redacted))
 }
 
+// KeyHold redacts the key from text that arrives in pieces (a stream's
+// deltas), where the key may be split across two pieces or more: each
+// piece goes out with the key redacted, less a tail that may be the key's
+// start (at most len(key)-1 bytes), held until the next piece completes
+// it or not, or until the end (Rest). The rule is RedactKey's.
+type KeyHold struct {
+	key  string
+	held string
+}
+
+// NewKeyHold holds back pieces of key; "" holds nothing.
+func NewKeyHold(key string) *KeyHold { return &KeyHold{key: key} }
+
+// Next is what of the text held and piece can go out now.
+func (h *KeyHold) Next(piece string) string {
+	s := h.held + piece
+	h.held = ""
+	if h.key == "" {
+		return s
+	}
+	s = string(RedactKey([]byte(s), h.key))
+	n := keyStart(s, h.key)
+	h.held = s[len(s)-n:]
+	return s[:len(s)-n]
+}
+
+// Rest is the text still held, which the end of the pieces has shown not
+// to be the key.
+func (h *KeyHold) Rest() string {
+	s := h.held
+	h.held = ""
+	return s
+}
+
+// Holding reports whether text is held.
+func (h *KeyHold) Holding() bool { return h.held != "" }
+
+// keyStart is the length of the longest tail of s that is the start of key
+// without being all of it.
+func keyStart(s, key string) int {
+	for n := min(len(s), len(key)-1); n > 0; n-- {
+		if key[:n] == s[len(s)-n:] {
+			return n
+		}
+	}
+	return 0
+}
+
+// MayEndInKeyStart reports whether JSON text b may hold a string that ends
+// with the start of key, for KeyHold to hold back: false only when no
+// string of b does (as JSON writes the key's characters, unescaped), so
+// that a JSON event none of whose strings could can go out as it came
+// without being read.
+func MayEndInKeyStart(b []byte, key string) bool {
+	if key == "" {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return true // a character JSON may escape: read the event
+		}
+	}
+	for i := bytes.IndexByte(b, key[0]); i >= 0; {
+		n := 0
+		for n < len(key)-1 && i+n < len(b) && b[i+n] == key[n] {
+			n++
+		}
+		if n > 0 && i+n < len(b) && b[i+n] == '"' && !isName(b[i+n+1:]) {
+			return true
+		}
+		next := bytes.IndexByte(b[i+1:], key[0])
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return false
+}
+
+// isName reports whether the JSON after a string's closing quote makes it
+// an object's member name (a colon follows), not a value.
+func isName(after []byte) bool {
+	after = bytes.TrimLeft(after, " \t\r\n")
+	return len(after) > 0 && after[0] == ':'
+}
+
 func orDefault(s, def string) string {
 	if s == "" {
 		return def
