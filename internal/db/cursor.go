@@ -29,9 +29,10 @@ type reader struct {
 	// number, as the log names them. Each is read once, when needed.
 	agents map[string]*agentRow
 	ids    []string
-	// histories keeps the history entries written so far: each version of
-	// a history file writes all those before it again.
-	histories historyMemo
+	// memo keeps the history entries and arguments written so far: each
+	// version of a history file writes all those before it again, and the
+	// files part writes the files its files.changed wrote.
+	memo exportMemo
 }
 
 var _ Reader = (*reader)(nil)
@@ -351,7 +352,9 @@ func (r *reader) logWhere(after int64, whole bool, keep func(*entry) bool) iter.
 				return
 			}
 			for _, i := range todo {
+				r.memo.block = rows.msgs
 				st, err := r.step(b.first+int64(i), &b.entries[i], rows, whole)
+				r.memo.block = nil
 				if err != nil {
 					yield(st, fmt.Errorf("read the log: %w", err))
 					return
@@ -533,9 +536,15 @@ func (r *reader) step(seq int64, e *entry, rows *resolved, whole bool) (trace.St
 // content reads a file content of the session: its size, and a function
 // that writes it.
 func (r *reader) content(n int64) (int64, func(io.Writer) error, error) {
+	if text, ok := r.memo.arg(n); ok {
+		return int64(len(text)), func(w io.Writer) error {
+			_, err := io.WriteString(w, text)
+			return err
+		}, nil
+	}
 	chain, err := chainOf(r.ctx, r.q, r.sid, n)
 	if err != nil {
 		return 0, nil, err
 	}
-	return chain[0].size, func(w io.Writer) error { return writeChain(r.ctx, r.q, r.sid, chain, w, &r.histories) }, nil
+	return chain[0].size, func(w io.Writer) error { return writeChain(r.ctx, r.q, r.sid, chain, w, &r.memo) }, nil
 }
