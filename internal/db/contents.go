@@ -100,10 +100,10 @@ func jsonString(raw json.RawMessage, s *string) error {
 	return json.Unmarshal(raw, s)
 }
 
-// jsonInt decodes a JSON integer: digits as they are, any other by
-// encoding/json.
+// jsonInt decodes a JSON value (raw is one) that is an integer: as
+// strconv reads it, any other by encoding/json.
 func jsonInt(raw json.RawMessage, n *int) error {
-	if v, err := strconv.Atoi(string(raw)); err == nil && len(raw) > 0 && raw[0] != '+' {
+	if v, err := strconv.Atoi(string(raw)); err == nil {
 		*n = v
 		return nil
 	}
