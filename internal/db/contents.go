@@ -490,13 +490,15 @@ type historyMemo struct {
 // exportMemo is what an export keeps of what it has read and may write
 // again: the history entries (histories); the arguments versions are, by
 // version, up to argMemoBytes of them (a files.changed writes each, then
-// the files part again); and the messages of the log block being written,
-// which hold the arguments its files.changed name (block).
+// the files part again); and, of the log block being written, its
+// messages, which hold the arguments its files.changed name (block), and
+// the versions those name (contents).
 type exportMemo struct {
 	histories historyMemo
 	args      map[int64]string
 	argBytes  int
 	block     map[place]*Message
+	contents  map[int64]contentRow // the versions the block's files.changed name
 }
 
 // argMemoBytes bounds the arguments an exportMemo keeps, each counted

@@ -352,9 +352,9 @@ func (r *reader) logWhere(after int64, whole bool, keep func(*entry) bool) iter.
 				return
 			}
 			for _, i := range todo {
-				r.memo.block = rows.msgs
+				r.memo.block, r.memo.contents = rows.msgs, rows.contents
 				st, err := r.step(b.first+int64(i), &b.entries[i], rows, whole)
-				r.memo.block = nil
+				r.memo.block, r.memo.contents = nil, nil
 				if err != nil {
 					yield(st, fmt.Errorf("read the log: %w", err))
 					return
@@ -369,8 +369,9 @@ func (r *reader) logWhere(after int64, whole bool, keep func(*entry) bool) iter.
 
 // resolved are the rows a block's events restate.
 type resolved struct {
-	msgs  map[place]*Message
-	calls map[place]*callRow
+	msgs     map[place]*Message
+	calls    map[place]*callRow
+	contents map[int64]contentRow // the versions its files.changed name
 }
 
 // resolve reads, a few queries a block, the rows its events restate: the
@@ -435,7 +436,46 @@ func (r *reader) resolve(b block, todo []int, whole bool) (*resolved, error) {
 			return nil, err
 		}
 	}
-	return out, nil
+	return out, r.resolveContents(b, todo, out)
+}
+
+// resolveContents reads, in one query, the versions a block's files.changed
+// name.
+func (r *reader) resolveContents(b block, todo []int, out *resolved) error {
+	var ns []any
+	for _, i := range todo {
+		e := &b.entries[i]
+		if !e.hasRef || e.code != typeCodes[delegation.EventFilesChanged] {
+			continue
+		}
+		_, files, err := packedFilesChanged(e.data)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if !f.deleted {
+				ns = append(ns, f.n)
+			}
+		}
+	}
+	if len(ns) == 0 {
+		return nil
+	}
+	out.contents = make(map[int64]contentRow, len(ns))
+	rows, err := r.q.QueryContext(r.ctx, `SELECT n, base, size, text, history, arg FROM contents WHERE sid = ? AND n IN (`+
+		placeholders(len(ns))+`)`, append([]any{r.sid}, ns...)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c contentRow
+		if err := rows.Scan(&c.n, &c.base, &c.size, &c.text, &c.history, &c.arg); err != nil {
+			return err
+		}
+		out.contents[c.n] = c
+	}
+	return rows.Err()
 }
 
 func placeholders(n int) string {
@@ -542,9 +582,12 @@ func (r *reader) content(n int64) (int64, func(io.Writer) error, error) {
 			return err
 		}, nil
 	}
-	chain, err := chainOf(r.ctx, r.q, r.sid, n)
-	if err != nil {
-		return 0, nil, err
+	chain := []contentRow{r.memo.contents[n]}
+	if c, ok := r.memo.contents[n]; !ok || c.base.Valid {
+		var err error
+		if chain, err = chainOf(r.ctx, r.q, r.sid, n); err != nil {
+			return 0, nil, err
+		}
 	}
 	return chain[0].size, func(w io.Writer) error { return writeChain(r.ctx, r.q, r.sid, chain, w, &r.memo) }, nil
 }
