@@ -487,23 +487,15 @@ type historyMemo struct {
 	bytes int
 }
 
-// exportMemo is what an export keeps of what it has read and may write
-// again: the history entries (histories); the arguments versions are, by
-// version, up to argMemoBytes of them (a files.changed writes each, then
-// the files part again); and, of the log block being written, its
-// messages, which hold the arguments its files.changed name (block), and
-// the versions those name (contents).
+// exportMemo is what an export keeps of what it has read: the history
+// entries it has written (histories), and, of the log block being written,
+// its messages, which hold the arguments its files.changed name (block),
+// and the versions those name (contents).
 type exportMemo struct {
 	histories historyMemo
-	args      map[int64]string
-	argBytes  int
 	block     map[place]*Message
-	contents  map[int64]contentRow // the versions the block's files.changed name
+	contents  map[int64]contentRow
 }
-
-// argMemoBytes bounds the arguments an exportMemo keeps, each counted
-// with what keeping it costs besides its text.
-const argMemoBytes = 8 << 20
 
 // historyMemo is the memo's histories (nil for a nil memo).
 func (m *exportMemo) historyMemo() *historyMemo {
@@ -511,15 +503,6 @@ func (m *exportMemo) historyMemo() *historyMemo {
 		return nil
 	}
 	return &m.histories
-}
-
-// arg is the argument version n is, when the memo has it.
-func (m *exportMemo) arg(n int64) (string, bool) {
-	if m == nil {
-		return "", false
-	}
-	s, ok := m.args[n]
-	return s, ok
 }
 
 // calls are the tool calls of a message of the block being written.
@@ -531,27 +514,18 @@ func (m *exportMemo) calls(agent string, idx int) ([]trace.ToolCall, bool) {
 	return msg.ToolCalls, true
 }
 
-// renderArg writes an argument version: kept, or read (and kept while
-// there is room). A nil memo reads it.
+// renderArg writes an argument version, from the block's message when the
+// memo has it. A nil memo reads it from its message's row.
 func (m *exportMemo) renderArg(ctx context.Context, q querier, sid int64, r contentRow, w io.Writer) error {
-	text, ok := m.arg(r.n)
-	if !ok {
-		var calls func(string, int) ([]trace.ToolCall, bool)
-		if m != nil {
-			calls = m.calls
-		}
-		var err error
-		if text, err = argText(ctx, q, sid, r.arg.String, calls); err != nil {
-			return err
-		}
-		if m != nil && m.argBytes+len(text)+64 <= argMemoBytes {
-			if m.args == nil {
-				m.args = map[int64]string{}
-			}
-			m.args[r.n], m.argBytes = text, m.argBytes+len(text)+64
-		}
+	var calls func(string, int) ([]trace.ToolCall, bool)
+	if m != nil {
+		calls = m.calls
 	}
-	_, err := io.WriteString(w, text)
+	text, err := argText(ctx, q, sid, r.arg.String, calls)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, text)
 	return err
 }
 

@@ -29,9 +29,9 @@ type reader struct {
 	// number, as the log names them. Each is read once, when needed.
 	agents map[string]*agentRow
 	ids    []string
-	// memo keeps the history entries and arguments written so far: each
-	// version of a history file writes all those before it again, and the
-	// files part writes the files its files.changed wrote.
+	// memo keeps the history entries written so far (each version of a
+	// history file writes all those before it again), and the rows of the
+	// log block being read that its files' contents are read from.
 	memo exportMemo
 }
 
@@ -251,27 +251,37 @@ func (r *reader) ModelCalls() iter.Seq2[trace.ModelCall, error] {
 	}
 }
 
-// Files yields the main agent's files, in path order, each whole.
+// Files yields the main agent's files, in path order, each whole. A
+// version that is an argument is read with the message that holds it.
 func (r *reader) Files() iter.Seq2[trace.File, error] {
 	type row struct {
 		path, text string
 		n          int64
 		whole      bool // its text is all of it
+		arg, calls sql.NullString
 	}
 	return func(yield func(trace.File, error) bool) {
 		for f, err := range rowsOf(r.ctx, r.q, func(rows *sql.Rows) (row, error) {
 			var f row
-			err := rows.Scan(&f.path, &f.n, &f.whole, &f.text)
+			err := rows.Scan(&f.path, &f.n, &f.whole, &f.text, &f.arg, &f.calls)
 			return f, err
-		}, `SELECT f.path, f.content, c.base IS NULL AND c.history IS NULL AND c.arg IS NULL, c.text FROM files f
+		}, `SELECT f.path, f.content, c.base IS NULL AND c.history IS NULL AND c.arg IS NULL, c.text, c.arg, m.tool_calls FROM files f
 			JOIN contents c ON c.sid = f.sid AND c.n = f.content
+			LEFT JOIN messages m ON c.arg IS NOT NULL AND m.sid = c.sid AND m.agent_id = json_extract(c.arg, '$[0]')
+				AND m.idx = json_extract(c.arg, '$[1]')
 			WHERE f.sid = ? AND f.agent_id = ? ORDER BY f.path`, r.sid, trace.MainAgent) {
 			if err != nil {
 				yield(trace.File{}, err)
 				return
 			}
 			text := f.text
-			if !f.whole {
+			switch {
+			case f.arg.Valid:
+				text, err = argText(r.ctx, r.q, r.sid, f.arg.String, func(string, int) ([]trace.ToolCall, bool) {
+					var calls []trace.ToolCall
+					return calls, f.calls.Valid && json.Unmarshal([]byte(f.calls.String), &calls) == nil
+				})
+			case !f.whole:
 				text, err = textOf(r.content, f.n)
 			}
 			if !yield(trace.File{Path: f.path, Content: text}, err) || err != nil {
@@ -576,12 +586,6 @@ func (r *reader) step(seq int64, e *entry, rows *resolved, whole bool) (trace.St
 // content reads a file content of the session: its size, and a function
 // that writes it.
 func (r *reader) content(n int64) (int64, func(io.Writer) error, error) {
-	if text, ok := r.memo.arg(n); ok {
-		return int64(len(text)), func(w io.Writer) error {
-			_, err := io.WriteString(w, text)
-			return err
-		}, nil
-	}
 	chain := []contentRow{r.memo.contents[n]}
 	if c, ok := r.memo.contents[n]; !ok || c.base.Valid {
 		var err error
