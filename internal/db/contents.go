@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -81,8 +82,32 @@ func (r *argRef) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
-	return errors.Join(json.Unmarshal(raw[0], &r.Agent), json.Unmarshal(raw[1], &r.Idx), json.Unmarshal(raw[2], &r.Pos),
-		json.Unmarshal(raw[3], &r.Key))
+	return errors.Join(jsonString(raw[0], &r.Agent), jsonInt(raw[1], &r.Idx), jsonInt(raw[2], &r.Pos), jsonString(raw[3], &r.Key))
+}
+
+// jsonString decodes a JSON string: one of printable ASCII without
+// escapes as it is (an export reads one per file it writes), any other by
+// encoding/json.
+func jsonString(raw json.RawMessage, s *string) error {
+	plain := len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"'
+	for i := 1; plain && i < len(raw)-1; i++ {
+		plain = raw[i] >= 0x20 && raw[i] < 0x7f && raw[i] != '"' && raw[i] != '\\'
+	}
+	if plain {
+		*s = string(raw[1 : len(raw)-1])
+		return nil
+	}
+	return json.Unmarshal(raw, s)
+}
+
+// jsonInt decodes a JSON value (raw is one) that is an integer: as
+// strconv reads it, any other by encoding/json.
+func jsonInt(raw json.RawMessage, n *int) error {
+	if v, err := strconv.Atoi(string(raw)); err == nil {
+		*n = v
+		return nil
+	}
+	return json.Unmarshal(raw, n)
 }
 
 // argOf finds text among the string arguments of calls (message idx of
@@ -117,31 +142,39 @@ func argOf(agent string, idx int, calls []trace.ToolCall, text string) (*argRef,
 	return nil, false
 }
 
-// renderArg writes the argument a version names.
-func renderArg(ctx context.Context, q querier, sid int64, spec string, w io.Writer) error {
+// argText reads the argument a version names: from the tool calls of its
+// message, when calls has them (nil: none), else from the message's row.
+func argText(ctx context.Context, q querier, sid int64, spec string, calls func(agent string, idx int) ([]trace.ToolCall, bool)) (string, error) {
 	var r argRef
 	if err := json.Unmarshal([]byte(spec), &r); err != nil {
-		return fmt.Errorf("read an argument version: %w", err)
+		return "", fmt.Errorf("read an argument version: %w", err)
 	}
-	var raw sql.NullString
-	if err := q.QueryRowContext(ctx, `SELECT tool_calls FROM messages WHERE sid = ? AND agent_id = ? AND idx = ?`,
-		sid, r.Agent, r.Idx).Scan(&raw); err != nil {
-		return fmt.Errorf("read the message of file content %s: %w", spec, err)
+	tcs, ok := []trace.ToolCall(nil), false
+	if calls != nil {
+		tcs, ok = calls(r.Agent, r.Idx)
 	}
-	var calls []trace.ToolCall
-	if err := json.Unmarshal([]byte(raw.String), &calls); err != nil || r.Pos < 0 || r.Pos >= len(calls) {
-		return fmt.Errorf("file content %s: message %d of %s has no such call", spec, r.Idx, r.Agent)
+	if !ok {
+		var raw sql.NullString
+		if err := q.QueryRowContext(ctx, `SELECT tool_calls FROM messages WHERE sid = ? AND agent_id = ? AND idx = ?`,
+			sid, r.Agent, r.Idx).Scan(&raw); err != nil {
+			return "", fmt.Errorf("read the message of file content %s: %w", spec, err)
+		}
+		if err := json.Unmarshal([]byte(raw.String), &tcs); err != nil {
+			return "", fmt.Errorf("file content %s: message %d of %s has no such call", spec, r.Idx, r.Agent)
+		}
+	}
+	if r.Pos < 0 || r.Pos >= len(tcs) {
+		return "", fmt.Errorf("file content %s: message %d of %s has no such call", spec, r.Idx, r.Agent)
 	}
 	var args map[string]json.RawMessage
 	var s string
-	if err := json.Unmarshal(calls[r.Pos].Args, &args); err != nil {
-		return fmt.Errorf("file content %s: %w", spec, err)
+	if err := json.Unmarshal(tcs[r.Pos].Args, &args); err != nil {
+		return "", fmt.Errorf("file content %s: %w", spec, err)
 	}
 	if err := json.Unmarshal(args[r.Key], &s); err != nil {
-		return fmt.Errorf("file content %s: %w", spec, err)
+		return "", fmt.Errorf("file content %s: %w", spec, err)
 	}
-	_, err := io.WriteString(w, s)
-	return err
+	return s, nil
 }
 
 // fileOf is an agent's current version of a file, if it has one.
@@ -323,35 +356,31 @@ func writeContent(ctx context.Context, q querier, sid, n int64, b *strings.Build
 }
 
 // writeChain writes the versions of a chain (newest first), oldest first,
-// its histories from memo when it has them (nil: none kept).
-func writeChain(ctx context.Context, q querier, sid int64, chain []contentRow, w io.Writer, memo *historyMemo) error {
+// its histories and arguments from memo when it has them (nil: none kept).
+func writeChain(ctx context.Context, q querier, sid int64, chain []contentRow, w io.Writer, memo *exportMemo) error {
 	for i := len(chain) - 1; i >= 0; i-- {
 		r := chain[i]
-		if r.history.Valid {
+		var err error
+		switch {
+		case r.history.Valid:
 			if r.base.Valid {
 				if _, err := io.WriteString(w, "\n"); err != nil {
 					return nil
 				}
 			}
-			if err := memo.render(ctx, q, sid, r, w); err != nil {
-				if errors.Is(err, errEnough) {
-					return nil
-				}
-				return err
+			err = memo.historyMemo().render(ctx, q, sid, r, w)
+		case r.arg.Valid:
+			err = memo.renderArg(ctx, q, sid, r, w)
+		default:
+			if _, err := io.WriteString(w, r.text); err != nil {
+				return nil
 			}
-			continue
 		}
-		if r.arg.Valid {
-			if err := renderArg(ctx, q, sid, r.arg.String, w); err != nil {
-				if errors.Is(err, errEnough) {
-					return nil
-				}
-				return err
-			}
-			continue
-		}
-		if _, err := io.WriteString(w, r.text); err != nil {
+		if errors.Is(err, errEnough) {
 			return nil
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -456,6 +485,48 @@ func renderHistory(ctx context.Context, q querier, sid int64, spec string, w io.
 type historyMemo struct {
 	texts map[int64]string
 	bytes int
+}
+
+// exportMemo is what an export keeps of what it has read: the history
+// entries it has written (histories), and, of the log block being written,
+// its messages, which hold the arguments its files.changed name (block),
+// and the versions those name (contents).
+type exportMemo struct {
+	histories historyMemo
+	block     map[place]*Message
+	contents  map[int64]contentRow
+}
+
+// historyMemo is the memo's histories (nil for a nil memo).
+func (m *exportMemo) historyMemo() *historyMemo {
+	if m == nil {
+		return nil
+	}
+	return &m.histories
+}
+
+// calls are the tool calls of a message of the block being written.
+func (m *exportMemo) calls(agent string, idx int) ([]trace.ToolCall, bool) {
+	msg, ok := m.block[place{agent, idx}]
+	if !ok {
+		return nil, false
+	}
+	return msg.ToolCalls, true
+}
+
+// renderArg writes an argument version, from the block's message when the
+// memo has it. A nil memo reads it from its message's row.
+func (m *exportMemo) renderArg(ctx context.Context, q querier, sid int64, r contentRow, w io.Writer) error {
+	var calls func(string, int) ([]trace.ToolCall, bool)
+	if m != nil {
+		calls = m.calls
+	}
+	text, err := argText(ctx, q, sid, r.arg.String, calls)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, text)
+	return err
 }
 
 // historyMemoBytes bounds what a historyMemo keeps: past it, entries are

@@ -29,9 +29,10 @@ type reader struct {
 	// number, as the log names them. Each is read once, when needed.
 	agents map[string]*agentRow
 	ids    []string
-	// histories keeps the history entries written so far: each version of
-	// a history file writes all those before it again.
-	histories historyMemo
+	// memo keeps the history entries written so far (each version of a
+	// history file writes all those before it again), and the rows of the
+	// log block being read that its files' contents are read from.
+	memo exportMemo
 }
 
 var _ Reader = (*reader)(nil)
@@ -250,27 +251,37 @@ func (r *reader) ModelCalls() iter.Seq2[trace.ModelCall, error] {
 	}
 }
 
-// Files yields the main agent's files, in path order, each whole.
+// Files yields the main agent's files, in path order, each whole. A
+// version that is an argument is read with the message that holds it.
 func (r *reader) Files() iter.Seq2[trace.File, error] {
 	type row struct {
 		path, text string
 		n          int64
 		whole      bool // its text is all of it
+		arg, calls sql.NullString
 	}
 	return func(yield func(trace.File, error) bool) {
 		for f, err := range rowsOf(r.ctx, r.q, func(rows *sql.Rows) (row, error) {
 			var f row
-			err := rows.Scan(&f.path, &f.n, &f.whole, &f.text)
+			err := rows.Scan(&f.path, &f.n, &f.whole, &f.text, &f.arg, &f.calls)
 			return f, err
-		}, `SELECT f.path, f.content, c.base IS NULL AND c.history IS NULL AND c.arg IS NULL, c.text FROM files f
+		}, `SELECT f.path, f.content, c.base IS NULL AND c.history IS NULL AND c.arg IS NULL, c.text, c.arg, m.tool_calls FROM files f
 			JOIN contents c ON c.sid = f.sid AND c.n = f.content
+			LEFT JOIN messages m ON c.arg IS NOT NULL AND m.sid = c.sid AND m.agent_id = json_extract(c.arg, '$[0]')
+				AND m.idx = json_extract(c.arg, '$[1]')
 			WHERE f.sid = ? AND f.agent_id = ? ORDER BY f.path`, r.sid, trace.MainAgent) {
 			if err != nil {
 				yield(trace.File{}, err)
 				return
 			}
 			text := f.text
-			if !f.whole {
+			switch {
+			case f.arg.Valid:
+				text, err = argText(r.ctx, r.q, r.sid, f.arg.String, func(string, int) ([]trace.ToolCall, bool) {
+					var calls []trace.ToolCall
+					return calls, f.calls.Valid && json.Unmarshal([]byte(f.calls.String), &calls) == nil
+				})
+			case !f.whole:
 				text, err = textOf(r.content, f.n)
 			}
 			if !yield(trace.File{Path: f.path, Content: text}, err) || err != nil {
@@ -351,7 +362,9 @@ func (r *reader) logWhere(after int64, whole bool, keep func(*entry) bool) iter.
 				return
 			}
 			for _, i := range todo {
+				r.memo.block, r.memo.contents = rows.msgs, rows.contents
 				st, err := r.step(b.first+int64(i), &b.entries[i], rows, whole)
+				r.memo.block, r.memo.contents = nil, nil
 				if err != nil {
 					yield(st, fmt.Errorf("read the log: %w", err))
 					return
@@ -366,8 +379,9 @@ func (r *reader) logWhere(after int64, whole bool, keep func(*entry) bool) iter.
 
 // resolved are the rows a block's events restate.
 type resolved struct {
-	msgs  map[place]*Message
-	calls map[place]*callRow
+	msgs     map[place]*Message
+	calls    map[place]*callRow
+	contents map[int64]contentRow // the versions its files.changed name
 }
 
 // resolve reads, a few queries a block, the rows its events restate: the
@@ -432,7 +446,46 @@ func (r *reader) resolve(b block, todo []int, whole bool) (*resolved, error) {
 			return nil, err
 		}
 	}
-	return out, nil
+	return out, r.resolveContents(b, todo, out)
+}
+
+// resolveContents reads, in one query, the versions a block's files.changed
+// name.
+func (r *reader) resolveContents(b block, todo []int, out *resolved) error {
+	var ns []any
+	for _, i := range todo {
+		e := &b.entries[i]
+		if !e.hasRef || e.code != typeCodes[delegation.EventFilesChanged] {
+			continue
+		}
+		_, files, err := packedFilesChanged(e.data)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if !f.deleted {
+				ns = append(ns, f.n)
+			}
+		}
+	}
+	if len(ns) == 0 {
+		return nil
+	}
+	out.contents = make(map[int64]contentRow, len(ns))
+	rows, err := r.q.QueryContext(r.ctx, `SELECT n, base, size, text, history, arg FROM contents WHERE sid = ? AND n IN (`+
+		placeholders(len(ns))+`)`, append([]any{r.sid}, ns...)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c contentRow
+		if err := rows.Scan(&c.n, &c.base, &c.size, &c.text, &c.history, &c.arg); err != nil {
+			return err
+		}
+		out.contents[c.n] = c
+	}
+	return rows.Err()
 }
 
 func placeholders(n int) string {
@@ -533,9 +586,12 @@ func (r *reader) step(seq int64, e *entry, rows *resolved, whole bool) (trace.St
 // content reads a file content of the session: its size, and a function
 // that writes it.
 func (r *reader) content(n int64) (int64, func(io.Writer) error, error) {
-	chain, err := chainOf(r.ctx, r.q, r.sid, n)
-	if err != nil {
-		return 0, nil, err
+	chain := []contentRow{r.memo.contents[n]}
+	if c, ok := r.memo.contents[n]; !ok || c.base.Valid {
+		var err error
+		if chain, err = chainOf(r.ctx, r.q, r.sid, n); err != nil {
+			return 0, nil, err
+		}
 	}
-	return chain[0].size, func(w io.Writer) error { return writeChain(r.ctx, r.q, r.sid, chain, w, &r.histories) }, nil
+	return chain[0].size, func(w io.Writer) error { return writeChain(r.ctx, r.q, r.sid, chain, w, &r.memo) }, nil
 }

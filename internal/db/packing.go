@@ -69,19 +69,7 @@ type packedFile struct {
 // [from, packed files]: its data as json.Marshal encodes it, written into
 // one buffer of its size, each content escaped into it as it is read.
 func unpackFilesChanged(packed []byte, content contentOf) ([]byte, error) {
-	var from string
-	raw := json.RawMessage(packed)
-	if bytes.HasPrefix(packed, []byte(`["`)) {
-		var p [2]json.RawMessage
-		if err := json.Unmarshal(packed, &p); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(p[0], &from); err != nil {
-			return nil, err
-		}
-		raw = p[1]
-	}
-	files, err := unpackFiles(raw)
+	from, files, err := packedFilesChanged(packed)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +126,24 @@ func unpackFilesChanged(packed []byte, content contentOf) ([]byte, error) {
 	}
 	b.WriteString("}")
 	return b.Bytes(), nil
+}
+
+// packedFilesChanged reads a packed files.changed: its from, and its files.
+func packedFilesChanged(packed []byte) (string, []packedFile, error) {
+	var from string
+	raw := json.RawMessage(packed)
+	if bytes.HasPrefix(packed, []byte(`["`)) {
+		var p [2]json.RawMessage
+		if err := json.Unmarshal(packed, &p); err != nil {
+			return "", nil, err
+		}
+		if err := json.Unmarshal(p[0], &from); err != nil {
+			return "", nil, err
+		}
+		raw = p[1]
+	}
+	files, err := unpackFiles(raw)
+	return from, files, err
 }
 
 // unpackSessionStarted reads a session.started back from [its data but

@@ -2,6 +2,7 @@ package db
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -48,6 +49,31 @@ func TestFilesChangedReadBackIsMarshal(t *testing.T) {
 		got, err := unpackFilesChanged(raw, inMemory(byN))
 		if err != nil || string(got) != string(want) {
 			t.Errorf("got  %s (%v)\nwant %s", got, err, want)
+		}
+	}
+}
+
+// TestArgRefDecodesAsJSON checks that an argument version's reference
+// decodes as encoding/json decodes it, escapes, non-ASCII and malformed
+// references included: the plain path is only a shortcut.
+func TestArgRefDecodesAsJSON(t *testing.T) {
+	for _, spec := range []string{
+		`["main",1,0,"content"]`, `["sub-1",12345,3,"text"]`, `["a\"b",0,0,"c\\d"]`, `["\u00e9t\u00e9",7,1,"k"]`,
+		`["été",7,1,"k\n"]`, `["x\u0000y",1,2,"z"]`, `["",0,0,""]`, `["m",-1,0,"k"]`, `["m",1.5,0,"k"]`,
+		`["m","1",0,"k"]`, `["m",1e2,0,"k"]`, `[1,1,0,"k"]`, `["m",1,0,null]`, `["m",+1,0,"k"]`, `["m",01,0,"k"]`,
+		"[\"\xff\",1,0,\"k\"]",
+	} {
+		var got argRef
+		gotErr := json.Unmarshal([]byte(spec), &got)
+		var raw [4]json.RawMessage
+		var want argRef
+		wantErr := json.Unmarshal([]byte(spec), &raw)
+		if wantErr == nil {
+			wantErr = errors.Join(json.Unmarshal(raw[0], &want.Agent), json.Unmarshal(raw[1], &want.Idx),
+				json.Unmarshal(raw[2], &want.Pos), json.Unmarshal(raw[3], &want.Key))
+		}
+		if (gotErr == nil) != (wantErr == nil) || (gotErr == nil && got != want) {
+			t.Errorf("%s: decoded %+v (%v), encoding/json %+v (%v)", spec, got, gotErr, want, wantErr)
 		}
 	}
 }
