@@ -33,6 +33,8 @@ type reader struct {
 	// history file writes all those before it again), and the rows of the
 	// log block being read that its files' contents are read from.
 	memo exportMemo
+	// pg: the store is PostgreSQL, whose SQL reads JSON otherwise.
+	pg bool
 }
 
 var _ Reader = (*reader)(nil)
@@ -45,7 +47,7 @@ func (db *DB) Read(ctx context.Context, id string, fn func(Reader) error) error 
 		return fmt.Errorf("read session %s: %w", id, err)
 	}
 	defer tx.Rollback()
-	r, err := openReader(ctx, tx, id)
+	r, err := openReader(ctx, tx, id, db.pg)
 	if err != nil {
 		if delegation.ErrorCode(err) == delegation.ENOTFOUND {
 			return err
@@ -55,7 +57,7 @@ func (db *DB) Read(ctx context.Context, id string, fn func(Reader) error) error 
 	return fn(r)
 }
 
-func openReader(ctx context.Context, tx *sql.Tx, id string) (*reader, error) {
+func openReader(ctx context.Context, tx *sql.Tx, id string, pg bool) (*reader, error) {
 	var key int64
 	s, err := scanSession(prefixScanner{tx.QueryRowContext(ctx, `SELECT sid, `+sessionColumns+` FROM sessions WHERE id = ?`, id), &key})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -64,7 +66,7 @@ func openReader(ctx context.Context, tx *sql.Tx, id string) (*reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &reader{ctx: ctx, q: newStmtCache(tx), sid: key, created: nanos(s.CreatedAt), session: s}
+	r := &reader{ctx: ctx, q: newStmtCache(tx), sid: key, created: nanos(s.CreatedAt), session: s, pg: pg}
 	if _, err := r.scenario(); err != nil {
 		return nil, err
 	}
@@ -251,6 +253,19 @@ func (r *reader) ModelCalls() iter.Seq2[trace.ModelCall, error] {
 	}
 }
 
+// argPart is the SQL of an argument reference's part i (contents.arg is a
+// JSON array: the message's agent, its index, …): the agent as text, the
+// index as an integer.
+func (r *reader) argPart(i int) string {
+	if !r.pg {
+		return fmt.Sprintf("json_extract(c.arg, '$[%d]')", i)
+	}
+	if i == 0 {
+		return "(c.arg::json->>0)"
+	}
+	return fmt.Sprintf("(c.arg::json->>%d)::bigint", i)
+}
+
 // Files yields the main agent's files, in path order, each whole. A
 // version that is an argument is read with the message that holds it.
 func (r *reader) Files() iter.Seq2[trace.File, error] {
@@ -267,8 +282,8 @@ func (r *reader) Files() iter.Seq2[trace.File, error] {
 			return f, err
 		}, `SELECT f.path, f.content, c.base IS NULL AND c.history IS NULL AND c.arg IS NULL, c.text, c.arg, m.tool_calls FROM files f
 			JOIN contents c ON c.sid = f.sid AND c.n = f.content
-			LEFT JOIN messages m ON c.arg IS NOT NULL AND m.sid = c.sid AND m.agent_id = json_extract(c.arg, '$[0]')
-				AND m.idx = json_extract(c.arg, '$[1]')
+			LEFT JOIN messages m ON c.arg IS NOT NULL AND m.sid = c.sid AND m.agent_id = `+r.argPart(0)+`
+				AND m.idx = `+r.argPart(1)+`
 			WHERE f.sid = ? AND f.agent_id = ? ORDER BY f.path`, r.sid, trace.MainAgent) {
 			if err != nil {
 				yield(trace.File{}, err)

@@ -84,6 +84,7 @@ type pageReader struct {
 	sid     int64
 	created int64
 	session *Session
+	pg      bool
 }
 
 var _ PageReader = (*pageReader)(nil)
@@ -99,7 +100,7 @@ func (db *DB) ReadPage(ctx context.Context, id string) (PageReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read session %s: %w", id, err)
 	}
-	r := &pageReader{pool: db.r, tx: tx}
+	r := &pageReader{pool: db.r, tx: tx, pg: db.pg}
 	// The first read fixes the transaction's snapshot. The scenario is not
 	// read: a page does not show it, and it is stored packed.
 	var key, created int64
@@ -493,7 +494,7 @@ func (db *DB) EventsPage(ctx context.Context, sessionID string, after int64, lim
 // Reader reads the whole session within the read: for a session whose
 // page state has to be folded from its log.
 func (r *pageReader) Reader(ctx context.Context) Reader {
-	return &reader{ctx: ctx, q: newStmtCache(r.tx), sid: r.sid, created: r.created, session: r.session}
+	return &reader{ctx: ctx, q: newStmtCache(r.tx), sid: r.sid, created: r.created, session: r.session, pg: r.pg}
 }
 
 // EventsOfType reads the session's stored events of one type, in order:
