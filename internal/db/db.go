@@ -79,21 +79,18 @@ func OpenWith(ctx context.Context, path string, opt Options) (*DB, error) {
 	if opt.BusyTimeout == 0 {
 		opt.BusyTimeout = 10 * time.Second
 	}
-	q := url.Values{}
-	for _, p := range []string{
+	pragmas := []string{
 		// first, so that the pragmas after it wait for another process's
 		// lock too (switching a new file to WAL takes one)
-		fmt.Sprintf("busy_timeout(%d)", opt.BusyTimeout.Milliseconds()),
+		busyTimeout(opt.BusyTimeout),
 		"journal_mode(WAL)",   // readers do not block the writer, nor it them
 		"foreign_keys(ON)",    // deleting a session deletes all it holds
 		"synchronous(NORMAL)", // with WAL: durable across a process crash, and fast commits
-	} {
-		q.Add("_pragma", p)
 	}
 	if opt.MaxPages > 0 {
-		q.Add("_pragma", fmt.Sprintf("max_page_count(%d)", opt.MaxPages))
+		pragmas = append(pragmas, fmt.Sprintf("max_page_count(%d)", opt.MaxPages))
 	}
-	dsn := "file:" + path + "?" + q.Encode()
+	dsn := sqliteDSN(path, "", pragmas...)
 	// Write transactions take the write lock when they begin (BEGIN
 	// IMMEDIATE), so that one waits its busy timeout for another process's
 	// writer; a deferred one that reads first fails at once (SQLITE_BUSY)
@@ -116,6 +113,26 @@ func OpenWith(ctx context.Context, path string, opt Options) (*DB, error) {
 	}
 	db.reserve.hold() // a disk already full holds none: Ping says so
 	return db, nil
+}
+
+// sqliteDSN is the driver's name for the file at path, opened in mode
+// (SQLite's URI parameters, "" for none) with the pragmas, in order.
+func sqliteDSN(path, mode string, pragmas ...string) string {
+	q := url.Values{}
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	dsn := "file:" + path + "?"
+	if mode != "" {
+		dsn += mode + "&"
+	}
+	return dsn + q.Encode()
+}
+
+// busyTimeout is the pragma that makes a connection wait d for another
+// process's lock.
+func busyTimeout(d time.Duration) string {
+	return fmt.Sprintf("busy_timeout(%d)", d.Milliseconds())
 }
 
 // Close closes the database.

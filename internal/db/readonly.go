@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -92,11 +91,7 @@ func OpenReadOnly(ctx context.Context, path string) (*DB, error) {
 }
 
 func openReadOnly(ctx context.Context, path, mode string) (*DB, error) {
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", (10*time.Second).Milliseconds()))
-	q.Add("_pragma", "foreign_keys(ON)")
-	dsn := "file:" + path + "?" + mode + "&" + q.Encode()
-	r, err := sql.Open("sqlite", dsn)
+	r, err := sql.Open("sqlite", sqliteDSN(path, mode, busyTimeout(10*time.Second), "foreign_keys(ON)"))
 	if err != nil {
 		return nil, err
 	}

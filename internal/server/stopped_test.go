@@ -31,7 +31,6 @@ func TestStoppedSessionSaysWhy(t *testing.T) {
 		if res.StatusCode != 201 || json.Unmarshal(body, &created) != nil {
 			t.Fatalf("status %d: %s", res.StatusCode, body)
 		}
-		s.waitAgents(created.ID, 2)
 		s.waitCalls(created.ID, 3) // the child is thinking: its second call runs
 		return created.ID
 	}
@@ -97,17 +96,4 @@ func (s *studio) waitCalls(id string, n int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.t.Fatalf("session %s did not start %d model calls", id, n)
-}
-
-// waitAgents waits until a session's log has started n agents.
-func (s *studio) waitAgents(id string, n int) {
-	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if tr, err := s.db.Trace(context.Background(), id); err == nil && len(tr.Agents) >= n {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s.t.Fatalf("session %s did not start %d agents", id, n)
 }
