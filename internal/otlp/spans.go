@@ -227,45 +227,14 @@ func (x *exporter) add(st trace.Step) error {
 		}
 		return x.startCall(run, st.Call, ev.At)
 	case ev.Type == delegation.EventModelFinished:
-		if st.Finished == nil {
-			return fmt.Errorf("model.finished without what it finished")
-		}
-		c := x.calls[st.Finished.ModelCallID]
-		if c == nil {
-			return fmt.Errorf("model.finished for unknown model call %q", st.Finished.ModelCallID)
-		}
-		c.finished, c.end, c.fin = true, ev.At, st.Finished
-		if cost := st.Finished.Cost; cost != nil {
-			a := c.agent
-			a.ownCost += cost.Total
-			a.subtreeCost += cost.Total
-			a.ownPriced, a.subtreePriced = true, true
-		}
-		if id := st.Finished.OutputMessageID; id != "" && c.agent.last != nil && c.agent.last.ID == id {
-			c.output = c.agent.last
-		}
-		if c.call.Purpose == string(delegation.PurposeSummary) && c.fin.Error == "" {
-			x.summary[c.agent.id] = c // complete when its summary is added
-			return nil
-		}
-		return x.writeCall(c)
+		return x.finishCall(st)
 	case st.ToolStarted != nil:
 		if run == nil {
 			return fmt.Errorf("tool.started for unknown agent %q", ev.AgentID)
 		}
 		x.startTool(run, *st.ToolStarted, ev.At)
 	case st.ToolFinished != nil:
-		d := st.ToolFinished
-		for _, t := range x.tools[toolKey(ev.AgentID, d.ToolCallID)] {
-			if !t.finished {
-				t.finished, t.end, t.isError = true, ev.At, d.IsError
-				t.agent.lastTool = t
-				if t.result != nil {
-					return x.writeTool(t)
-				}
-				break
-			}
-		}
+		return x.finishTool(st)
 	case st.DelegationStarted != nil:
 		d := st.DelegationStarted
 		if ts := x.tools[toolKey(ev.AgentID, d.ToolCallID)]; len(ts) > 0 {
@@ -279,17 +248,8 @@ func (x *exporter) add(st trace.Step) error {
 			return x.writeAgent(child)
 		}
 	case st.Summarization != nil:
-		d := st.Summarization
 		if run != nil {
-			run.events = append(run.events, spanEvent(ev))
-			if c := x.summary[run.id]; c != nil {
-				delete(x.summary, run.id)
-				if run.last != nil && (d.SummaryMessageID == "" || run.last.ID == d.SummaryMessageID) {
-					c.summary = run.last
-				}
-				c.summarized = d
-				return x.writeCall(c)
-			}
+			return x.summarized(run, st)
 		}
 	case st.DelegationRefused != nil, st.TodosChanged != nil:
 		if run != nil {
@@ -305,6 +265,67 @@ func (x *exporter) add(st trace.Step) error {
 		x.ended = true
 	}
 	return nil
+}
+
+// finishCall folds a model.finished: the call's span is written, but for a
+// summary call, which waits for its summary.
+func (x *exporter) finishCall(st trace.Step) error {
+	if st.Finished == nil {
+		return fmt.Errorf("model.finished without what it finished")
+	}
+	c := x.calls[st.Finished.ModelCallID]
+	if c == nil {
+		return fmt.Errorf("model.finished for unknown model call %q", st.Finished.ModelCallID)
+	}
+	c.finished, c.end, c.fin = true, st.Event.At, st.Finished
+	if cost := st.Finished.Cost; cost != nil {
+		a := c.agent
+		a.ownCost += cost.Total
+		a.subtreeCost += cost.Total
+		a.ownPriced, a.subtreePriced = true, true
+	}
+	if id := st.Finished.OutputMessageID; id != "" && c.agent.last != nil && c.agent.last.ID == id {
+		c.output = c.agent.last
+	}
+	if c.call.Purpose == string(delegation.PurposeSummary) && c.fin.Error == "" {
+		x.summary[c.agent.id] = c // complete when its summary is added
+		return nil
+	}
+	return x.writeCall(c)
+}
+
+// finishTool folds a tool.finished: the first unfinished call of that id
+// ends, and is written when its result is in.
+func (x *exporter) finishTool(st trace.Step) error {
+	d := st.ToolFinished
+	for _, t := range x.tools[toolKey(st.Event.AgentID, d.ToolCallID)] {
+		if !t.finished {
+			t.finished, t.end, t.isError = true, st.Event.At, d.IsError
+			t.agent.lastTool = t
+			if t.result != nil {
+				return x.writeTool(t)
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// summarized folds a summarization: an event of its agent's span, and the
+// end of the summary call that waited for it.
+func (x *exporter) summarized(run *agentRun, st trace.Step) error {
+	d := st.Summarization
+	run.events = append(run.events, spanEvent(st.Event))
+	c := x.summary[run.id]
+	if c == nil {
+		return nil
+	}
+	delete(x.summary, run.id)
+	if run.last != nil && (d.SummaryMessageID == "" || run.last.ID == d.SummaryMessageID) {
+		c.summary = run.last
+	}
+	c.summarized = d
+	return x.writeCall(c)
 }
 
 // filesChanged makes a files.changed an event of the span whose work
@@ -764,6 +785,28 @@ func (x *exporter) writeAgent(run *agentRun) error {
 			attrs = append(attrs, str("output.value", run.receipt), str("output.mime_type", "text/plain"))
 		}
 	}
+	status := run.status
+	if !run.finished {
+		status = delegation.StatusRunning
+	}
+	attrs = append(attrs, delegationAgentAttrs(run, status)...)
+	switch {
+	case run.finished && status == delegation.StatusFailed:
+		attrs = append(attrs, str("error.type", "agent_failed"))
+		s.Status = &tracepb.Status{Code: statusError, Message: run.errText}
+	case run.finished:
+		s.Status = &tracepb.Status{Code: statusOK}
+	}
+	s.Attributes = attrs
+	s.Events = run.events
+	run.events = nil
+	return x.write(s)
+}
+
+// delegationAgentAttrs are ours: the agent's mode, tokens, cost, status
+// and what its delegation returned.
+func delegationAgentAttrs(run *agentRun, status string) []*commonpb.KeyValue {
+	var attrs []*commonpb.KeyValue
 	if run.mode != "" {
 		attrs = append(attrs, str("delegation.mode", run.mode))
 	}
@@ -772,10 +815,6 @@ func (x *exporter) writeAgent(run *agentRun) error {
 		if run.hasReceipt {
 			attrs = append(attrs, integer("delegation.receipt_tokens", int64(run.receiptTokens)))
 		}
-	}
-	status := run.status
-	if !run.finished {
-		status = delegation.StatusRunning
 	}
 	attrs = append(attrs,
 		integer("delegation.own_tokens", int64(run.own)),
@@ -795,22 +834,12 @@ func (x *exporter) writeAgent(run *agentRun) error {
 	if run.hasDelegation {
 		attrs = append(attrs, strList("delegation.returned", run.returned), strList("delegation.held_back", run.heldBack))
 	}
-	switch {
-	case run.finished && status == delegation.StatusFailed:
-		attrs = append(attrs, str("error.type", "agent_failed"))
-		s.Status = &tracepb.Status{Code: statusError, Message: run.errText}
-	case run.finished:
-		s.Status = &tracepb.Status{Code: statusOK}
-	}
-	s.Attributes = attrs
-	s.Events = run.events
-	run.events = nil
-	return x.write(s)
+	return attrs
 }
 
 func (x *exporter) writeCall(c *callRun) error {
 	delete(x.calls, c.call.ID)
-	call, run := c.call, c.agent
+	run := c.agent
 	name := "chat"
 	if run.model != "" {
 		name += " " + run.model
@@ -818,64 +847,10 @@ func (x *exporter) writeCall(c *callRun) error {
 	s := x.span(c.spanID, run.spanID, name, kindClient)
 	s.StartTimeUnixNano, s.EndTimeUnixNano = x.times(c.start, c.end, c.finished)
 
-	outputTokens := 0
-	switch {
-	case c.output != nil:
-		outputTokens = c.output.Tokens
-	case c.summary != nil:
-		outputTokens = c.summary.Tokens
-	case c.fin != nil:
-		outputTokens = c.fin.OutputTokens
-	}
-	attrs := []*commonpb.KeyValue{
-		str("gen_ai.operation.name", "chat"),
-		str("gen_ai.provider.name", x.team.provider),
-		str("gen_ai.conversation.id", x.head.Session.ID),
-	}
-	if run.model != "" {
-		attrs = append(attrs, str("gen_ai.request.model", run.model))
-	}
-	attrs = append(attrs, x.server(run)...)
-	if x.team.remote() {
-		// What the adapter sends (internal/model/openai): it streams unless
-		// the agent's settings say not to.
-		set := x.team.settings(run.name)
-		if set.Stream == nil || *set.Stream {
-			attrs = append(attrs, boolean("gen_ai.request.stream", true))
-		}
-		if set.MaxTokens > 0 {
-			attrs = append(attrs, integer("gen_ai.request.max_tokens", int64(set.MaxTokens)))
-		}
-		if set.Temperature != nil {
-			attrs = append(attrs, double("gen_ai.request.temperature", *set.Temperature))
-		}
-		if set.Seed != nil {
-			attrs = append(attrs, integer("gen_ai.request.seed", int64(*set.Seed)))
-		}
-	}
-	// Usage is the provider's count: the endpoint's when it reported one;
-	// the scripted model's is our tokenizer's. Ours is always in
-	// delegation.input_tokens and delegation.output_tokens.
-	var usage *delegation.Usage
-	if c.fin != nil && c.fin.Usage != nil {
-		usage = c.fin.Usage
-	} else if x.team.ownCount() {
-		usage = &delegation.Usage{PromptTokens: call.InputTokens, CompletionTokens: outputTokens, CachedTokens: call.CachedPrefixTokens}
-	}
-	if usage != nil {
-		attrs = append(attrs,
-			integer("gen_ai.usage.input_tokens", int64(usage.PromptTokens)),
-			integer("gen_ai.usage.output_tokens", int64(usage.CompletionTokens)))
-		if usage.CacheReported() {
-			attrs = append(attrs, integer("gen_ai.usage.cache_read.input_tokens", int64(usage.CachedTokens)))
-		}
-		if usage.CacheCreationTokens > 0 {
-			attrs = append(attrs, integer("gen_ai.usage.cache_creation.input_tokens", int64(usage.CacheCreationTokens)))
-		}
-		if usage.ReasoningTokens > 0 {
-			attrs = append(attrs, integer("gen_ai.usage.reasoning.output_tokens", int64(usage.ReasoningTokens)))
-		}
-	}
+	outputTokens := c.outputTokens()
+	attrs := x.requestAttrs(run)
+	usage := x.usageOf(c, outputTokens)
+	attrs = append(attrs, usageAttrs(usage)...)
 	var out *genMessage
 	switch {
 	case c.output != nil:
@@ -900,42 +875,145 @@ func (x *exporter) writeCall(c *callRun) error {
 		attrs = append(attrs, str("gen_ai.output.messages", jsonText([]genMessage{*out})))
 	}
 	if x.opts.OpenInference {
-		attrs = append(attrs, str("openinference.span.kind", "LLM"), str("session.id", x.head.Session.ID),
-			str("llm.provider", x.team.provider))
-		if run.model != "" {
-			attrs = append(attrs, str("llm.model_name", run.model))
+		attrs = append(attrs, x.openInferenceCallAttrs(c, usage, cost)...)
+	}
+	attrs = append(attrs, x.delegationCallAttrs(c, outputTokens, cost)...)
+	switch {
+	case c.fin != nil && c.fin.Error != "":
+		attrs = append(attrs, str("error.type", "model_error"))
+		s.Status = &tracepb.Status{Code: statusError, Message: c.fin.Error}
+	case c.finished:
+		s.Status = &tracepb.Status{Code: statusOK}
+	}
+	s.Attributes = attrs
+	s.Events = c.events
+	return x.write(s)
+}
+
+// outputTokens is what the call wrote, by our count.
+func (c *callRun) outputTokens() int {
+	switch {
+	case c.output != nil:
+		return c.output.Tokens
+	case c.summary != nil:
+		return c.summary.Tokens
+	case c.fin != nil:
+		return c.fin.OutputTokens
+	}
+	return 0
+}
+
+// requestAttrs say what the call asked and of whom.
+func (x *exporter) requestAttrs(run *agentRun) []*commonpb.KeyValue {
+	attrs := []*commonpb.KeyValue{
+		str("gen_ai.operation.name", "chat"),
+		str("gen_ai.provider.name", x.team.provider),
+		str("gen_ai.conversation.id", x.head.Session.ID),
+	}
+	if run.model != "" {
+		attrs = append(attrs, str("gen_ai.request.model", run.model))
+	}
+	attrs = append(attrs, x.server(run)...)
+	if !x.team.remote() {
+		return attrs
+	}
+	// What the adapter sends (internal/model/openai): it streams unless
+	// the agent's settings say not to.
+	set := x.team.settings(run.name)
+	if set.Stream == nil || *set.Stream {
+		attrs = append(attrs, boolean("gen_ai.request.stream", true))
+	}
+	if set.MaxTokens > 0 {
+		attrs = append(attrs, integer("gen_ai.request.max_tokens", int64(set.MaxTokens)))
+	}
+	if set.Temperature != nil {
+		attrs = append(attrs, double("gen_ai.request.temperature", *set.Temperature))
+	}
+	if set.Seed != nil {
+		attrs = append(attrs, integer("gen_ai.request.seed", int64(*set.Seed)))
+	}
+	return attrs
+}
+
+// usageOf is the provider's count: the endpoint's when it reported one;
+// the scripted model's is our tokenizer's (ours is always in
+// delegation.input_tokens and delegation.output_tokens). Nil when neither.
+func (x *exporter) usageOf(c *callRun, outputTokens int) *delegation.Usage {
+	if c.fin != nil && c.fin.Usage != nil {
+		return c.fin.Usage
+	}
+	if x.team.ownCount() {
+		return &delegation.Usage{PromptTokens: c.call.InputTokens, CompletionTokens: outputTokens, CachedTokens: c.call.CachedPrefixTokens}
+	}
+	return nil
+}
+
+// usageAttrs are GenAI's usage attributes of a count.
+func usageAttrs(usage *delegation.Usage) []*commonpb.KeyValue {
+	if usage == nil {
+		return nil
+	}
+	attrs := []*commonpb.KeyValue{
+		integer("gen_ai.usage.input_tokens", int64(usage.PromptTokens)),
+		integer("gen_ai.usage.output_tokens", int64(usage.CompletionTokens)),
+	}
+	if usage.CacheReported() {
+		attrs = append(attrs, integer("gen_ai.usage.cache_read.input_tokens", int64(usage.CachedTokens)))
+	}
+	if usage.CacheCreationTokens > 0 {
+		attrs = append(attrs, integer("gen_ai.usage.cache_creation.input_tokens", int64(usage.CacheCreationTokens)))
+	}
+	if usage.ReasoningTokens > 0 {
+		attrs = append(attrs, integer("gen_ai.usage.reasoning.output_tokens", int64(usage.ReasoningTokens)))
+	}
+	return attrs
+}
+
+// openInferenceCallAttrs are a call's attributes in OpenInference's names.
+func (x *exporter) openInferenceCallAttrs(c *callRun, usage *delegation.Usage, cost *delegation.Cost) []*commonpb.KeyValue {
+	run := c.agent
+	attrs := []*commonpb.KeyValue{str("openinference.span.kind", "LLM"), str("session.id", x.head.Session.ID),
+		str("llm.provider", x.team.provider)}
+	if run.model != "" {
+		attrs = append(attrs, str("llm.model_name", run.model))
+	}
+	if usage != nil {
+		attrs = append(attrs,
+			integer("llm.token_count.prompt", int64(usage.PromptTokens)),
+			integer("llm.token_count.completion", int64(usage.CompletionTokens)),
+			integer("llm.token_count.total", int64(usage.PromptTokens+usage.CompletionTokens)))
+		if usage.CacheReported() {
+			attrs = append(attrs, integer("llm.token_count.prompt_details.cache_read", int64(usage.CachedTokens)))
 		}
-		if usage != nil {
-			attrs = append(attrs,
-				integer("llm.token_count.prompt", int64(usage.PromptTokens)),
-				integer("llm.token_count.completion", int64(usage.CompletionTokens)),
-				integer("llm.token_count.total", int64(usage.PromptTokens+usage.CompletionTokens)))
-			if usage.CacheReported() {
-				attrs = append(attrs, integer("llm.token_count.prompt_details.cache_read", int64(usage.CachedTokens)))
-			}
-			if usage.CacheCreationTokens > 0 {
-				attrs = append(attrs, integer("llm.token_count.prompt_details.cache_write", int64(usage.CacheCreationTokens)))
-			}
-			if usage.ReasoningTokens > 0 {
-				attrs = append(attrs, integer("llm.token_count.completion_details.reasoning", int64(usage.ReasoningTokens)))
-			}
+		if usage.CacheCreationTokens > 0 {
+			attrs = append(attrs, integer("llm.token_count.prompt_details.cache_write", int64(usage.CacheCreationTokens)))
 		}
-		if cost != nil {
-			attrs = append(attrs, double("llm.cost.total", cost.Total), double("llm.cost.prompt", cost.Input+cost.CachedInput+cost.CacheWrite),
-				double("llm.cost.completion", cost.Output))
-		}
-		switch {
-		case c.output != nil:
-			attrs = append(attrs, oiMessage("llm.output_messages.0.", c.output.Role, c.output.Content, c.output.ToolCalls, nil)...)
-			if c.output.Content != "" {
-				attrs = append(attrs, str("output.value", c.output.Content), str("output.mime_type", "text/plain"))
-			}
-		case c.summary != nil:
-			attrs = append(attrs, oiMessage("llm.output_messages.0.", "assistant", c.summary.Content, nil, nil)...)
-			attrs = append(attrs, str("output.value", c.summary.Content), str("output.mime_type", "text/plain"))
+		if usage.ReasoningTokens > 0 {
+			attrs = append(attrs, integer("llm.token_count.completion_details.reasoning", int64(usage.ReasoningTokens)))
 		}
 	}
-	attrs = append(attrs,
+	if cost != nil {
+		attrs = append(attrs, double("llm.cost.total", cost.Total), double("llm.cost.prompt", cost.Input+cost.CachedInput+cost.CacheWrite),
+			double("llm.cost.completion", cost.Output))
+	}
+	switch {
+	case c.output != nil:
+		attrs = append(attrs, oiMessage("llm.output_messages.0.", c.output.Role, c.output.Content, c.output.ToolCalls, nil)...)
+		if c.output.Content != "" {
+			attrs = append(attrs, str("output.value", c.output.Content), str("output.mime_type", "text/plain"))
+		}
+	case c.summary != nil:
+		attrs = append(attrs, oiMessage("llm.output_messages.0.", "assistant", c.summary.Content, nil, nil)...)
+		attrs = append(attrs, str("output.value", c.summary.Content), str("output.mime_type", "text/plain"))
+	}
+	return attrs
+}
+
+// delegationCallAttrs are ours: what an import of the export needs to fold
+// the call as the session did.
+func (x *exporter) delegationCallAttrs(c *callRun, outputTokens int, cost *delegation.Cost) []*commonpb.KeyValue {
+	call, run := c.call, c.agent
+	attrs := []*commonpb.KeyValue{
 		str("delegation.agent_id", run.id),
 		str("delegation.purpose", call.Purpose),
 		str("delegation.context_ranges", jsonText(nonNilRanges(call.Context))),
@@ -947,7 +1025,7 @@ func (x *exporter) writeCall(c *callRun) error {
 		integer("delegation.message_tokens", int64(call.MessageTokens)),
 		integer("delegation.cached_prefix_tokens", int64(call.CachedPrefixTokens)),
 		str("delegation.tools", jsonText(nonNilTools(call.Tools))),
-	)
+	}
 	if c.summarized != nil {
 		// What the summary did to its agent's history (the summarization
 		// event of its agent's span, which ends last): an import of the
@@ -969,16 +1047,7 @@ func (x *exporter) writeCall(c *callRun) error {
 		attrs = append(attrs, double("delegation.cost.input", cost.Input), double("delegation.cost.cached_input", cost.CachedInput),
 			double("delegation.cost.cache_write", cost.CacheWrite), double("delegation.cost.output", cost.Output), str("delegation.cost.basis", cost.Basis))
 	}
-	switch {
-	case c.fin != nil && c.fin.Error != "":
-		attrs = append(attrs, str("error.type", "model_error"))
-		s.Status = &tracepb.Status{Code: statusError, Message: c.fin.Error}
-	case c.finished:
-		s.Status = &tracepb.Status{Code: statusOK}
-	}
-	s.Attributes = attrs
-	s.Events = c.events
-	return x.write(s)
+	return attrs
 }
 
 // responseAttrs say what the endpoint said of a call's answer, as it said
