@@ -68,13 +68,63 @@ func (m *Model) buildRequest(req *delegation.Request) *call {
 	if req.System != "" {
 		msgs = append(msgs, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleSystem, Content: req.System})
 	}
-	// In native JSON mode the model never calls the structured tool: the
-	// engine sees such a call only because finish made one from the model's
-	// JSON text. Sending it back as a call of a tool the request does not
-	// offer would puzzle the model (and some servers), so it goes back as
-	// what the model wrote, and the engine's verdict as a user message.
+	msgs = c.appendMessages(msgs, req.Messages)
+	if summary {
+		msgs = append(msgs, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, Content: SummaryInstruction})
+	}
+
+	c.req = goopenai.ChatCompletionRequest{Model: c.model, Messages: msgs}
+	if !summary {
+		for _, t := range req.Tools {
+			if c.structured != "" && t.Name == c.structured {
+				continue
+			}
+			params := json.RawMessage(t.Parameters)
+			if len(bytes.TrimSpace(params)) == 0 {
+				params = json.RawMessage(`{"type":"object","properties":{}}`)
+			}
+			c.req.Tools = append(c.req.Tools, goopenai.Tool{Type: goopenai.ToolTypeFunction,
+				Function: &goopenai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params}})
+		}
+	}
+	st := m.settings
+	if len(c.req.Tools) > 0 {
+		c.req.ParallelToolCalls, c.req.ToolChoice = toolSettings(st, c.req.Tools)
+	}
+	c.req.MaxTokens = st.MaxTokens
+	if st.Seed != nil {
+		seed := *st.Seed
+		c.req.Seed = &seed
+	}
+	if req.ToolChoice == delegation.ToolChoiceRequired && c.structured == "" && len(c.req.Tools) > 0 {
+		// An agent with a response_format answers only through its tool, as
+		// deepagents binds it with tool_choice "any"; in native JSON mode the
+		// answer is the text itself, so nothing is forced.
+		c.req.ToolChoice = "required"
+	}
+	if c.structured != "" {
+		c.req.ResponseFormat = &goopenai.ChatCompletionResponseFormat{
+			Type: goopenai.ChatCompletionResponseFormatTypeJSONSchema,
+			JSONSchema: &goopenai.ChatCompletionResponseFormatJSONSchema{
+				Name: c.structured, Schema: json.RawMessage(req.ResponseFormat),
+				// Strict mode demands every property be required and no
+				// additional ones allowed; the engine validates instead.
+				Strict: false,
+			},
+		}
+	}
+	return c
+}
+
+// appendMessages maps the conversation. In native JSON mode the model
+// never calls the structured tool: the engine sees such a call only because
+// finish made one from the model's JSON text. Sending it back as a call of
+// a tool the request does not offer would puzzle the model (and some
+// servers), so it goes back as what the model wrote, and the engine's
+// verdict as a user message.
+func (c *call) appendMessages(msgs []goopenai.ChatCompletionMessage, conv []*delegation.Message) []goopenai.ChatCompletionMessage {
 	answered := map[string]bool{}
-	for _, msg := range req.Messages {
+	for _, msg := range conv {
 		if msg == nil {
 			continue
 		}
@@ -114,67 +164,28 @@ func (m *Model) buildRequest(req *delegation.Request) *call {
 				Content: nonEmpty(msg.Content)})
 		}
 	}
-	if summary {
-		msgs = append(msgs, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, Content: SummaryInstruction})
-	}
+	return msgs
+}
 
-	c.req = goopenai.ChatCompletionRequest{Model: c.model, Messages: msgs}
-	if !summary {
-		for _, t := range req.Tools {
-			if c.structured != "" && t.Name == c.structured {
-				continue
-			}
-			params := json.RawMessage(t.Parameters)
-			if len(bytes.TrimSpace(params)) == 0 {
-				params = json.RawMessage(`{"type":"object","properties":{}}`)
-			}
-			c.req.Tools = append(c.req.Tools, goopenai.Tool{Type: goopenai.ToolTypeFunction,
-				Function: &goopenai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params}})
-		}
+// toolSettings are parallel_tool_calls and tool_choice, sent only with
+// tools: OpenAI rejects them without.
+func toolSettings(st Settings, tools []goopenai.Tool) (parallel bool, choice any) {
+	parallel = true
+	if st.ParallelToolCalls != nil {
+		parallel = *st.ParallelToolCalls
 	}
-	st := m.settings
-	if len(c.req.Tools) > 0 {
-		// Only with tools: OpenAI rejects parallel_tool_calls and
-		// tool_choice without them.
-		c.req.ParallelToolCalls = true
-		if st.ParallelToolCalls != nil {
-			c.req.ParallelToolCalls = *st.ParallelToolCalls
-		}
-		switch st.ToolChoice {
-		case "":
-		case ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired:
-			c.req.ToolChoice = st.ToolChoice
-		default:
-			for _, t := range c.req.Tools {
-				if t.Function.Name == st.ToolChoice {
-					c.req.ToolChoice = goopenai.ToolChoice{Type: goopenai.ToolTypeFunction, Function: goopenai.ToolFunction{Name: st.ToolChoice}}
-				}
+	switch st.ToolChoice {
+	case "":
+	case ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired:
+		choice = st.ToolChoice
+	default:
+		for _, t := range tools {
+			if t.Function.Name == st.ToolChoice {
+				choice = goopenai.ToolChoice{Type: goopenai.ToolTypeFunction, Function: goopenai.ToolFunction{Name: st.ToolChoice}}
 			}
 		}
 	}
-	c.req.MaxTokens = st.MaxTokens
-	if st.Seed != nil {
-		seed := *st.Seed
-		c.req.Seed = &seed
-	}
-	if req.ToolChoice == delegation.ToolChoiceRequired && c.structured == "" && len(c.req.Tools) > 0 {
-		// An agent with a response_format answers only through its tool, as
-		// deepagents binds it with tool_choice "any"; in native JSON mode the
-		// answer is the text itself, so nothing is forced.
-		c.req.ToolChoice = "required"
-	}
-	if c.structured != "" {
-		c.req.ResponseFormat = &goopenai.ChatCompletionResponseFormat{
-			Type: goopenai.ChatCompletionResponseFormatTypeJSONSchema,
-			JSONSchema: &goopenai.ChatCompletionResponseFormatJSONSchema{
-				Name: c.structured, Schema: json.RawMessage(req.ResponseFormat),
-				// Strict mode demands every property be required and no
-				// additional ones allowed; the engine validates instead.
-				Strict: false,
-			},
-		}
-	}
-	return c
+	return parallel, choice
 }
 
 // wireRequest is the request one attempt sends: streamed or not, without
