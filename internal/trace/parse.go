@@ -88,73 +88,27 @@ func (t *Trace) Check() (*Positions, delegation.FieldErrors) {
 // check is Check that gives up when ctx ends (it then returns nothing).
 func (t *Trace) check(ctx context.Context) (_ *Positions, errs delegation.FieldErrors) {
 	more := 0
-	add := func(field, format string, args ...any) {
-		if len(errs) < delegation.MaxFieldErrors {
-			errs.Add(field, format, args...)
-		} else {
-			more++
-		}
+	k := &checker{
+		add: func(field, format string, args ...any) {
+			if len(errs) < delegation.MaxFieldErrors {
+				errs.Add(field, format, args...)
+			} else {
+				more++
+			}
+		},
+		pos: &Positions{AgentSeq: map[string]int64{}, Message: map[string]At{}, MessageIndex: map[string]int{},
+			Call: map[string]At{}, CallFinished: map[string]At{}},
+		agents: map[string]bool{}, messages: map[string]bool{}, calls: map[string]bool{}, listLen: map[string]int{},
 	}
 	defer func() {
 		if more > 0 {
 			errs = append(errs, delegation.MoreErrors(more))
 		}
 	}()
-	pos := &Positions{AgentSeq: map[string]int64{}, Message: map[string]At{}, MessageIndex: map[string]int{},
-		Call: map[string]At{}, CallFinished: map[string]At{}}
-
-	agents := map[string]bool{}
-	for i, a := range t.Agents {
-		f := fmt.Sprintf("agents[%d]", i)
-		if agents[a.ID] {
-			add(f+".id", "agent id %q appears twice", a.ID)
-		}
-		if a.ParentID != nil && !agents[*a.ParentID] {
-			add(f+".parent_id", "parent %q is not an agent listed before this one", *a.ParentID)
-		}
-		agents[a.ID] = true
-	}
-	messages := map[string]bool{}
-	listLen := map[string]int{}
-	for i, m := range t.Messages {
-		f := fmt.Sprintf("messages[%d]", i)
-		if messages[m.ID] {
-			add(f+".id", "message id %q appears twice", m.ID)
-		}
-		messages[m.ID] = true
-		if !agents[m.AgentID] {
-			add(f+".agent_id", "agent %q is not in agents", m.AgentID)
-		}
-		pos.MessageIndex[m.ID] = listLen[m.AgentID]
-		listLen[m.AgentID]++
-	}
-	calls := map[string]bool{}
-	for i, c := range t.ModelCalls {
-		f := fmt.Sprintf("model_calls[%d]", i)
-		if calls[c.ID] {
-			add(f+".id", "model call id %q appears twice", c.ID)
-		}
-		calls[c.ID] = true
-		if !agents[c.AgentID] {
-			add(f+".agent_id", "agent %q is not in agents", c.AgentID)
-		}
-		for j, r := range c.Context {
-			rf := fmt.Sprintf("%s.context[%d]", f, j)
-			switch {
-			case !agents[r.AgentID]:
-				add(rf+".agent_id", "agent %q is not in agents", r.AgentID)
-			case r.From < 0 || r.From > r.To || r.To > listLen[r.AgentID]:
-				add(rf, "range %d…%d is outside agent %q's %d messages", r.From, r.To, r.AgentID, listLen[r.AgentID])
-			}
-		}
-		if c.OutputMessageID != nil && !messages[*c.OutputMessageID] {
-			add(f+".output_message_id", "message %q is not in messages", *c.OutputMessageID)
-		}
-	}
-
+	k.rows(t)
 	if t.Session.Status == delegation.StatusRunning {
 		// Nothing in this studio runs it: it would show as running forever.
-		add("session.status", `a session cannot be imported as "running": nothing here would ever finish it; export it again once it has ended, or set its status to "interrupted"`)
+		k.add("session.status", `a session cannot be imported as "running": nothing here would ever finish it; export it again once it has ended, or set its status to "interrupted"`)
 	}
 	var last int64
 	for i, ev := range t.Events {
@@ -165,89 +119,157 @@ func (t *Trace) check(ctx context.Context) (_ *Positions, errs delegation.FieldE
 		// Export numbers the events 1, 2, 3… with no gap: a seq of 2^63-1
 		// would leave a session no room to grow and mean nothing.
 		if ev.Seq != last+1 {
-			add(f+".seq", "seq %d does not follow %d: seq must increase strictly, by one from 1", ev.Seq, last)
+			k.add(f+".seq", "seq %d does not follow %d: seq must increase strictly, by one from 1", ev.Seq, last)
 		}
 		last = ev.Seq
-		if ev.AgentID != "" && !agents[ev.AgentID] {
-			add(f+".agent_id", "agent %q is not in agents", ev.AgentID)
+		if ev.AgentID != "" && !k.agents[ev.AgentID] {
+			k.add(f+".agent_id", "agent %q is not in agents", ev.AgentID)
 		}
-		var ref struct {
-			MessageID        string `json:"message_id"`
-			Index            *int   `json:"index"`
-			ModelCallID      string `json:"model_call_id"`
-			SummaryMessageID string `json:"summary_message_id"`
-			Agent            struct {
-				ID string `json:"id"`
-			} `json:"agent"`
+		k.event(f, ev)
+	}
+	k.covered(t)
+	return k.pos, errs
+}
+
+// checker is what check has seen so far.
+type checker struct {
+	add                     func(field, format string, args ...any)
+	pos                     *Positions
+	agents, messages, calls map[string]bool
+	listLen                 map[string]int // messages per agent
+}
+
+// rows checks the agents, messages and model calls: ids once, references
+// to what is listed before.
+func (k *checker) rows(t *Trace) {
+	for i, a := range t.Agents {
+		f := fmt.Sprintf("k.agents[%d]", i)
+		if k.agents[a.ID] {
+			k.add(f+".id", "agent id %q appears twice", a.ID)
 		}
-		if err := json.Unmarshal(ev.Data, &ref); err != nil {
-			add(f+".data", "cannot read the data of a %s event: %v", ev.Type, err)
-			continue
+		if a.ParentID != nil && !k.agents[*a.ParentID] {
+			k.add(f+".parent_id", "parent %q is not an agent listed before this one", *a.ParentID)
 		}
-		// A store rebuilds these three from its message and call rows, so
-		// they may hold nothing else.
-		canonical := func(want json.RawMessage) {
-			var got bytes.Buffer
-			if json.Compact(&got, ev.Data) != nil || !bytes.Equal(got.Bytes(), want) {
-				add(f+".data", "a %s event holds exactly %s", ev.Type, want)
-			}
+		k.agents[a.ID] = true
+	}
+	for i, m := range t.Messages {
+		f := fmt.Sprintf("k.messages[%d]", i)
+		if k.messages[m.ID] {
+			k.add(f+".id", "message id %q appears twice", m.ID)
 		}
-		at := At{Seq: ev.Seq, At: ev.At}
-		switch ev.Type {
-		case delegation.EventMessageAdded:
+		k.messages[m.ID] = true
+		if !k.agents[m.AgentID] {
+			k.add(f+".agent_id", "agent %q is not in agents", m.AgentID)
+		}
+		k.pos.MessageIndex[m.ID] = k.listLen[m.AgentID]
+		k.listLen[m.AgentID]++
+	}
+	for i, c := range t.ModelCalls {
+		f := fmt.Sprintf("model_calls[%d]", i)
+		if k.calls[c.ID] {
+			k.add(f+".id", "model call id %q appears twice", c.ID)
+		}
+		k.calls[c.ID] = true
+		if !k.agents[c.AgentID] {
+			k.add(f+".agent_id", "agent %q is not in agents", c.AgentID)
+		}
+		for j, r := range c.Context {
+			rf := fmt.Sprintf("%s.context[%d]", f, j)
 			switch {
-			case !messages[ref.MessageID]:
-				add(f+".data.message_id", "message %q is not in messages", ref.MessageID)
-			case pos.Message[ref.MessageID].Seq != 0:
-				add(f+".data.message_id", "message %q is added twice", ref.MessageID)
-			case ref.Index == nil || *ref.Index != pos.MessageIndex[ref.MessageID]:
-				add(f+".data.index", "message %q is at %d in its agent's list, not %v", ref.MessageID, pos.MessageIndex[ref.MessageID], ref.Index)
-			default:
-				pos.Message[ref.MessageID] = at
-				canonical(MessageAddedData(*ref.Index, ref.MessageID))
+			case !k.agents[r.AgentID]:
+				k.add(rf+".agent_id", "agent %q is not in agents", r.AgentID)
+			case r.From < 0 || r.From > r.To || r.To > k.listLen[r.AgentID]:
+				k.add(rf, "range %d…%d is outside agent %q's %d messages", r.From, r.To, r.AgentID, k.listLen[r.AgentID])
 			}
-		case delegation.EventModelStarted, delegation.EventModelFinished:
-			seen := pos.Call
-			if ev.Type == delegation.EventModelFinished {
-				seen = pos.CallFinished
-			}
-			switch {
-			case !calls[ref.ModelCallID]:
-				add(f+".data.model_call_id", "model call %q is not in model_calls", ref.ModelCallID)
-			case seen[ref.ModelCallID].Seq != 0:
-				add(f+".data.model_call_id", "model call %q has two %s events", ref.ModelCallID, ev.Type)
-			case ev.Type == delegation.EventModelFinished && pos.Call[ref.ModelCallID].Seq == 0:
-				add(f+".data.model_call_id", "model call %q finishes before it starts", ref.ModelCallID)
-			default:
-				seen[ref.ModelCallID] = at
-				canonical(ModelCallData(ref.ModelCallID))
-			}
-		case delegation.EventSummarization:
-			if !messages[ref.SummaryMessageID] {
-				add(f+".data.summary_message_id", "message %q is not in messages", ref.SummaryMessageID)
-			}
-		case delegation.EventAgentStarted:
-			if !agents[ref.Agent.ID] {
-				add(f+".data.agent.id", "agent %q is not in agents", ref.Agent.ID)
-			} else {
-				pos.AgentSeq[ref.Agent.ID] = ev.Seq
-			}
+		}
+		if c.OutputMessageID != nil && !k.messages[*c.OutputMessageID] {
+			k.add(f+".output_message_id", "message %q is not in messages", *c.OutputMessageID)
 		}
 	}
+}
+
+// event checks the references of one event's data, and notes where
+// messages and calls begin.
+func (k *checker) event(f string, ev Event) {
+	var ref struct {
+		MessageID        string `json:"message_id"`
+		Index            *int   `json:"index"`
+		ModelCallID      string `json:"model_call_id"`
+		SummaryMessageID string `json:"summary_message_id"`
+		Agent            struct {
+			ID string `json:"id"`
+		} `json:"agent"`
+	}
+	if err := json.Unmarshal(ev.Data, &ref); err != nil {
+		k.add(f+".data", "cannot read the data of a %s event: %v", ev.Type, err)
+		return
+	}
+	// A store rebuilds these three from its message and call rows, so
+	// they may hold nothing else.
+	canonical := func(want json.RawMessage) {
+		var got bytes.Buffer
+		if json.Compact(&got, ev.Data) != nil || !bytes.Equal(got.Bytes(), want) {
+			k.add(f+".data", "a %s event holds exactly %s", ev.Type, want)
+		}
+	}
+	at := At{Seq: ev.Seq, At: ev.At}
+	switch ev.Type {
+	case delegation.EventMessageAdded:
+		switch {
+		case !k.messages[ref.MessageID]:
+			k.add(f+".data.message_id", "message %q is not in messages", ref.MessageID)
+		case k.pos.Message[ref.MessageID].Seq != 0:
+			k.add(f+".data.message_id", "message %q is added twice", ref.MessageID)
+		case ref.Index == nil || *ref.Index != k.pos.MessageIndex[ref.MessageID]:
+			k.add(f+".data.index", "message %q is at %d in its agent's list, not %v", ref.MessageID, k.pos.MessageIndex[ref.MessageID], ref.Index)
+		default:
+			k.pos.Message[ref.MessageID] = at
+			canonical(MessageAddedData(*ref.Index, ref.MessageID))
+		}
+	case delegation.EventModelStarted, delegation.EventModelFinished:
+		seen := k.pos.Call
+		if ev.Type == delegation.EventModelFinished {
+			seen = k.pos.CallFinished
+		}
+		switch {
+		case !k.calls[ref.ModelCallID]:
+			k.add(f+".data.model_call_id", "model call %q is not in model_calls", ref.ModelCallID)
+		case seen[ref.ModelCallID].Seq != 0:
+			k.add(f+".data.model_call_id", "model call %q has two %s events", ref.ModelCallID, ev.Type)
+		case ev.Type == delegation.EventModelFinished && k.pos.Call[ref.ModelCallID].Seq == 0:
+			k.add(f+".data.model_call_id", "model call %q finishes before it starts", ref.ModelCallID)
+		default:
+			seen[ref.ModelCallID] = at
+			canonical(ModelCallData(ref.ModelCallID))
+		}
+	case delegation.EventSummarization:
+		if !k.messages[ref.SummaryMessageID] {
+			k.add(f+".data.summary_message_id", "message %q is not in messages", ref.SummaryMessageID)
+		}
+	case delegation.EventAgentStarted:
+		if !k.agents[ref.Agent.ID] {
+			k.add(f+".data.agent.id", "agent %q is not in agents", ref.Agent.ID)
+		} else {
+			k.pos.AgentSeq[ref.Agent.ID] = ev.Seq
+		}
+	}
+}
+
+// covered checks that every agent, message and call has its event.
+func (k *checker) covered(t *Trace) {
 	for i, a := range t.Agents {
-		if _, ok := pos.AgentSeq[a.ID]; !ok && agents[a.ID] {
-			add(fmt.Sprintf("agents[%d]", i), "agent %q has no agent.started event", a.ID)
+		if _, ok := k.pos.AgentSeq[a.ID]; !ok && k.agents[a.ID] {
+			k.add(fmt.Sprintf("k.agents[%d]", i), "agent %q has no agent.started event", a.ID)
 		}
 	}
 	for i, m := range t.Messages {
-		if _, ok := pos.Message[m.ID]; !ok {
-			add(fmt.Sprintf("messages[%d]", i), "message %q has no message.added event", m.ID)
+		if _, ok := k.pos.Message[m.ID]; !ok {
+			k.add(fmt.Sprintf("k.messages[%d]", i), "message %q has no message.added event", m.ID)
 		}
 	}
 	for i, c := range t.ModelCalls {
-		if _, ok := pos.Call[c.ID]; !ok {
-			add(fmt.Sprintf("model_calls[%d]", i), "model call %q has no model.started event", c.ID)
+		if _, ok := k.pos.Call[c.ID]; !ok {
+			k.add(fmt.Sprintf("model_calls[%d]", i), "model call %q has no model.started event", c.ID)
 		}
 	}
-	return pos, errs
 }
