@@ -537,16 +537,8 @@ type pending struct {
 // order, not finish order. It reports whether the agent gave its structured
 // answer.
 func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (bool, error) {
-	done := false
 	calls := msg.ToolCalls
 	outs := make([]pending, len(calls))
-	compat := e.team.Main.Compat == CompatDeepagents
-	limit := e.team.Main.MaxConcurrency
-	if limit <= 0 {
-		limit = len(calls) // no cap: deepagents runs every call of the step at once
-	}
-	sem := make(chan struct{}, max(limit, 1))
-	var wg sync.WaitGroup
 	// Under compat "deepagents" the first child to fail cancels its
 	// siblings and fails this agent, as an exception raised in one task of a
 	// LangGraph step fails the step and the run (**Better**, delegation.md
@@ -556,15 +548,54 @@ func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (bool, er
 		childCtx, cancelChildren = context.WithCancelCause(ctx)
 		defer cancelChildren(nil)
 	}
-	var (
-		failMu   sync.Mutex
-		failedBy *agent
-		failure  error
-	)
+	fail := &stepFailure{cancel: cancelChildren}
+	var wg sync.WaitGroup
+	e.startChildren(childCtx, a, calls, outs, fail, &wg)
+	done, structuredCalls := e.runOwnTools(ctx, a, calls, outs)
+	wg.Wait()
 
-	// Children are planned in call order, so ids and invocation numbers are
-	// deterministic, and start from the workspace before this message
-	// changes it.
+	if fail.by != nil {
+		// deepagents adds nothing of the failed step to the parent: no
+		// result of any of its calls, no state.
+		for i := range outs {
+			if p := &outs[i]; p.child != nil {
+				e.emit(a.info.ID, EventDelegationFinished, DelegationFinished{ToolCallID: calls[i].ID, ChildID: p.child.info.ID,
+					IsError: true, Returned: []string{}, HeldBack: []string{"receipt", "messages", "files"}})
+			}
+		}
+		return false, fmt.Errorf("subagent '%s' failed: %v; under compat 'deepagents' a child's failure fails its parent", fail.by.info.Name, fail.err)
+	}
+	e.applyOutcomes(a, calls, outs)
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if a.structured != nil && !done && structuredCalls > 0 && a.structuredFails >= structuredAttempts {
+		return false, fmt.Errorf("it gave no valid structured answer after %d attempts: it must call %s once, with arguments that match its schema",
+			structuredAttempts, a.structured.def.Name)
+	}
+	return done, nil
+}
+
+// stepFailure is the first child of a step to fail, under compat
+// "deepagents", and how its siblings are cancelled.
+type stepFailure struct {
+	mu     sync.Mutex
+	by     *agent
+	err    error
+	cancel context.CancelCauseFunc
+}
+
+// startChildren plans the step's task calls and starts their children,
+// concurrently (capped by max_concurrency). Children are planned in call
+// order, so ids and invocation numbers are deterministic, and start from
+// the workspace before this message changes it.
+func (e *Engine) startChildren(ctx context.Context, a *agent, calls []ToolCall, outs []pending, fail *stepFailure, wg *sync.WaitGroup) {
+	compat := e.team.Main.Compat == CompatDeepagents
+	limit := e.team.Main.MaxConcurrency
+	if limit <= 0 {
+		limit = len(calls) // no cap: deepagents runs every call of the step at once
+	}
+	sem := make(chan struct{}, max(limit, 1))
 	for i, c := range calls {
 		if c.Name != TaskToolName || !a.canDelegate {
 			continue
@@ -584,25 +615,29 @@ func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (bool, er
 			select {
 			case sem <- struct{}{}:
 				defer func() { <-sem }()
-			case <-childCtx.Done():
+			case <-ctx.Done():
 			}
 			start := e.now()
 			var cerr error
-			p.result, cerr = e.runChild(childCtx, p.child)
+			p.result, cerr = e.runChild(ctx, p.child)
 			if compat && cerr != nil {
-				failMu.Lock()
-				if failedBy == nil && context.Cause(childCtx) == nil {
-					failedBy, failure = p.child, cerr
-					cancelChildren(fmt.Errorf("its sibling '%s' failed", p.child.info.Name))
+				fail.mu.Lock()
+				if fail.by == nil && context.Cause(ctx) == nil {
+					fail.by, fail.err = p.child, cerr
+					fail.cancel(fmt.Errorf("its sibling '%s' failed", p.child.info.Name))
 				}
-				failMu.Unlock()
+				fail.mu.Unlock()
 			}
 			e.emit(a.info.ID, EventToolFinished, ToolFinished{ToolCallID: call.ID, Name: call.Name,
 				IsError: p.result.IsError, DurationMS: e.now().Sub(start).Milliseconds()})
 		}(&outs[i], c)
 	}
+}
 
-	structuredCalls := 0
+// runOwnTools runs the step's other tool calls, in order, each with its
+// changes staged. It reports whether the agent gave its structured answer,
+// and how many structured calls the message made.
+func (e *Engine) runOwnTools(ctx context.Context, a *agent, calls []ToolCall, outs []pending) (done bool, structuredCalls int) {
 	if a.structured != nil {
 		for _, c := range calls {
 			if c.Name == a.structured.def.Name {
@@ -633,19 +668,13 @@ func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (bool, er
 		e.emit(a.info.ID, EventToolFinished, ToolFinished{ToolCallID: c.ID, Name: c.Name, IsError: isErr,
 			DurationMS: e.now().Sub(start).Milliseconds()})
 	}
-	wg.Wait()
+	return done, structuredCalls
+}
 
-	if failedBy != nil {
-		// deepagents adds nothing of the failed step to the parent: no
-		// result of any of its calls, no state.
-		for i := range outs {
-			if p := &outs[i]; p.child != nil {
-				e.emit(a.info.ID, EventDelegationFinished, DelegationFinished{ToolCallID: calls[i].ID, ChildID: p.child.info.ID,
-					IsError: true, Returned: []string{}, HeldBack: []string{"receipt", "messages", "files"}})
-			}
-		}
-		return false, fmt.Errorf("subagent '%s' failed: %v; under compat 'deepagents' a child's failure fails its parent", failedBy.info.Name, failure)
-	}
+// applyOutcomes applies the step's changes and appends its results, in
+// call order, not finish order: a child's files come back as its parent's
+// merge rule says, with its receipt.
+func (e *Engine) applyOutcomes(a *agent, calls []ToolCall, outs []pending) {
 	for i := range outs {
 		p := &outs[i]
 		if p.child == nil {
@@ -664,14 +693,6 @@ func (e *Engine) runTools(ctx context.Context, a *agent, msg *Message) (bool, er
 		e.emit(a.info.ID, EventDelegationFinished, DelegationFinished{ToolCallID: calls[i].ID, ChildID: p.child.info.ID,
 			ReceiptMessageID: receipt.ID, IsError: receipt.IsError, Returned: returned, HeldBack: held})
 	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	if a.structured != nil && !done && structuredCalls > 0 && a.structuredFails >= structuredAttempts {
-		return false, fmt.Errorf("it gave no valid structured answer after %d attempts: it must call %s once, with arguments that match its schema",
-			structuredAttempts, a.structured.def.Name)
-	}
-	return done, nil
 }
 
 // multipleStructured is the result of each structured call when a message
