@@ -208,41 +208,7 @@ func BuildTeam(ts TeamSpec) (*Team, error) {
 	var errs FieldErrors
 	t := &Team{Main: ts.Main, byName: map[string]*Subagent{}}
 	m := &t.Main
-	if m.MaxSteps < 0 {
-		errs.Add("agent.max_steps", "max_steps must be 1 or more (it caps the main agent's model calls); got %d", m.MaxSteps)
-	}
-	if m.MaxSteps == 0 {
-		m.MaxSteps = DefaultMaxSteps
-	}
-	if m.MaxConcurrency < 0 {
-		errs.Add("agent.max_concurrency", "max_concurrency must be 1 or more; got %d", m.MaxConcurrency)
-	}
-	switch m.FilesMerge {
-	case "", MergeDelta, MergeSnapshot:
-	default:
-		errs.Add("agent.files_merge", "files_merge must be 'delta' or 'snapshot'; got '%s'", m.FilesMerge)
-	}
-	switch m.Compat {
-	case CompatNone:
-		if m.FilesMerge == "" {
-			m.FilesMerge = MergeDelta
-		}
-		if m.MaxConcurrency == 0 {
-			m.MaxConcurrency = DefaultMaxConcurrency
-		}
-	case CompatDeepagents:
-		// The three settings compat switches are ours to set, not the
-		// user's: a contradiction is reported rather than silently won.
-		if m.FilesMerge == MergeDelta {
-			errs.Add("agent.files_merge", "files_merge 'delta' contradicts compat 'deepagents', which merges each child's whole file map as deepagents does; remove one of the two")
-		}
-		if m.MaxConcurrency > 0 {
-			errs.Add("agent.max_concurrency", "max_concurrency contradicts compat 'deepagents', which runs every task call of a message at once as deepagents does; remove one of the two")
-		}
-		m.FilesMerge, m.MaxConcurrency = MergeSnapshot, 0
-	default:
-		errs.Add("agent.compat", "compat must be 'deepagents' (follow deepagents where we deliberately differ) or empty (our behaviour); got '%s'", m.Compat)
-	}
+	errs = append(errs, checkMain(m)...)
 	errs = append(errs, checkSummarization("agent.summarization", &m.Summarization)...)
 	if m.Tools == nil {
 		m.Tools = DefaultTools()
@@ -310,6 +276,48 @@ func BuildTeam(ts TeamSpec) (*Team, error) {
 		}
 	}
 	return t, nil
+}
+
+// checkMain validates the main agent's limits, merge and compat settings,
+// and fills in their defaults.
+func checkMain(m *MainSpec) FieldErrors {
+	var errs FieldErrors
+	if m.MaxSteps < 0 {
+		errs.Add("agent.max_steps", "max_steps must be 1 or more (it caps the main agent's model calls); got %d", m.MaxSteps)
+	}
+	if m.MaxSteps == 0 {
+		m.MaxSteps = DefaultMaxSteps
+	}
+	if m.MaxConcurrency < 0 {
+		errs.Add("agent.max_concurrency", "max_concurrency must be 1 or more; got %d", m.MaxConcurrency)
+	}
+	switch m.FilesMerge {
+	case "", MergeDelta, MergeSnapshot:
+	default:
+		errs.Add("agent.files_merge", "files_merge must be 'delta' or 'snapshot'; got '%s'", m.FilesMerge)
+	}
+	switch m.Compat {
+	case CompatNone:
+		if m.FilesMerge == "" {
+			m.FilesMerge = MergeDelta
+		}
+		if m.MaxConcurrency == 0 {
+			m.MaxConcurrency = DefaultMaxConcurrency
+		}
+	case CompatDeepagents:
+		// The three settings compat switches are ours to set, not the
+		// user's: a contradiction is reported rather than silently won.
+		if m.FilesMerge == MergeDelta {
+			errs.Add("agent.files_merge", "files_merge 'delta' contradicts compat 'deepagents', which merges each child's whole file map as deepagents does; remove one of the two")
+		}
+		if m.MaxConcurrency > 0 {
+			errs.Add("agent.max_concurrency", "max_concurrency contradicts compat 'deepagents', which runs every task call of a message at once as deepagents does; remove one of the two")
+		}
+		m.FilesMerge, m.MaxConcurrency = MergeSnapshot, 0
+	default:
+		errs.Add("agent.compat", "compat must be 'deepagents' (follow deepagents where we deliberately differ) or empty (our behaviour); got '%s'", m.Compat)
+	}
+	return errs
 }
 
 // buildSubagent validates one spec; it returns nil when the spec cannot be
