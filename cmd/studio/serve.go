@@ -63,6 +63,8 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 	c.fs.Var(&allowedHosts, "allowed-host", "another `name` the studio answers to (a proxy's, a LAN name); repeatable")
 	c.add("allowed-host", "", []string{})
 	maxConns := intFlag(c, "max-connections", server.DefaultMaxConnections, "connections open at once; past it, 503")
+	maxClientConns := intFlag(c, "max-client-connections", server.DefaultMaxClientConnections,
+		"connections one client address holds at once; past it, 429 (behind a reverse proxy every client is its address: raise it to --max-connections)")
 	maxRunning := intFlag(c, "max-sessions", server.DefaultMaxRunning, "sessions running at once; past it, 503")
 	maxViewers := intFlag(c, "max-viewers", server.DefaultMaxViewers, "live viewers in all; past it, 503")
 	maxSessionViewers := intFlag(c, "max-session-viewers", server.DefaultMaxSessionViewers, "live viewers of one session; past it, 429")
@@ -103,7 +105,7 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 	for _, l := range []struct {
 		name string
 		v    int
-	}{{"max-connections", *maxConns}, {"max-sessions", *maxRunning}, {"max-viewers", *maxViewers}, {"max-session-viewers", *maxSessionViewers}, {"max-big-calls", *maxBigCalls}} {
+	}{{"max-connections", *maxConns}, {"max-client-connections", *maxClientConns}, {"max-sessions", *maxRunning}, {"max-viewers", *maxViewers}, {"max-session-viewers", *maxSessionViewers}, {"max-big-calls", *maxBigCalls}} {
 		if l.v < 1 {
 			return c.fail("--%s is %d: give a number of 1 or more", l.name, l.v)
 		}
@@ -199,7 +201,7 @@ either from a scenario's script instead: offline, deterministic, no key.`, stdou
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(server.LimitListener(ln, *maxConns)) }()
+	go func() { errc <- httpSrv.Serve(server.LimitListener(ln, *maxConns, *maxClientConns)) }()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {

@@ -73,6 +73,7 @@ func TestServeConfiguration(t *testing.T) {
 			{[]string{"--max-viewers", "0"}, "--max-viewers is 0: give a number of 1 or more"},
 			{[]string{"--max-session-viewers", "-1"}, "--max-session-viewers is -1"},
 			{[]string{"--max-big-calls", "0"}, "--max-big-calls is 0"},
+			{[]string{"--max-client-connections", "0"}, "--max-client-connections is 0"},
 			{[]string{"--max-session-viewers", "300"}, "--max-session-viewers (300) is more than --max-viewers (256)"},
 		} {
 			code, _, errOut := studio(t, append([]string{"serve", "--db", db}, c.args...)...)

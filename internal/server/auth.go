@@ -115,11 +115,15 @@ func (a *auth) matches(got string) bool {
 	return subtle.ConstantTimeCompare(x[:], y[:]) == 1
 }
 
-func clientOf(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+// clientOf is the client a request came from: its connection's peer
+// address, without the port (no forwarding header is believed).
+func clientOf(r *http.Request) string { return hostOf(r.RemoteAddr) }
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
 		return h
 	}
-	return r.RemoteAddr
+	return addr
 }
 
 func (a *auth) limiter(client string) *rate.Limiter {

@@ -34,7 +34,7 @@ func servedStudio(t *testing.T, cfg Config, maxConns int) *studio {
 	}
 	ts := httptest.NewUnstartedServer(srv.Handler())
 	ts.Listener.Close()
-	ts.Listener = LimitListener(ln, maxConns)
+	ts.Listener = LimitListener(ln, maxConns, maxConns)
 	ts.Config = NewHTTPServer(srv.Handler())
 	ts.Start()
 	jar, _ := cookiejar.New(nil)

@@ -355,7 +355,7 @@ func TestPushback(t *testing.T) {
 		}
 		var served atomic.Int64
 		srv := NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Add(1) }))
-		go srv.Serve(LimitListener(ln, 2))
+		go srv.Serve(LimitListener(ln, 2, 2))
 		defer srv.Close()
 		var held []net.Conn
 		for range 2 {
@@ -391,6 +391,41 @@ func TestPushback(t *testing.T) {
 		}
 		if served.Load() == 0 {
 			t.Fatal("no request was served after a connection closed")
+		}
+	})
+	t.Run("connections: one client past its own cap gets 429, another client is served", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "home") }))
+		go srv.Serve(LimitListener(ln, 10, 3))
+		defer srv.Close()
+		dial := func(from string) net.Conn {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+			c, err := d.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			return c
+		}
+		// 127.0.0.1 holds three connections that send nothing (headers
+		// trickling, or kept alive): its fourth is refused at once.
+		for range 3 {
+			dial("127.0.0.1")
+		}
+		res, err := http.ReadResponse(bufio.NewReader(dial("127.0.0.1")), nil)
+		if err != nil || res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+			t.Fatalf("a client's fourth connection: %v %+v", err, res)
+		}
+		// Another client gets the home page.
+		c := dial("127.0.0.2")
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		res, err = http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("another client beside a client at its cap: %v %+v", err, res)
 		}
 	})
 	t.Run("the server has read, write and idle timeouts", func(t *testing.T) {

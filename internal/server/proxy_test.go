@@ -220,6 +220,17 @@ func TestRecordingEndpointLimits(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &e); err != nil || res.StatusCode != 413 || e.Error.Type != "invalid_request_error" {
 		t.Errorf("a body over the limit: %d %.200s", res.StatusCode, body)
 	}
+	// Anthropic's Messages API bounds a request by its size alone (32 MB,
+	// 413 request_too_large), no string in it: so does /v1/messages.
+	res, body = s.raw("POST", "/v1/messages", map[string]string{"Content-Type": "application/json"},
+		`{"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "`+strings.Repeat("x", MaxChatBody)+`"}]}`)
+	var ae struct {
+		Type  string
+		Error struct{ Type, Message string }
+	}
+	if err := json.Unmarshal([]byte(body), &ae); err != nil || res.StatusCode != 413 || ae.Type != "error" || ae.Error.Type != "request_too_large" {
+		t.Errorf("a Messages body over the limit: %d %.200s", res.StatusCode, body)
+	}
 	res, body = s.raw("POST", "/v1/chat/completions", map[string]string{"Host": "evil.example"}, `{}`)
 	if err := json.Unmarshal([]byte(body), &e); err != nil || res.StatusCode != 421 || e.Error.Message == "" {
 		t.Errorf("another Host: %d %s", res.StatusCode, body)
