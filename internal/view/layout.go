@@ -56,14 +56,17 @@ type PlacedNode struct {
 	Current bool
 }
 
-// PlacedRound is a round's label: X, Y is where its text starts (baseline).
+// PlacedRound is a round's label: X, Y is where its text starts (baseline),
+// W how wide it is as LayoutOptions.Words worded it. The label is its number, how many
+// ran at once (when Parallel) and the step of the message that asked for
+// them (when Step > 0); the edge words them.
 type PlacedRound struct {
 	X, Y, W  int
 	ParentID string
 	Number   int
 	Members  int
 	Parallel bool
-	Text     string
+	Step     int
 }
 
 // Edge joins a parent to a child along its round's bus, as an SVG path;
@@ -83,7 +86,21 @@ type LayoutOptions struct {
 	Prompt string
 	// MaxWidth is where a round wraps (0: DefaultTreeWidth).
 	MaxWidth int
+	// Words words the texts the layout measures, in the reader's language
+	// (nil: they take no room).
+	Words Wording
 }
+
+// Wording words the tree's texts that take room, as the page draws them: the
+// layout measures them, the edge (web/templates) words them.
+type Wording interface {
+	// Round is a round's label.
+	Round(r PlacedRound) string
+}
+
+type noWords struct{}
+
+func (noWords) Round(PlacedRound) string { return "" }
 
 // DefaultTreeWidth is as wide as the session page's tree box at its widest.
 const DefaultTreeWidth = 1140
@@ -186,6 +203,9 @@ func Layout(root *Node, opt LayoutOptions) TreeLayout {
 	if opt.MaxWidth <= 0 {
 		opt.MaxWidth = DefaultTreeWidth
 	}
+	if opt.Words == nil {
+		opt.Words = noWords{}
+	}
 	if !inTree(root, opt.Selected) {
 		opt.Selected = root.Agent.ID // the agent asked for has not started: its parent is where it will be
 	}
@@ -216,11 +236,11 @@ func layoutNode(n *Node, opt LayoutOptions, avail int) *block {
 	cy := nodeH + 6
 	lastBus := -1
 	for _, r := range n.Rounds {
-		label := roundLabel(r)
-		lw := int(regular().width(label, textSize)) + 1
-		b.rounds = append(b.rounds, PlacedRound{X: indent, Y: cy + 14, W: lw, ParentID: n.Agent.ID, Number: r.Number,
-			Members: len(r.Members), Parallel: r.Parallel(), Text: label})
-		b.w = max(b.w, indent+lw)
+		pr := PlacedRound{X: indent, Y: cy + 14, ParentID: n.Agent.ID, Number: r.Number, Members: len(r.Members),
+			Parallel: r.Parallel(), Step: r.Step}
+		pr.W = int(regular().width(opt.Words.Round(pr), textSize)) + 1
+		b.rounds = append(b.rounds, pr)
+		b.w = max(b.w, indent+pr.W)
 		cy += roundHead
 		// Lay the members out, then pack them into lines.
 		var kids []*block
@@ -322,18 +342,6 @@ func refusalWhy(reason string) string {
 		return "no subagent of that name"
 	}
 	return reason
-}
-
-func roundLabel(r *Round) string {
-	var parts []string
-	parts = append(parts, "round "+strconv.Itoa(r.Number))
-	if r.Parallel() {
-		parts = append(parts, strconv.Itoa(len(r.Members))+" at once")
-	}
-	if r.Step > 0 {
-		parts = append(parts, "step "+strconv.Itoa(r.Step))
-	}
-	return strings.Join(parts, " · ")
 }
 
 func quote(task string) string {

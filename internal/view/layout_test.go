@@ -36,7 +36,22 @@ func teamScenario(fan, rounds int, name string) string {
 func layoutOf(t *testing.T, doc string) view.TreeLayout {
 	t.Helper()
 	tr := runTrace(t, doc)
-	return view.Layout(tree(t, tr), view.LayoutOptions{Selected: "a2", Prompt: "Study the payments service."})
+	return view.Layout(tree(t, tr), view.LayoutOptions{Selected: "a2", Prompt: "Study the payments service.", Words: english{}})
+}
+
+// english words the tree as the English catalogue does (web/templates
+// tests that it does).
+type english struct{}
+
+func (english) Round(r view.PlacedRound) string {
+	s := fmt.Sprintf("round %d", r.Number)
+	if r.Parallel {
+		s += fmt.Sprintf(" · %d at once", r.Members)
+	}
+	if r.Step > 0 {
+		s += fmt.Sprintf(" · step %d", r.Step)
+	}
+	return s
 }
 
 func overlap(a, b view.PlacedNode) bool {
@@ -80,7 +95,8 @@ func TestLayout(t *testing.T) {
 			}
 			prev = n
 		}
-		if len(l.Rounds) != 4 || !l.Rounds[0].Parallel || l.Rounds[1].Parallel || !strings.HasPrefix(l.Rounds[0].Text, "round 1 · 4 at once") || !strings.HasPrefix(l.Rounds[3].Text, "round 4") {
+		if len(l.Rounds) != 4 || !l.Rounds[0].Parallel || l.Rounds[1].Parallel || l.Rounds[0].Number != 1 || l.Rounds[0].Members != 4 || l.Rounds[0].Step < 1 || l.Rounds[3].Number != 4 ||
+			l.Rounds[3].Step <= l.Rounds[2].Step {
 			t.Fatalf("rounds: %+v", l.Rounds)
 		}
 	})
@@ -151,14 +167,18 @@ func checkFits(t *testing.T, l view.TreeLayout) {
 		}
 	}
 	for _, r := range l.Rounds {
+		text := english{}.Round(r)
+		if w := view.TextWidth(text, 12, false); float64(r.W) < w {
+			t.Fatalf("round label %q is %.1f px, given %d", text, w, r.W)
+		}
 		for _, n := range l.Nodes {
 			box := view.PlacedNode{X: r.X, Y: r.Y - 12, W: r.W, H: 15}
 			if overlap(box, n) {
-				t.Fatalf("round label %q runs into %s", r.Text, n.Name)
+				t.Fatalf("round label %q runs into %s", text, n.Name)
 			}
 		}
 		if r.X+r.W > l.Width {
-			t.Fatalf("round label %q is past the tree's width", r.Text)
+			t.Fatalf("round label %q is past the tree's width", text)
 		}
 	}
 }
