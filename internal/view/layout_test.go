@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/view"
 )
 
@@ -52,6 +53,28 @@ func (english) Round(r view.PlacedRound) string {
 		s += fmt.Sprintf(" · step %d", r.Step)
 	}
 	return s
+}
+
+func (english) NoTask() string { return "(no task)" }
+
+func (english) Refused(n view.PlacedNode) (mark, why, askedBy string) {
+	why = n.Reason
+	switch n.Reason {
+	case delegation.RefusedNested:
+		why = "a subagent may not delegate"
+	case delegation.RefusedUnknownType:
+		why = "no subagent of that name"
+	}
+	return "refused", why, "asked by " + n.ParentID
+}
+
+// counters are an agent box's counters as the English page draws them.
+func counters(n view.PlacedNode) (stats, tokens string) {
+	calls := "1 call"
+	if n.Calls != 1 {
+		calls = view.Thousands(n.Calls) + " calls"
+	}
+	return n.Status + " · " + calls, view.CompactTokens(n.Tokens) + " tok"
 }
 
 func overlap(a, b view.PlacedNode) bool {
@@ -117,16 +140,20 @@ func TestLayout(t *testing.T) {
 	t.Run("siblings read apart: id and task in the box and the name", func(t *testing.T) {
 		seen := map[string]bool{}
 		for _, n := range l.Nodes {
-			if seen[n.Label] {
-				t.Fatalf("two boxes are named %q", n.Label)
+			who := n.AgentID
+			if who == "" {
+				who = n.ParentID + ":" + n.Name
 			}
-			seen[n.Label] = true
-			if n.AgentID != "" && (!strings.HasPrefix(n.TaskText, n.AgentID+" · ") || !strings.Contains(n.Label, n.AgentID)) {
-				t.Fatalf("box %s reads %q / %q", n.AgentID, n.TaskText, n.Label)
+			if seen[who] {
+				t.Fatalf("two boxes are %q", who)
+			}
+			seen[who] = true
+			if n.AgentID != "" && !strings.HasPrefix(n.TaskText, n.AgentID+" · ") {
+				t.Fatalf("box %s reads %q", n.AgentID, n.TaskText)
 			}
 		}
-		if !strings.Contains(byID["a2"].Label, "Research part 1 of the payments service, carefully, and report what you found in one line.") {
-			t.Fatalf("a2's name lacks its whole task: %q", byID["a2"].Label)
+		if byID["a2"].Task != "Research part 1 of the payments service, carefully, and report what you found in one line." {
+			t.Fatalf("a2 lacks its whole task (its name says it): %q", byID["a2"].Task)
 		}
 		if !byID["a2"].Selected || byID["a1"].Selected {
 			t.Fatalf("selected: a2 %v, a1 %v", byID["a2"].Selected, byID["a1"].Selected)
@@ -162,7 +189,15 @@ func checkFits(t *testing.T, l view.TreeLayout) {
 		if w := view.TextWidth(a.TaskText, 12, false); w > inner+0.01 {
 			t.Fatalf("%s: the task line is %.1f px in a box of %.1f", a.Name, w, inner)
 		}
-		if w := view.TextWidth(a.StatsText, 11, false) + 8 + view.TextWidth(a.TokensText, 11, false); w > inner+0.01 {
+		if a.AgentID == "" {
+			_, why, asked := english{}.Refused(a)
+			if w := max(view.TextWidth(why, 12, false), view.TextWidth(asked, 12, false)); w > inner+0.01 && a.W < 300 {
+				t.Fatalf("%s: the refusal's lines are %.1f px in a box of %.1f", a.Name, w, inner)
+			}
+			continue
+		}
+		stats, tokens := counters(a)
+		if w := view.TextWidth(stats, 11, false) + 8 + view.TextWidth(tokens, 11, false); w > inner+0.01 {
 			t.Fatalf("%s: the counters are %.1f px in a box of %.1f", a.Name, w, inner)
 		}
 	}
@@ -208,8 +243,8 @@ func TestLayoutAtScale(t *testing.T) {
 		checkFits(t, l)
 		for _, n := range l.Nodes {
 			if n.AgentID == "a1" {
-				if !strings.HasSuffix(n.NameText, "…") || n.Mode != "isolated" || !strings.Contains(n.Label, "security-reviewer-for-payments-service-and-refunds-and-chargebacks") {
-					t.Fatalf("a1 reads %q (mode %q), named %q", n.NameText, n.Mode, n.Label)
+				if !strings.HasSuffix(n.NameText, "…") || n.Mode != "isolated" || n.Name != "security-reviewer-for-payments-service-and-refunds-and-chargebacks" {
+					t.Fatalf("a1 reads %q (mode %q), named %q", n.NameText, n.Mode, n.Name)
 				}
 				return
 			}

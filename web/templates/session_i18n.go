@@ -16,6 +16,12 @@ type treeWords struct{ ctx context.Context }
 
 func (w treeWords) Round(r view.PlacedRound) string { return roundText(w.ctx, r) }
 
+func (w treeWords) NoTask() string { return T(w.ctx, "sess.no_task") }
+
+func (w treeWords) Refused(n view.PlacedNode) (mark, why, askedBy string) {
+	return T(w.ctx, "sess.refused"), refusedWhy(w.ctx, n), T(w.ctx, "sess.asked_by", "ID", n.ParentID)
+}
+
 // roundText is a round's label ("round 2 · 3 at once · step 5").
 func roundText(ctx context.Context, r view.PlacedRound) string {
 	parts := []string{T(ctx, "sess.round", "N", itoa(r.Number))}

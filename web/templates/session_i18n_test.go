@@ -26,3 +26,18 @@ func TestRoundText(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeLabel(t *testing.T) {
+	en := i18n.With(context.Background(), i18n.Get(i18n.English))
+	n := view.PlacedNode{AgentID: "a2", Name: "researcher", Mode: "isolated", Status: "done", Calls: 3, Tokens: 1200,
+		Task: "Research part 1 of\nthe payments service."}
+	want := "a2 researcher, isolated subagent, done: 3 model calls, 1,200 input tokens. Task: Research part 1 of the payments service."
+	if got := nodeLabel(en, n); got != want {
+		t.Errorf("nodeLabel: %q; want %q", got, want)
+	}
+	r := view.PlacedNode{ParentID: "main", Name: "nobody", Status: "refused", Reason: "unknown_type"}
+	mark, _, asked := TreeWords(en).Refused(r)
+	if mark != "refused" || asked != "asked by main" {
+		t.Errorf("a refusal's words: %q, %q", mark, asked)
+	}
+}
