@@ -984,7 +984,8 @@ func noteText(lang *i18n.Lang, n view.Note) string {
 }
 
 func (p *pageData) tree(selected string) view.TreeLayout {
-	return view.Layout(p.st.Tree(), view.LayoutOptions{Selected: selected, Prompt: p.st.Session.Prompt})
+	return view.Layout(p.st.Tree(), view.LayoutOptions{Selected: selected, Prompt: p.st.Session.Prompt,
+		Words: templates.TreeWords(p.ctx)})
 }
 
 // treeAt is the tree now, or as it was at the step.
@@ -1001,7 +1002,7 @@ func (p *pageData) treeAt(selected string, at *stepAt) (view.TreeLayout, error) 
 		at2[id] = view.AgentAt{Calls: c.Calls, Tokens: c.Tokens}
 	}
 	return view.Layout(p.st.TreeAt(at.Seq, at2), view.LayoutOptions{Selected: selected, Current: at.Call.AgentID,
-		Prompt: p.st.Session.Prompt}), nil
+		Prompt: p.st.Session.Prompt, Words: templates.TreeWords(p.ctx)}), nil
 }
 
 // sessionPage is the whole session page for a viewer's choice.

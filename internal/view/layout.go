@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/i18n"
 )
 
@@ -37,18 +36,16 @@ type PlacedNode struct {
 	Tokens     int // own input tokens
 	Subtree    int
 	Cached     int    // own input tokens a prompt cache can serve
-	CostNote   string // ", $0.0123 ($0.0456 with its subagents)" when priced, else ""
 	Reason     string // why a refusal was refused
 	// RefusalMessageID is the tool result that told the parent of a refusal.
 	RefusalMessageID string
 	// Task is the task it was given, whole (main: the session's prompt).
 	Task string
-	// The box's three lines as drawn, each fitted to the box: the name
-	// (and the mode, right-aligned), the id and the task, the status and
-	// calls (and the tokens, right-aligned).
-	NameText, TaskText, StatsText, TokensText string
-	// Label is its accessible name: who it is, what it was asked, how far it got.
-	Label string
+	// NameText is its name as drawn, fitted to the box beside its mode
+	// (a refusal's: marked refused); TaskText an agent's id and task, fitted.
+	// The edge words the rest from the data: the counters (the box keeps
+	// room for the widest, countersWidth) and the accessible name.
+	NameText, TaskText string
 	// Round is its round's number under its parent (0 for the main agent).
 	Round    int
 	Selected bool
@@ -56,14 +53,17 @@ type PlacedNode struct {
 	Current bool
 }
 
-// PlacedRound is a round's label: X, Y is where its text starts (baseline).
+// PlacedRound is a round's label: X, Y is where its text starts (baseline),
+// W how wide it is as LayoutOptions.Words worded it. The label is its number, how many
+// ran at once (when Parallel) and the step of the message that asked for
+// them (when Step > 0); the edge words them.
 type PlacedRound struct {
 	X, Y, W  int
 	ParentID string
 	Number   int
 	Members  int
 	Parallel bool
-	Text     string
+	Step     int
 }
 
 // Edge joins a parent to a child along its round's bus, as an SVG path;
@@ -83,7 +83,28 @@ type LayoutOptions struct {
 	Prompt string
 	// MaxWidth is where a round wraps (0: DefaultTreeWidth).
 	MaxWidth int
+	// Words words the texts the layout measures, in the reader's language
+	// (nil: they take no room).
+	Words Wording
 }
+
+// Wording words the tree's texts that take room, as the page draws them: the
+// layout measures them, the edge (web/templates) words them.
+type Wording interface {
+	// Round is a round's label.
+	Round(r PlacedRound) string
+	// NoTask stands in a box for an empty task.
+	NoTask() string
+	// Refused is a refusal's texts: its mark beside its name, why it was
+	// refused, and who asked.
+	Refused(n PlacedNode) (mark, why, askedBy string)
+}
+
+type noWords struct{}
+
+func (noWords) Round(PlacedRound) string                    { return "" }
+func (noWords) NoTask() string                              { return "" }
+func (noWords) Refused(PlacedNode) (string, string, string) { return "", "", "" }
 
 // DefaultTreeWidth is as wide as the session page's tree box at its widest.
 const DefaultTreeWidth = 1140
@@ -186,6 +207,9 @@ func Layout(root *Node, opt LayoutOptions) TreeLayout {
 	if opt.MaxWidth <= 0 {
 		opt.MaxWidth = DefaultTreeWidth
 	}
+	if opt.Words == nil {
+		opt.Words = noWords{}
+	}
 	if !inTree(root, opt.Selected) {
 		opt.Selected = root.Agent.ID // the agent asked for has not started: its parent is where it will be
 	}
@@ -216,11 +240,11 @@ func layoutNode(n *Node, opt LayoutOptions, avail int) *block {
 	cy := nodeH + 6
 	lastBus := -1
 	for _, r := range n.Rounds {
-		label := roundLabel(r)
-		lw := int(regular().width(label, textSize)) + 1
-		b.rounds = append(b.rounds, PlacedRound{X: indent, Y: cy + 14, W: lw, ParentID: n.Agent.ID, Number: r.Number,
-			Members: len(r.Members), Parallel: r.Parallel(), Text: label})
-		b.w = max(b.w, indent+lw)
+		pr := PlacedRound{X: indent, Y: cy + 14, ParentID: n.Agent.ID, Number: r.Number, Members: len(r.Members),
+			Parallel: r.Parallel(), Step: r.Step}
+		pr.W = int(regular().width(opt.Words.Round(pr), textSize)) + 1
+		b.rounds = append(b.rounds, pr)
+		b.w = max(b.w, indent+pr.W)
 		cy += roundHead
 		// Lay the members out, then pack them into lines.
 		var kids []*block
@@ -230,7 +254,7 @@ func layoutNode(n *Node, opt LayoutOptions, avail int) *block {
 				kb.nodes[0].Round = r.Number
 				kids = append(kids, kb)
 			} else {
-				rb := refusalBox(n, m.Refusal, r.Number)
+				rb := refusalBox(n, m.Refusal, r.Number, opt.Words)
 				kids = append(kids, &block{w: rb.W, h: nodeH, nodes: []PlacedNode{rb}})
 			}
 		}
@@ -270,8 +294,6 @@ func agentBox(n *Node, opt LayoutOptions) PlacedNode {
 	if a.ParentID == "" && p.Task == "" {
 		p.Task = opt.Prompt
 	}
-	p.StatsText = p.Status + " · " + plural(p.Calls, "call")
-	p.TokensText = CompactTokens(p.Tokens) + " tok"
 	modeW := 0.0
 	if p.Mode != "" {
 		modeW = regular().width(p.Mode, textSize) + labelGap
@@ -279,79 +301,39 @@ func agentBox(n *Node, opt LayoutOptions) PlacedNode {
 	// As wide as the name and mode, the counters as wide as they may grow
 	// (so that a box's counters change without moving its neighbours), and
 	// some of the task.
-	idPart := a.ID + " · "
-	want := max(bold().width(p.Name, nameSize)+modeW, countersWidth(p.Calls),
-		min(regular().width(idPart+quote(p.Task), textSize), maxTaskW))
+	task := a.ID + " · " + quote(p.Task, opt.Words)
+	want := max(bold().width(p.Name, nameSize)+modeW, countersWidth(p.Calls), min(regular().width(task, textSize), maxTaskW))
 	p.W = min(max(minNodeW, int(want)+1+2*padIn), maxNodeW)
 	inner := float64(p.W - 2*padIn)
 	p.NameText = bold().fit(p.Name, nameSize, inner-modeW)
-	p.TaskText = regular().fit(idPart+quote(p.Task), textSize, inner)
-	what := "the main agent"
-	if p.Mode != "" {
-		what = p.Mode + " subagent"
-	}
-	p.Label = fmt.Sprintf("%s %s, %s, %s: %s, %s. Task: %s", a.ID, a.Name, what, p.Status, plural(p.Calls, "model call"),
-		plural(p.Tokens, "input token"), oneLine(p.Task))
+	p.TaskText = regular().fit(task, textSize, inner)
 	return p
 }
 
 // refusalBox is a refused task call's box.
-func refusalBox(parent *Node, r *Refusal, round int) PlacedNode {
+func refusalBox(parent *Node, r *Refusal, round int, words Wording) PlacedNode {
 	p := PlacedNode{ParentID: parent.Agent.ID, Name: r.SubagentType, Status: "refused", Reason: r.Reason, H: nodeH,
 		RefusalMessageID: r.RefusalMessageID(), Round: round}
-	why := refusalWhy(r.Reason)
-	p.StatsText = "asked by " + parent.Agent.ID
-	want := max(bold().width("✗ "+p.Name, nameSize)+regular().width("refused", textSize)+labelGap,
-		regular().width(why, textSize), regular().width(p.StatsText, textSize))
+	mark, why, asked := words.Refused(p)
+	markW := regular().width(mark, textSize) + labelGap
+	want := max(bold().width("✗ "+p.Name, nameSize)+markW, regular().width(why, textSize), regular().width(asked, textSize))
 	p.W = min(max(minNodeW, int(want)+1+2*padIn), maxNodeW)
-	inner := float64(p.W - 2*padIn)
-	p.NameText = bold().fit("✗ "+p.Name, nameSize, inner-regular().width("refused", textSize)-labelGap)
-	p.TaskText = regular().fit(why, textSize, inner)
-	p.Label = fmt.Sprintf("Refused delegation to %s, asked by %s: %s", r.SubagentType, parent.Agent.ID, why)
+	p.NameText = bold().fit("✗ "+p.Name, nameSize, float64(p.W-2*padIn)-markW)
 	return p
 }
 
 // RefusalMessageID is the tool result that told the parent.
 func (r *Refusal) RefusalMessageID() string { return r.MessageID }
 
-func refusalWhy(reason string) string {
-	switch reason {
-	case delegation.RefusedNested:
-		return "a subagent may not delegate"
-	case delegation.RefusedUnknownType:
-		return "no subagent of that name"
-	}
-	return reason
-}
-
-func roundLabel(r *Round) string {
-	var parts []string
-	parts = append(parts, "round "+strconv.Itoa(r.Number))
-	if r.Parallel() {
-		parts = append(parts, strconv.Itoa(len(r.Members))+" at once")
-	}
-	if r.Step > 0 {
-		parts = append(parts, "step "+strconv.Itoa(r.Step))
-	}
-	return strings.Join(parts, " · ")
-}
-
-func quote(task string) string {
+func quote(task string, words Wording) string {
 	t := oneLine(task)
 	if t == "" {
-		return "(no task)"
+		return words.NoTask()
 	}
 	return "“" + t + "”"
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return Thousands(n) + " " + word + "s"
-}
 
 // Thousands writes 12345 as 12,345 (i18n.Grouped).
 func Thousands(n int) string { return i18n.Grouped(n) }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/view"
 )
 
@@ -36,7 +37,44 @@ func teamScenario(fan, rounds int, name string) string {
 func layoutOf(t *testing.T, doc string) view.TreeLayout {
 	t.Helper()
 	tr := runTrace(t, doc)
-	return view.Layout(tree(t, tr), view.LayoutOptions{Selected: "a2", Prompt: "Study the payments service."})
+	return view.Layout(tree(t, tr), view.LayoutOptions{Selected: "a2", Prompt: "Study the payments service.", Words: english{}})
+}
+
+// english words the tree as the English catalogue does (web/templates
+// tests that it does).
+type english struct{}
+
+func (english) Round(r view.PlacedRound) string {
+	s := fmt.Sprintf("round %d", r.Number)
+	if r.Parallel {
+		s += fmt.Sprintf(" · %d at once", r.Members)
+	}
+	if r.Step > 0 {
+		s += fmt.Sprintf(" · step %d", r.Step)
+	}
+	return s
+}
+
+func (english) NoTask() string { return "(no task)" }
+
+func (english) Refused(n view.PlacedNode) (mark, why, askedBy string) {
+	why = n.Reason
+	switch n.Reason {
+	case delegation.RefusedNested:
+		why = "a subagent may not delegate"
+	case delegation.RefusedUnknownType:
+		why = "no subagent of that name"
+	}
+	return "refused", why, "asked by " + n.ParentID
+}
+
+// counters are an agent box's counters as the English page draws them.
+func counters(n view.PlacedNode) (stats, tokens string) {
+	calls := "1 call"
+	if n.Calls != 1 {
+		calls = view.Thousands(n.Calls) + " calls"
+	}
+	return n.Status + " · " + calls, view.CompactTokens(n.Tokens) + " tok"
 }
 
 func overlap(a, b view.PlacedNode) bool {
@@ -80,7 +118,8 @@ func TestLayout(t *testing.T) {
 			}
 			prev = n
 		}
-		if len(l.Rounds) != 4 || !l.Rounds[0].Parallel || l.Rounds[1].Parallel || !strings.HasPrefix(l.Rounds[0].Text, "round 1 · 4 at once") || !strings.HasPrefix(l.Rounds[3].Text, "round 4") {
+		if len(l.Rounds) != 4 || !l.Rounds[0].Parallel || l.Rounds[1].Parallel || l.Rounds[0].Number != 1 || l.Rounds[0].Members != 4 || l.Rounds[0].Step < 1 || l.Rounds[3].Number != 4 ||
+			l.Rounds[3].Step <= l.Rounds[2].Step {
 			t.Fatalf("rounds: %+v", l.Rounds)
 		}
 	})
@@ -101,16 +140,20 @@ func TestLayout(t *testing.T) {
 	t.Run("siblings read apart: id and task in the box and the name", func(t *testing.T) {
 		seen := map[string]bool{}
 		for _, n := range l.Nodes {
-			if seen[n.Label] {
-				t.Fatalf("two boxes are named %q", n.Label)
+			who := n.AgentID
+			if who == "" {
+				who = n.ParentID + ":" + n.Name
 			}
-			seen[n.Label] = true
-			if n.AgentID != "" && (!strings.HasPrefix(n.TaskText, n.AgentID+" · ") || !strings.Contains(n.Label, n.AgentID)) {
-				t.Fatalf("box %s reads %q / %q", n.AgentID, n.TaskText, n.Label)
+			if seen[who] {
+				t.Fatalf("two boxes are %q", who)
+			}
+			seen[who] = true
+			if n.AgentID != "" && !strings.HasPrefix(n.TaskText, n.AgentID+" · ") {
+				t.Fatalf("box %s reads %q", n.AgentID, n.TaskText)
 			}
 		}
-		if !strings.Contains(byID["a2"].Label, "Research part 1 of the payments service, carefully, and report what you found in one line.") {
-			t.Fatalf("a2's name lacks its whole task: %q", byID["a2"].Label)
+		if byID["a2"].Task != "Research part 1 of the payments service, carefully, and report what you found in one line." {
+			t.Fatalf("a2 lacks its whole task (its name says it): %q", byID["a2"].Task)
 		}
 		if !byID["a2"].Selected || byID["a1"].Selected {
 			t.Fatalf("selected: a2 %v, a1 %v", byID["a2"].Selected, byID["a1"].Selected)
@@ -146,19 +189,31 @@ func checkFits(t *testing.T, l view.TreeLayout) {
 		if w := view.TextWidth(a.TaskText, 12, false); w > inner+0.01 {
 			t.Fatalf("%s: the task line is %.1f px in a box of %.1f", a.Name, w, inner)
 		}
-		if w := view.TextWidth(a.StatsText, 11, false) + 8 + view.TextWidth(a.TokensText, 11, false); w > inner+0.01 {
+		if a.AgentID == "" {
+			_, why, asked := english{}.Refused(a)
+			if w := max(view.TextWidth(why, 12, false), view.TextWidth(asked, 12, false)); w > inner+0.01 && a.W < 300 {
+				t.Fatalf("%s: the refusal's lines are %.1f px in a box of %.1f", a.Name, w, inner)
+			}
+			continue
+		}
+		stats, tokens := counters(a)
+		if w := view.TextWidth(stats, 11, false) + 8 + view.TextWidth(tokens, 11, false); w > inner+0.01 {
 			t.Fatalf("%s: the counters are %.1f px in a box of %.1f", a.Name, w, inner)
 		}
 	}
 	for _, r := range l.Rounds {
+		text := english{}.Round(r)
+		if w := view.TextWidth(text, 12, false); float64(r.W) < w {
+			t.Fatalf("round label %q is %.1f px, given %d", text, w, r.W)
+		}
 		for _, n := range l.Nodes {
 			box := view.PlacedNode{X: r.X, Y: r.Y - 12, W: r.W, H: 15}
 			if overlap(box, n) {
-				t.Fatalf("round label %q runs into %s", r.Text, n.Name)
+				t.Fatalf("round label %q runs into %s", text, n.Name)
 			}
 		}
 		if r.X+r.W > l.Width {
-			t.Fatalf("round label %q is past the tree's width", r.Text)
+			t.Fatalf("round label %q is past the tree's width", text)
 		}
 	}
 }
@@ -188,8 +243,8 @@ func TestLayoutAtScale(t *testing.T) {
 		checkFits(t, l)
 		for _, n := range l.Nodes {
 			if n.AgentID == "a1" {
-				if !strings.HasSuffix(n.NameText, "…") || n.Mode != "isolated" || !strings.Contains(n.Label, "security-reviewer-for-payments-service-and-refunds-and-chargebacks") {
-					t.Fatalf("a1 reads %q (mode %q), named %q", n.NameText, n.Mode, n.Label)
+				if !strings.HasSuffix(n.NameText, "…") || n.Mode != "isolated" || n.Name != "security-reviewer-for-payments-service-and-refunds-and-chargebacks" {
+					t.Fatalf("a1 reads %q (mode %q), named %q", n.NameText, n.Mode, n.Name)
 				}
 				return
 			}

@@ -2,38 +2,34 @@ package templates
 
 import (
 	"context"
-	"regexp"
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
-	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/view"
 )
 
-// The tree's texts the layout measures in English (internal/view), said in
-// the page's language: the layout keeps the boxes' sizes, the words change.
+// TreeWords words the tree's texts that the layout measures (view.Wording)
+// in the page's language, as the tree draws them.
+func TreeWords(ctx context.Context) view.Wording { return treeWords{ctx} }
 
-var (
-	roundN    = regexp.MustCompile(`^round (\d+)$`)
-	atOnce    = regexp.MustCompile(`^(\d+) at once$`)
-	roundStep = regexp.MustCompile(`^step (\d+)$`)
-)
+type treeWords struct{ ctx context.Context }
+
+func (w treeWords) Round(r view.PlacedRound) string { return roundText(w.ctx, r) }
+
+func (w treeWords) NoTask() string { return T(w.ctx, "sess.no_task") }
+
+func (w treeWords) Refused(n view.PlacedNode) (mark, why, askedBy string) {
+	return T(w.ctx, "sess.refused"), refusedWhy(w.ctx, n), T(w.ctx, "sess.asked_by", "ID", n.ParentID)
+}
 
 // roundText is a round's label ("round 2 · 3 at once · step 5").
 func roundText(ctx context.Context, r view.PlacedRound) string {
-	if i18n.From(ctx).Code == i18n.English {
-		return r.Text
+	parts := []string{T(ctx, "sess.round", "N", itoa(r.Number))}
+	if r.Parallel {
+		parts = append(parts, T(ctx, "sess.round_parallel", "N", itoa(r.Members)))
 	}
-	parts := strings.Split(r.Text, " · ")
-	for i, p := range parts {
-		switch {
-		case roundN.MatchString(p):
-			parts[i] = T(ctx, "sess.round", "N", roundN.FindStringSubmatch(p)[1])
-		case atOnce.MatchString(p):
-			parts[i] = T(ctx, "sess.round_parallel", "N", atOnce.FindStringSubmatch(p)[1])
-		case roundStep.MatchString(p):
-			parts[i] = T(ctx, "sess.round_step", "N", roundStep.FindStringSubmatch(p)[1])
-		}
+	if r.Step > 0 {
+		parts = append(parts, T(ctx, "sess.round_step", "N", itoa(r.Step)))
 	}
 	return strings.Join(parts, " · ")
 }
