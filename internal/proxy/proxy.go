@@ -82,6 +82,8 @@ type Config struct {
 // Proxy is the recording endpoint.
 type Proxy struct {
 	cfg Config
+	// counts counts for the recorded sessions (counts.go).
+	counts *counts
 
 	// stopping ends when Close is called: the calls in flight give up.
 	stopping context.Context
@@ -125,7 +127,7 @@ func New(cfg Config) *Proxy {
 	if cfg.TaskTool == "" {
 		cfg.TaskTool = delegation.TaskToolName
 	}
-	p := &Proxy{cfg: cfg}
+	p := &Proxy{cfg: cfg, counts: newCounts(cfg.Counter)}
 	p.stopping, p.stop = context.WithCancel(context.Background())
 	return p
 }
@@ -259,12 +261,15 @@ func sessionKey(v string) (string, *Error) {
 
 // start finds the request's session — or opens one — and records the
 // call's start there. Choosing and starting happen under one lock, so two
-// requests never both take the place one task call leaves for its child.
+// requests never both take the place one task call leaves for its child;
+// the request's big texts are counted before it is taken (counts.go), so
+// that a huge request holds it no longer than a small one.
 // A request that opens a session names its provider by its route
 // (provider): the API the client spoke.
 func (p *Proxy) start(ctx context.Context, key string, req *Request, agent, provider string) (*liveSession, *ingest.Turn, *Error) {
 	now := p.cfg.Now()
 	in := req.Call(now)
+	defer p.counts.warm(in)()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -364,12 +369,21 @@ func (p *Proxy) open(ctx context.Context, key string, req *Request, agent, provi
 		return nil, err
 	}
 	ls.id, ls.rec = rec.ID, rec
-	ls.s = ingest.New(ingest.Config{SessionID: rec.ID, Name: name, Tokenizer: p.cfg.Tokenizer, Counter: p.cfg.Counter,
+	ls.s = ingest.New(ingest.Config{SessionID: rec.ID, Name: name, Tokenizer: p.cfg.Tokenizer, Counter: p.counter(),
 		Sink: rec.Sink, TaskTool: p.cfg.TaskTool, Origin: origin, Modes: modesOf(p.cfg.Upstream), Prices: p.cfg.Prices})
 	p.sessions = append(p.sessions, ls)
 	// The name is the program's prompt: it stays out of the logs.
 	p.cfg.Logger.Info("recording a session", "session", ls.id, "client", origin.Service)
 	return ls, nil
+}
+
+// counter is what the recorded sessions count with: nil when nothing is
+// counted.
+func (p *Proxy) counter() delegation.Counter {
+	if p.cfg.Counter == nil {
+		return nil
+	}
+	return p.counts
 }
 
 // sessionName names a session after its first prompt.
