@@ -135,14 +135,14 @@ func TestSection2Specs(t *testing.T) {
 			{Name: "nodesc"},
 		}})
 		want := FieldErrors{
-			{"subagents[0].mode", "SubAgent 'x' has invalid mode 'shared'; expected 'isolated' or 'fork'"},
-			{"subagents[1].name", "Duplicate subagent name 'x'; each subagent must have a unique name."},
-			{"subagents[2].skills", "SubAgent 'f' cannot set skills under mode='fork'; the parent's skills are inherited instead."},
-			{"subagents[3].response_format", `SubAgent 'r' has unsupported response_format of type string; expected a JSON Schema object with a "title"`},
-			{"subagents[4].response_format", `SubAgent 'n' has unsupported response_format of type number; expected a JSON Schema object with a "title"`},
-			{"subagents[5].tools[1]", "SubAgent 't' has unknown tool 'browse'; the tools are ls, read_file, write_file, edit_file, delete, glob, grep, write_todos"},
-			{"subagents[6].name", "every subagent needs a name: it is what the parent puts in subagent_type"},
-			{"subagents[7].description", "SubAgent 'nodesc' needs a description: it is the line the parent reads when choosing whom to delegate to"},
+			{Field: "subagents[0].mode", Message: "SubAgent 'x' has invalid mode 'shared'; expected 'isolated' or 'fork'"},
+			{Field: "subagents[1].name", Message: "Duplicate subagent name 'x'; each subagent must have a unique name."},
+			{Field: "subagents[2].skills", Message: "SubAgent 'f' cannot set skills under mode='fork'; the parent's skills are inherited instead."},
+			{Field: "subagents[3].response_format", Message: `SubAgent 'r' has unsupported response_format of type string; expected a JSON Schema object with a "title"`},
+			{Field: "subagents[4].response_format", Message: `SubAgent 'n' has unsupported response_format of type number; expected a JSON Schema object with a "title"`},
+			{Field: "subagents[5].tools[1]", Message: "SubAgent 't' has unknown tool 'browse'; the tools are ls, read_file, write_file, edit_file, delete, glob, grep, write_todos"},
+			{Field: "subagents[6].name", Message: "every subagent needs a name: it is what the parent puts in subagent_type"},
+			{Field: "subagents[7].description", Message: "SubAgent 'nodesc' needs a description: it is the line the parent reads when choosing whom to delegate to"},
 		}
 		if !reflect.DeepEqual(fe, want) {
 			t.Fatalf("errors =\n%v\nwant\n%v", fe, want)
@@ -168,7 +168,7 @@ func TestSection2Specs(t *testing.T) {
 	})
 	t.Run("turned off with no subagent fails with the exact text", func(t *testing.T) {
 		fe := fieldErrors(t, TeamSpec{Main: MainSpec{NoGeneralPurpose: true}})
-		if got, want := fe, (FieldErrors{{"subagents", "At least one subagent must be specified"}}); !reflect.DeepEqual(got, want) {
+		if got, want := fe, (FieldErrors{{Field: "subagents", Message: "At least one subagent must be specified"}}); !reflect.DeepEqual(got, want) {
 			t.Fatalf("errors = %v, want %v", got, want)
 		}
 	})

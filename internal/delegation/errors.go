@@ -7,10 +7,13 @@ import (
 )
 
 // FieldError is one problem with an input, tied to the field it is about,
-// written for the person who has to fix it.
+// written for the person who has to fix it. Code, when set, names the kind
+// of problem for a program that treats it apart (the message is for a
+// person, never matched).
 type FieldError struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
+	Code    string `json:"code,omitempty"`
 }
 
 func (e FieldError) Error() string {

@@ -2,6 +2,8 @@ package lessons
 
 import (
 	"fmt"
+
+	"github.com/delegationstudio/studio/internal/delegation"
 )
 
 var entryCost = lessonDef{
@@ -76,6 +78,7 @@ func entryCostTable(r runs) (Table, error) {
 			"isolated: whole input", "fork: whole input", "fork: messages", "fork: tokens a step since 1 step"},
 	}
 	one, four, eight := es[0], es[1], es[2]
+	tab.Lines = entryLines(es)
 	perStep := float64(eight.forkCtx-one.forkCtx) / 7
 	for _, e := range es {
 		growth := "–"
@@ -138,6 +141,17 @@ func entryCostTable(r runs) (Table, error) {
 			"fork: %d, %d, %d messages; isolated: %d", one.forkMsgs, four.forkMsgs, eight.forkMsgs, one.isoMsgs),
 	)
 	return tab, nil
+}
+
+// entryLines is the table's isolated and fork columns (system prompt and
+// messages) against the parent's steps.
+func entryLines(es []entry) *LineChart {
+	iso, fork := LineSeries{Mode: delegation.ModeIsolated}, LineSeries{Mode: delegation.ModeFork}
+	for _, e := range es {
+		iso.Points = append(iso.Points, LinePoint{X: e.steps, Y: e.isoCtx})
+		fork.Points = append(fork.Points, LinePoint{X: e.steps, Y: e.forkCtx})
+	}
+	return &LineChart{Series: []LineSeries{iso, fork}}
 }
 
 func stepsCell(n int) string {

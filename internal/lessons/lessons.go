@@ -98,7 +98,25 @@ type Table struct {
 	Versus []Versus
 	// Chart, when set, draws some of the table's figures as bars.
 	Chart *BarChart
+	// Lines, when set, draws some of the table's figures as one line per
+	// mode against the parent's steps: the entry cost lesson's.
+	Lines *LineChart
 }
+
+// LineChart is a figure of each mode against the steps the parent took
+// first, from the numbers the table's cells are written from.
+type LineChart struct {
+	Series []LineSeries
+}
+
+// LineSeries is one mode's line: a point per row of the table.
+type LineSeries struct {
+	Mode   delegation.Mode
+	Points []LinePoint
+}
+
+// LinePoint is one row's figure: X the parent's steps, Y the tokens.
+type LinePoint struct{ X, Y int }
 
 // BarChart is figures of a table drawn as bars: one group per measure, one
 // bar per row, each bar stacked from its parts.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -582,6 +583,17 @@ func testEntryCost(t *testing.T, tab Table, runs map[string]*trace.Trace) {
 	}
 	for _, what := range []string{"1 step: fork (tokens)", "8 steps: fork (tokens)", "8 steps: isolated (tokens)"} {
 		countedOf(t, tab, what)
+	}
+	// The line chart is the same figures as numbers, a line per mode, a
+	// point per row: the parent's steps against each column.
+	want := &LineChart{Series: []LineSeries{{Mode: delegation.ModeIsolated}, {Mode: delegation.ModeFork}}}
+	for i, r := range tab.Rows {
+		steps := num(t, r[0])
+		want.Series[0].Points = append(want.Series[0].Points, LinePoint{X: steps, Y: iso[i]})
+		want.Series[1].Points = append(want.Series[1].Points, LinePoint{X: steps, Y: fork[i]})
+	}
+	if !reflect.DeepEqual(tab.Lines, want) || want.Series[0].Points[2].X != 8 {
+		t.Errorf("lines = %+v, want %+v", tab.Lines, want)
 	}
 }
 

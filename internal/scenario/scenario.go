@@ -251,6 +251,10 @@ const (
 	ProviderAnthropic = "anthropic"
 )
 
+// ENoScript is the code of the problem that a scripted scenario has no
+// script: a team being edited may lack one and still be kept.
+const ENoScript = "no_script"
+
 // Scenario is a checked scenario, ready to run.
 type Scenario struct {
 	File     File
@@ -461,7 +465,8 @@ func (sc *Scenario) checkModel() delegation.FieldErrors {
 	switch sc.Provider {
 	case ProviderScripted:
 		if len(script) == 0 || bytes.Equal(script, []byte("null")) {
-			errs.Add("script", `the scripted model needs a script: add "script": {"main": [{"content": "…"}]}, or set model.provider to "openai"`)
+			errs = append(errs, delegation.FieldError{Field: "script", Code: ENoScript,
+				Message: `the scripted model needs a script: add "script": {"main": [{"content": "…"}]}, or set model.provider to "openai"`})
 			break
 		}
 		parsed, serrs := scripted.Parse(f.Script)

@@ -185,3 +185,19 @@ func TestLongPathsAreQuotedShort(t *testing.T) {
 		})
 	}
 }
+
+// A scripted scenario without a script says so with a code, which the team
+// editor filters on (a team need not be runnable to be kept).
+func TestNoScriptCode(t *testing.T) {
+	for _, doc := range []string{`{"name":"x","prompt":"y"}`} {
+		var codes []string
+		for _, e := range parseErrors(t, doc) {
+			if e.Code != "" {
+				codes = append(codes, e.Field+" "+e.Code)
+			}
+		}
+		if !reflect.DeepEqual(codes, []string{"script " + ENoScript}) {
+			t.Errorf("%s: codes %v", doc, codes)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -425,7 +424,7 @@ func (s *Server) bothModes(c echo.Context) error {
 		return delegation.Errorf(delegation.EINVALID, "%s", tr(c).T("msg.both_modes_what"))
 	}
 	for _, mode := range []delegation.Mode{delegation.ModeIsolated, delegation.ModeFork} {
-		sc, err := inMode(doc, mode)
+		sc, err := scenario.InMode(doc, mode)
 		if err != nil {
 			return err
 		}
@@ -439,37 +438,4 @@ func (s *Server) bothModes(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/compare?a="+run.Sessions[0].SessionID+"&b="+run.Sessions[1].SessionID)
-}
-
-// inMode is a scenario with every subagent in one mode, the built-in
-// general-purpose one included (declared, so its mode can change).
-func inMode(doc []byte, mode delegation.Mode) (*scenario.Scenario, error) {
-	var f scenario.File
-	if err := json.Unmarshal(doc, &f); err != nil {
-		return nil, delegation.Errorf(delegation.EINVALID, "the scenario cannot be read: %v", err)
-	}
-	declared := false
-	for i := range f.Subagents {
-		f.Subagents[i].Mode = string(mode)
-		if mode == delegation.ModeFork {
-			f.Subagents[i].Skills = nil // a fork inherits its parent's
-			f.Subagents[i].Tools = nil  // and its tools
-		}
-		declared = declared || f.Subagents[i].Name == delegation.GeneralPurposeName
-	}
-	gpOff := f.Agent != nil && f.Agent.GeneralPurpose != nil && !*f.Agent.GeneralPurpose
-	if !declared && !gpOff {
-		gp := delegation.GeneralPurpose
-		f.Subagents = append([]scenario.Subagent{{Name: gp.Name, Description: gp.Description, SystemPrompt: gp.SystemPrompt,
-			Mode: string(mode)}}, f.Subagents...)
-	}
-	f.Name += " (" + string(mode) + ")"
-	if f.Title != "" {
-		f.Title += " — all subagents " + string(mode)
-	}
-	raw, err := json.Marshal(f)
-	if err != nil {
-		return nil, err
-	}
-	return scenario.Build(f, raw)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -267,7 +266,7 @@ func (s *Server) lessonRun(ctx context.Context, lang *i18n.Lang, l lessons.Lesso
 		v.Error, v.ErrorDetail = "lesson.error_table", err.Error()
 	default:
 		v.Table = tableView(tbl)
-		v.Chart = entryChart(lang, tbl)
+		v.Chart = entryChart(lang, tbl.Lines)
 		v.Bars = barChart(tbl.Chart)
 	}
 	return v, nil
@@ -292,61 +291,31 @@ func tableView(t lessons.Table) *templates.TableView {
 	return tv
 }
 
-var firstNumber = regexp.MustCompile(`-?\d[\d,]*`)
-
-func number(cell string) (int, bool) {
-	m := firstNumber.FindString(cell)
-	if m == "" {
-		return 0, false
-	}
-	n, err := strconv.Atoi(strings.ReplaceAll(m, ",", ""))
-	return n, err == nil
-}
-
-// entryChart draws a table whose rows are the parent's steps and which has
-// an isolated and a fork column — the entry cost lesson — as a line chart
-// of entry cost against parent steps, for both modes.
-func entryChart(lang *i18n.Lang, t lessons.Table) *templates.Chart {
-	iso, fork := -1, -1
-	for i, col := range t.Columns {
-		lc := strings.ToLower(col)
-		switch {
-		case iso < 0 && strings.Contains(lc, "isolated"):
-			iso = i
-		case fork < 0 && strings.Contains(lc, "fork"):
-			fork = i
-		}
-	}
-	if iso < 0 || fork < 0 || len(t.Rows) < 2 {
+// entryChart draws a table's lines — the entry cost of each mode against
+// the parent's steps — as a line chart.
+func entryChart(lang *i18n.Lang, lines *lessons.LineChart) *templates.Chart {
+	if lines == nil || len(lines.Series) == 0 {
 		return nil
 	}
-	type pt struct{ x, y int }
-	var isoPts, forkPts []pt
 	maxX, maxY := 1, 1
-	for _, r := range t.Rows {
-		x, okX := number(r[0])
-		yi, okI := number(r[iso])
-		yf, okF := number(r[fork])
-		if !okX || !okI || !okF {
-			return nil
+	for _, s := range lines.Series {
+		for _, p := range s.Points {
+			maxX, maxY = max(maxX, p.X), max(maxY, p.Y)
 		}
-		isoPts, forkPts = append(isoPts, pt{x, yi}), append(forkPts, pt{x, yf})
-		maxX, maxY = max(maxX, x), max(maxY, yi, yf)
 	}
 	const w, h, left, bottom, top, right = 520, 260, 50, 30, 10, 10
 	px := func(x int) int { return left + x*(w-left-right)/maxX }
 	py := func(y int) int { return h - bottom - y*(h-bottom-top)/maxY }
 	c := &templates.Chart{Title: lang.T("chart.title"), XLabel: lang.T("chart.x"), YLabel: lang.T("chart.y"), Width: w, Height: h}
-	series := func(name, class string, pts []pt) templates.ChartSeries {
-		s := templates.ChartSeries{Name: name, Class: class}
-		for _, p := range pts {
-			s.Points = append(s.Points, templates.ChartPoint{X: px(p.x), Y: py(p.y), Label: lang.T("chart.point", "Steps", lang.Num(p.x), "Tokens", lang.Num(p.y))})
+	for _, s := range lines.Series {
+		cs := templates.ChartSeries{Name: string(s.Mode), Class: string(s.Mode)}
+		for _, p := range s.Points {
+			cs.Points = append(cs.Points, templates.ChartPoint{X: px(p.X), Y: py(p.Y), Label: lang.T("chart.point", "Steps", lang.Num(p.X), "Tokens", lang.Num(p.Y))})
 		}
-		return s
+		c.Series = append(c.Series, cs)
 	}
-	c.Series = []templates.ChartSeries{series("isolated", "isolated", isoPts), series("fork", "fork", forkPts)}
-	for _, p := range forkPts {
-		c.XTicks = append(c.XTicks, templates.ChartTick{Pos: px(p.x), Label: strconv.Itoa(p.x)})
+	for _, p := range lines.Series[0].Points { // every line has the same steps
+		c.XTicks = append(c.XTicks, templates.ChartTick{Pos: px(p.X), Label: strconv.Itoa(p.X)})
 	}
 	for _, y := range []int{0, maxY / 2, maxY} {
 		c.YTicks = append(c.YTicks, templates.ChartTick{Pos: py(y), Label: strconv.Itoa(y)})

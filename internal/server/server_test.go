@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -560,6 +561,7 @@ func TestBothModes(t *testing.T) {
 	_, doc := s.get(loc.String())
 	row := doc.Find(`[data-testid="costs"] tr[data-agent="general-purpose"]`)
 	cells := row.Find("td")
+	firstNumber := regexp.MustCompile(`-?\d[\d,]*`)
 	n := func(i int) int {
 		v, _ := strconv.Atoi(strings.ReplaceAll(firstNumber.FindString(cells.Eq(i).Text()), ",", ""))
 		return v

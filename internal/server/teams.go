@@ -663,7 +663,7 @@ func withoutMissingScript(errs delegation.FieldErrors, f scenario.File) delegati
 	}
 	var out delegation.FieldErrors
 	for _, e := range errs {
-		if e.Field == "script" && strings.HasPrefix(e.Message, "the scripted model needs a script") {
+		if e.Code == scenario.ENoScript {
 			continue
 		}
 		out = append(out, e)
