@@ -15,6 +15,7 @@ import (
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/otlp"
 	"github.com/delegationstudio/studio/internal/proxy"
+	"github.com/delegationstudio/studio/internal/push"
 	"github.com/delegationstudio/studio/internal/server"
 	"github.com/delegationstudio/studio/internal/tokens"
 )
@@ -281,7 +282,7 @@ func intFlag(c *command, name string, def int, usage string) *int {
 
 // serveOTLP reads where serve pushes sessions' spans: nowhere unless an
 // endpoint is given or set in the environment.
-func serveOTLP(endpoint, protocol, conventions, inputs string) (*server.OTLPPush, []string) {
+func serveOTLP(endpoint, protocol, conventions, inputs string) (*push.Config, []string) {
 	opts, problems := exportOptions(inputs, strconv.Itoa(otlp.DefaultInputCap), conventions, "0")
 	cfg, found, err := otlp.ConfigFromEnv(endpoint, protocol, os.Getenv)
 	if err != nil {
@@ -294,5 +295,5 @@ func serveOTLP(endpoint, protocol, conventions, inputs string) (*server.OTLPPush
 	if err != nil {
 		return nil, []string{err.Error()}
 	}
-	return &server.OTLPPush{Pusher: p, Options: opts}, nil
+	return &push.Config{Pusher: p, Options: opts}, nil
 }

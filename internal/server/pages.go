@@ -424,7 +424,7 @@ func (s *Server) stopSession(c echo.Context) error {
 	}
 	if !s.runner.Cancel(id) && s.replicas != nil {
 		// Another replica may be running it: it stops it when told.
-		if err := s.replicas.n.RequestStop(c.Request().Context(), id); err != nil {
+		if err := s.replicas.RequestStop(c.Request().Context(), id); err != nil {
 			return err
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/delegationstudio/studio/internal/otlp"
 	"github.com/delegationstudio/studio/internal/otlp/otlptest"
 	"github.com/delegationstudio/studio/internal/proxy"
+	"github.com/delegationstudio/studio/internal/push"
 )
 
 // waitSpans waits until the receiver holds n spans of a session.
@@ -44,7 +45,7 @@ func TestPushEachSessionAsItEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{DB: d, OTLP: &OTLPPush{Pusher: p}})
+	srv := New(Config{DB: d, OTLP: &push.Config{Pusher: p}})
 	defer srv.Shutdown()
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
@@ -138,7 +139,7 @@ func TestPushReceivedAndRecordedSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := receivingStudio(t, Config{OTLP: &OTLPPush{Pusher: p}, Upstream: up, ProxyDoneAfter: 50 * time.Millisecond})
+	s := receivingStudio(t, Config{OTLP: &push.Config{Pusher: p}, Upstream: up, ProxyDoneAfter: 50 * time.Millisecond})
 	// pushedWhole waits for the session to end, then for the collector to
 	// hold every span its export holds.
 	pushedWhole := func(t *testing.T, id string) {

@@ -211,9 +211,7 @@ func TestReplicasForget(t *testing.T) {
 	defer cancel()
 	id := a.start(t, slowScenario(30, 40))
 	followed := func() int {
-		b.srv.replicas.mu.Lock()
-		defer b.srv.replicas.mu.Unlock()
-		return len(b.srv.replicas.followed)
+		return b.srv.replicas.Followed()
 	}
 	// A viewer on B watches a while, then leaves.
 	if _, _, err := watchUntil(ctx, b.liveURL(id, 0), 0, func(seq int64) bool { return seq >= 20 && followed() == 1 }); err != nil {

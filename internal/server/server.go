@@ -21,6 +21,8 @@ import (
 
 	"github.com/delegationstudio/studio/internal/live"
 	"github.com/delegationstudio/studio/internal/proxy"
+	"github.com/delegationstudio/studio/internal/push"
+	"github.com/delegationstudio/studio/internal/replica"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/web/static"
 )
@@ -52,7 +54,7 @@ type Config struct {
 	OTLPQuiet, OTLPGrace time.Duration
 	OTLPMaxTraces        int
 	// OTLP, when set, is where each session's spans are pushed as it ends.
-	OTLP *OTLPPush
+	OTLP *push.Config
 	// Upstream answers the recording endpoint's requests (nil: they are
 	// refused, saying how to set one); UpstreamTimeout bounds its silence,
 	// ProxyDoneAfter and ProxyQuiet say when a recorded session ends (0:
@@ -77,7 +79,7 @@ type Server struct {
 	hub     *live.Hub
 	views   *liveViews
 	metrics *metrics
-	pushes  *pushQueue // nil without OTLP
+	pushes  *push.Queue // nil without OTLP
 	log     *slog.Logger
 	now     func() time.Time
 
@@ -99,7 +101,7 @@ type Server struct {
 	proxy *proxy.Proxy
 	// replicas follows the sessions other studios sharing the store run;
 	// nil for a store of one studio (SQLite).
-	replicas *replicas
+	replicas *replica.Follower
 }
 
 // New builds the server.
@@ -130,8 +132,9 @@ func New(cfg Config) *Server {
 	s.runner = &session.Runner{DB: cfg.DB, Pub: publishers{s.views, s.metrics}, Logger: cfg.Logger, MaxRunning: s.limits.MaxRunning,
 		Endpoints: session.Endpoints{List: cfg.Endpoints, Only: true}}
 	if cfg.OTLP != nil && cfg.ReadOnly == "" {
-		s.pushes = newPushQueue(cfg.DB, *cfg.OTLP, cfg.Logger)
-		s.runner.Ended = s.pushes.add
+		s.pushes = push.New(cfg.DB, *cfg.OTLP, cfg.Logger)
+		s.runner.Ended = s.pushes.Add
+		_ = s.pushes.Start(context.Background())
 	}
 	s.receiver = newReceiver(s)
 	s.proxy = s.newProxy()
@@ -142,8 +145,8 @@ func New(cfg Config) *Server {
 		go s.proxy.Run(ctx)
 	}
 	if n, ok := cfg.DB.(notifier); ok && n.Postgres() {
-		s.replicas = &replicas{s: s, n: n, followed: map[string]*followed{}}
-		s.replicas.wg.Go(func() { s.replicas.listen(ctx) })
+		s.replicas = replica.New(replica.Config{Store: n, Runner: s.runner, Viewers: replicaViewers{s}, Logger: cfg.Logger})
+		_ = s.replicas.Start(ctx)
 		// A form one replica drew is posted to whichever the load
 		// balancer picks: they sign them with one key.
 		kctx, done := context.WithTimeout(ctx, 30*time.Second)
@@ -194,12 +197,14 @@ func (s *Server) Shutdown() {
 	s.receiver.close()
 	s.proxy.Close()
 	if s.replicas != nil {
-		s.replicas.wg.Wait()
+		_ = s.replicas.Shutdown(context.Background())
 	}
 	s.runner.Shutdown()
 	s.hub.Close()
 	if s.pushes != nil {
-		s.pushes.close(pushGrace)
+		ctx, cancel := context.WithTimeout(context.Background(), pushGrace)
+		_ = s.pushes.Shutdown(ctx)
+		cancel()
 	}
 }
 
