@@ -33,8 +33,8 @@ type reader struct {
 	// history file writes all those before it again), and the rows of the
 	// log block being read that its files' contents are read from.
 	memo exportMemo
-	// pg: the store is PostgreSQL, whose SQL reads JSON otherwise.
-	pg bool
+	// dialect is the store's engine's SQL, where it differs.
+	dialect dialect
 }
 
 var _ Reader = (*reader)(nil)
@@ -47,7 +47,7 @@ func (db *DB) Read(ctx context.Context, id string, fn func(Reader) error) error 
 		return fmt.Errorf("read session %s: %w", id, err)
 	}
 	defer tx.Rollback()
-	r, err := openReader(ctx, tx, id, db.pg)
+	r, err := openReader(ctx, tx, id, db.dialect())
 	if err != nil {
 		if delegation.ErrorCode(err) == delegation.ENOTFOUND {
 			return err
@@ -57,7 +57,7 @@ func (db *DB) Read(ctx context.Context, id string, fn func(Reader) error) error 
 	return fn(r)
 }
 
-func openReader(ctx context.Context, tx *sql.Tx, id string, pg bool) (*reader, error) {
+func openReader(ctx context.Context, tx *sql.Tx, id string, d dialect) (*reader, error) {
 	var key int64
 	s, err := scanSession(prefixScanner{tx.QueryRowContext(ctx, `SELECT sid, `+sessionColumns+` FROM sessions WHERE id = ?`, id), &key})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -66,7 +66,7 @@ func openReader(ctx context.Context, tx *sql.Tx, id string, pg bool) (*reader, e
 	if err != nil {
 		return nil, err
 	}
-	r := &reader{ctx: ctx, q: newStmtCache(tx), sid: key, created: nanos(s.CreatedAt), session: s, pg: pg}
+	r := &reader{ctx: ctx, q: newStmtCache(tx), sid: key, created: nanos(s.CreatedAt), session: s, dialect: d}
 	if _, err := r.scenario(); err != nil {
 		return nil, err
 	}
@@ -249,7 +249,7 @@ func (r *reader) ModelCalls() iter.Seq2[trace.ModelCall, error] {
 				err = r.withDefaults(&c.ModelCall)
 			}
 			return c.ModelCall, err
-		}, `SELECT `+callColumns+` FROM model_calls c INDEXED BY model_calls_step WHERE c.sid = ? ORDER BY c.n`, r.sid)(yield)
+		}, `SELECT `+callColumns+` FROM model_calls c`+r.dialect.indexedBy("model_calls_step")+` WHERE c.sid = ? ORDER BY c.n`, r.sid)(yield)
 	}
 }
 
@@ -257,13 +257,10 @@ func (r *reader) ModelCalls() iter.Seq2[trace.ModelCall, error] {
 // JSON array: the message's agent, its index, …): the agent as text, the
 // index as an integer.
 func (r *reader) argPart(i int) string {
-	if !r.pg {
-		return fmt.Sprintf("json_extract(c.arg, '$[%d]')", i)
-	}
 	if i == 0 {
-		return "(c.arg::json->>0)"
+		return r.dialect.jsonText("c.arg", 0)
 	}
-	return fmt.Sprintf("(c.arg::json->>%d)::bigint", i)
+	return r.dialect.jsonInt("c.arg", i)
 }
 
 // Files yields the main agent's files, in path order, each whole. A

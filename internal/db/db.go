@@ -147,6 +147,9 @@ func (db *DB) Close() error {
 // Postgres reports whether the store is a PostgreSQL database.
 func (db *DB) Postgres() bool { return db.pg }
 
+// dialect is the store's engine's SQL, where it differs.
+func (db *DB) dialect() dialect { return dialect{pg: db.pg} }
+
 // Path is the database file (a PostgreSQL store's URL, without password).
 func (db *DB) Path() string { return db.path }
 

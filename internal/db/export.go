@@ -80,7 +80,7 @@ func (db *DB) EventsAfter(ctx context.Context, sessionID string, after int64, li
 		return nil, err
 	}
 	defer tx.Rollback()
-	r, err := openReader(ctx, tx, sessionID, db.pg)
+	r, err := openReader(ctx, tx, sessionID, db.dialect())
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ type logHead struct {
 // locked until the transaction ends.
 func (db *DB) readHead(ctx context.Context, q querier, id string) (logHead, error) {
 	h := logHead{id: id, notify: db.pg, stmts: db.stmts}
-	err := q.QueryRowContext(ctx, `SELECT sid, created_at, status, last_seq, model_calls FROM sessions WHERE id = ?`+lockRow, id).
+	err := q.QueryRowContext(ctx, `SELECT sid, created_at, status, last_seq, model_calls FROM sessions WHERE id = ?`+db.dialect().forUpdate(), id).
 		Scan(&h.sid, &h.created, &h.status, &h.last, &h.calls)
 	if errors.Is(err, sql.ErrNoRows) {
 		return h, delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)

@@ -12,19 +12,19 @@ import (
 // migration's SQL, in its transaction.
 var goSteps = map[int]func(context.Context, *sql.Tx) error{
 	8:  migrateLog,
-	11: func(ctx context.Context, tx *sql.Tx) error { return migrateOrigins(ctx, tx, false) },
+	11: func(ctx context.Context, tx *sql.Tx) error { return migrateOrigins(ctx, tx, dialect{}) },
 }
 
 // pgGoSteps are PostgreSQL's (migrations_pg/).
 var pgGoSteps = map[int]func(context.Context, *sql.Tx) error{
-	4: func(ctx context.Context, tx *sql.Tx) error { return migrateOrigins(ctx, tx, true) },
+	4: func(ctx context.Context, tx *sql.Tx) error { return migrateOrigins(ctx, tx, dialect{pg: true}) },
 }
 
 // migrateOrigins fills the origin column the migration added (0011_origin,
 // PostgreSQL's 0004_origin) for the sessions stored before, from what each
 // one's session.started says; a session without one is our engine's, the
 // column's default.
-func migrateOrigins(ctx context.Context, tx *sql.Tx, pg bool) error {
+func migrateOrigins(ctx context.Context, tx *sql.Tx, d dialect) error {
 	var ids []string
 	for id, err := range rowsOf(ctx, tx, func(rows *sql.Rows) (string, error) {
 		var id string
@@ -37,7 +37,7 @@ func migrateOrigins(ctx context.Context, tx *sql.Tx, pg bool) error {
 		ids = append(ids, id)
 	}
 	for _, id := range ids {
-		r, err := openReader(ctx, tx, id, pg)
+		r, err := openReader(ctx, tx, id, d)
 		if err != nil {
 			return fmt.Errorf("session %s: %w", id, err)
 		}

@@ -2,11 +2,12 @@ package db
 
 // The PostgreSQL store: the same DB, the same SQL and the same tests as
 // SQLite's (docs/postgres.md). Its queries are the ones the rest of the
-// package writes; the connection below (pgConn) turns SQLite's spelling
-// into PostgreSQL's — placeholders, index hints, the few functions that
-// differ — so that one rule of the store lives in one place whatever the
+// package writes, each saying by name what it needs where the engines
+// differ (dialect.go: a locking read, an index hint, a byte prefix, JSON);
+// the connection below (pgConn) numbers their placeholders as PostgreSQL
+// does, so that one rule of the store lives in one place whatever the
 // engine. Migrations are its own (migrations_pg/), numbered, applied under
-// an advisory lock. A session's appends lock its row (lockRow), so that
+// an advisory lock. A session's appends lock its row (dialect.forUpdate), so that
 // replicas writing at once keep its seq without gaps, and tell every
 // replica that its log grew (NOTIFY on LogChannel, notify.go).
 
@@ -19,7 +20,6 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,12 +36,6 @@ import (
 func IsPostgres(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
-
-// lockRow ends a query that reads the row a write transaction goes on to
-// change: PostgreSQL locks it (FOR UPDATE), so that another replica's write
-// of the same session waits for this one; SQLite's writes are one at a time
-// anyway, and it reads the marker as a comment.
-const lockRow = " /* FOR UPDATE */"
 
 // LogChannel is the channel a PostgreSQL store NOTIFYs, at the commit of
 // each append, with "<last seq> <session id>": the replicas watching that
@@ -168,20 +162,12 @@ func isRetryable(err error) bool {
 // rawSQL starts a statement pgConn passes as it is.
 const rawSQL = "/* postgres */ "
 
-// The spellings of SQLite that PostgreSQL's differ from, in the queries of
-// this package.
-var (
-	indexedBy = regexp.MustCompile(`\s+INDEXED BY \w+`)
-	// a prefix of a text in bytes (the text is BYTEA here)
-	blobPrefix = regexp.MustCompile(`substr\(CAST\(([\w.]+) AS BLOB\), 1, \?\)`)
-)
-
 // rewrites caches each query as PostgreSQL's.
 var rewrites sync.Map // string → string
 
-// postgresSQL is a query of this package as PostgreSQL spells it: ? and ?N
-// placeholders as $N, no index hints, the byte prefix of a text, and
-// lockRow's FOR UPDATE.
+// postgresSQL is a query of this package with its placeholders as
+// PostgreSQL's: ? and ?N as $N. What else differs the query says itself
+// (dialect).
 func postgresSQL(q string) string {
 	if s, ok := rewrites.Load(q); ok {
 		return s.(string)
@@ -189,23 +175,20 @@ func postgresSQL(q string) string {
 	if strings.HasPrefix(q, rawSQL) {
 		return q
 	}
-	s := indexedBy.ReplaceAllString(q, "")
-	s = blobPrefix.ReplaceAllString(s, "substring($1 from 1 for ?)")
-	s = strings.ReplaceAll(s, lockRow, " FOR UPDATE")
 	var b strings.Builder
 	n, quoted := 0, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	for i := 0; i < len(q); i++ {
+		c := q[i]
 		switch {
 		case c == '\'':
 			quoted = !quoted
 		case c == '?' && !quoted:
 			j := i + 1
-			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			for j < len(q) && q[j] >= '0' && q[j] <= '9' {
 				j++
 			}
 			if j > i+1 {
-				b.WriteString("$" + s[i+1:j])
+				b.WriteString("$" + q[i+1:j])
 				i = j - 1
 				continue
 			}

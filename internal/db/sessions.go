@@ -276,7 +276,7 @@ func (db *DB) tryFinish(ctx context.Context, id, status, code, reason string, on
 		now := db.Now()
 		var key, last, lease int64
 		var st string
-		err := tx.QueryRowContext(ctx, `SELECT sid, status, last_seq, lease_until FROM sessions WHERE id = ?`+lockRow, id).
+		err := tx.QueryRowContext(ctx, `SELECT sid, status, last_seq, lease_until FROM sessions WHERE id = ?`+db.dialect().forUpdate(), id).
 			Scan(&key, &st, &last, &lease)
 		if errors.Is(err, sql.ErrNoRows) {
 			return delegation.Errorf(delegation.ENOTFOUND, "no session %q", id)

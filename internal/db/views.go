@@ -84,7 +84,7 @@ type pageReader struct {
 	sid     int64
 	created int64
 	session *Session
-	pg      bool
+	dialect dialect
 }
 
 var _ PageReader = (*pageReader)(nil)
@@ -100,7 +100,7 @@ func (db *DB) ReadPage(ctx context.Context, id string) (PageReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read session %s: %w", id, err)
 	}
-	r := &pageReader{pool: db.r, tx: tx, pg: db.pg}
+	r := &pageReader{pool: db.r, tx: tx, dialect: db.dialect()}
 	// The first read fixes the transaction's snapshot. The scenario is not
 	// read: a page does not show it, and it is stored packed.
 	var key, created int64
@@ -267,7 +267,7 @@ func (r *pageReader) scanCalls(ctx context.Context, query string, args ...any) (
 
 // CallsHead reads the session's first model calls, at most limit.
 func (r *pageReader) CallsHead(ctx context.Context, limit int) ([]CallRow, error) {
-	return r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c INDEXED BY model_calls_step
+	return r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c`+r.dialect.indexedBy("model_calls_step")+`
 		WHERE c.sid = ? ORDER BY c.n LIMIT ?`, r.sid, limit)
 }
 
@@ -282,7 +282,7 @@ func (r *pageReader) CallsFrom(ctx context.Context, from, to int) ([]CallRow, er
 	if to <= from {
 		return nil, nil
 	}
-	return r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c INDEXED BY model_calls_step
+	return r.scanCalls(ctx, `SELECT `+callColumns+` FROM model_calls c`+r.dialect.indexedBy("model_calls_step")+`
 		WHERE c.sid = ? AND c.n >= ? AND c.n < ? ORDER BY c.n`, r.sid, from, to)
 }
 
@@ -365,8 +365,10 @@ type File struct {
 // fileColumns are a listed file: its path, its version, whether its text
 // is not all of it (it is on top of another, a history or an argument:
 // contentHead reads its start), its size and the start of its text.
-const fileColumns = `f.path, c.n, c.base IS NOT NULL OR c.history IS NOT NULL OR c.arg IS NOT NULL, c.size,
-	substr(CAST(c.text AS BLOB), 1, ?)`
+func (r *pageReader) fileColumns() string {
+	return `f.path, c.n, c.base IS NOT NULL OR c.history IS NOT NULL OR c.arg IS NOT NULL, c.size,
+	` + r.dialect.bytePrefix("c.text")
+}
 
 func (r *pageReader) scanFile(ctx context.Context, row scanner, previewBytes int) (File, error) {
 	var f File
@@ -390,7 +392,7 @@ func (r *pageReader) scanFile(ctx context.Context, row scanner, previewBytes int
 // Files reads main's files after a path (in path order), at most limit,
 // each with the first previewBytes of its content.
 func (r *pageReader) Files(ctx context.Context, after string, limit, previewBytes int) ([]File, error) {
-	rows, err := r.query(ctx, `SELECT `+fileColumns+` FROM files f JOIN contents c ON c.sid = f.sid AND c.n = f.content
+	rows, err := r.query(ctx, `SELECT `+r.fileColumns()+` FROM files f JOIN contents c ON c.sid = f.sid AND c.n = f.content
 		WHERE f.sid = ? AND f.agent_id = 'main' AND f.path > ? ORDER BY f.path LIMIT ?`, previewBytes, r.sid, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read files: %w", err)
@@ -431,7 +433,7 @@ func (r *pageReader) Files(ctx context.Context, after string, limit, previewByte
 func (r *pageReader) FilesAt(ctx context.Context, paths []string, previewBytes int) (map[string]File, error) {
 	out := map[string]File{}
 	for _, p := range paths {
-		f, err := r.scanFile(ctx, r.queryRow(ctx, `SELECT `+fileColumns+` FROM files f JOIN contents c ON c.sid = f.sid AND c.n = f.content
+		f, err := r.scanFile(ctx, r.queryRow(ctx, `SELECT `+r.fileColumns()+` FROM files f JOIN contents c ON c.sid = f.sid AND c.n = f.content
 			WHERE f.sid = ? AND f.agent_id = 'main' AND f.path = ?`, previewBytes, r.sid, p), previewBytes)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
@@ -494,7 +496,7 @@ func (db *DB) EventsPage(ctx context.Context, sessionID string, after int64, lim
 // Reader reads the whole session within the read: for a session whose
 // page state has to be folded from its log.
 func (r *pageReader) Reader(ctx context.Context) Reader {
-	return &reader{ctx: ctx, q: newStmtCache(r.tx), sid: r.sid, created: r.created, session: r.session, pg: r.pg}
+	return &reader{ctx: ctx, q: newStmtCache(r.tx), sid: r.sid, created: r.created, session: r.session, dialect: r.dialect}
 }
 
 // EventsOfType reads the session's stored events of one type, in order:

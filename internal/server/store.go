@@ -13,7 +13,7 @@ import (
 // exports and the live stream, the team editor's teams, the marks of OTLP
 // pushes, and the counts of /metrics and /healthz. The studio's SQLite
 // store (db.DB) is one; a store of another engine is one more, tested by
-// the same suite (internal/db/storetest). main wires it in.
+// the same suite (internal/storetest). main wires it in.
 type Store interface {
 	session.Store
 	// Session reads a session's row; a missing one is ENOTFOUND.

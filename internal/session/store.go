@@ -12,7 +12,7 @@ import (
 // Store is where the runner keeps sessions: their rows and their logs, the
 // leases on the running ones, and the page states of the ended ones. The
 // studio's SQLite store (db.DB) is one; a store of another engine is one
-// more implementation, tested by the same suite (internal/db/storetest).
+// more implementation, tested by the same suite (internal/storetest).
 type Store interface {
 	// Now is the store's clock: of leases, and of what sessions record.
 	Now() time.Time

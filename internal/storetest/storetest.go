@@ -1,6 +1,8 @@
 // Package storetest is the suite every store of the studio passes, the
-// store as a parameter: SQLite's (internal/db) runs it, and so does any
-// other (PostgreSQL). It checks what the runner and the server rely on:
+// store as a parameter: SQLite's and PostgreSQL's (internal/db) run it
+// (storetest_test.go), and so would any other. It stands above the server,
+// so that it tests the one interface the studio has of a store
+// (server.server.Store) and makes its logs by running the lessons. It checks what the runner and the server rely on:
 // appends and their seq rules, one transaction a batch, leases and
 // recovery, imports, reads (the export's cursors, the page's rows, the live
 // stream's pages), the sessions list, page states, teams, OTLP push marks,
@@ -20,45 +22,17 @@ import (
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/scenario"
+	"github.com/delegationstudio/studio/internal/server"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
 )
 
-// Store is everything the studio uses of a store: the runner's
-// (session.Store) and the server's (server.Store asserts it holds all of
-// its), and closing it.
-type Store interface {
-	session.Store
-	Session(ctx context.Context, id string) (*db.Session, error)
-	Sessions(ctx context.Context, limit int) ([]db.Session, error)
-	SessionsWhere(ctx context.Context, f db.SessionFilter) ([]db.Session, error)
-	Read(ctx context.Context, id string, fn func(db.Reader) error) error
-	Trace(ctx context.Context, id string) (*trace.Trace, error)
-	EventsPage(ctx context.Context, sessionID string, after int64, limit int) ([]db.LoggedEvent, error)
-	Team(ctx context.Context, id string) (*db.Team, error)
-	Teams(ctx context.Context) ([]db.Team, error)
-	CreateTeam(ctx context.Context, t *db.Team) error
-	UpdateTeam(ctx context.Context, t *db.Team) error
-	DeleteTeam(ctx context.Context, id string) error
-	CreateRun(ctx context.Context, r *db.Run) error
-	Runs(ctx context.Context, f db.RunFilter) ([]db.Run, error)
-	Run(ctx context.Context, id string) (*db.Run, error)
-	CreateTeamFrom(ctx context.Context, t *db.Team, source string) error
-	TeamSource(ctx context.Context, id string) (string, error)
-	TeamNames(ctx context.Context) (map[string]bool, error)
-	PushedSeq(ctx context.Context, sessionID, endpoint string) (int64, error)
-	SetPushedSeq(ctx context.Context, sessionID, endpoint string, seq int64) error
-	SessionCounts(ctx context.Context) (map[string]int, error)
-	Ping(ctx context.Context) error
-	Close() error
-}
-
 // Run runs the suite; open returns a new, empty store, closed when the
 // test ends.
-func Run(t *testing.T, open func(t *testing.T) Store) {
+func Run(t *testing.T, open func(t *testing.T) server.Store) {
 	tests := []struct {
 		name string
-		fn   func(*testing.T, Store)
+		fn   func(*testing.T, server.Store)
 	}{
 		{"appended logs read back as the trace the log builds", testAppends},
 		{"seq follows the log's last, and only a running log grows", testSeqRules},
@@ -176,7 +150,7 @@ func undelayed(v any) any {
 
 // store stores a trace's log as a live session would be: its row, then its
 // events in batches of the given size, as the engine emits them.
-func store(t *testing.T, s Store, id string, tr *trace.Trace, batch int) {
+func store(t *testing.T, s server.Store, id string, tr *trace.Trace, batch int) {
 	t.Helper()
 	events, err := trace.Inflate(tr)
 	if err != nil {
@@ -220,7 +194,7 @@ func firstDiff(a, b string) string {
 
 func code(err error) string { return delegation.ErrorCode(err) }
 
-func testAppends(t *testing.T, s Store) {
+func testAppends(t *testing.T, s server.Store) {
 	for i, name := range lessonTraces {
 		t.Run(name, func(t *testing.T) {
 			tr := lessonTrace(t, name)
@@ -269,7 +243,7 @@ func priced(tr *trace.Trace) bool {
 
 // begin stores a session that has started: session.started, the main
 // agent's agent.started, its prompt.
-func begin(t *testing.T, s Store, id string, lease time.Time) []delegation.Event {
+func begin(t *testing.T, s server.Store, id string, lease time.Time) []delegation.Event {
 	t.Helper()
 	at := time.Now().UTC()
 	if err := s.CreateSession(ctx, &db.Session{ID: id, Name: "n", Prompt: "go", CreatedAt: at, Owner: "o", LeaseUntil: lease}); err != nil {
@@ -293,7 +267,7 @@ func event(seq int64, typ delegation.EventType, agent string, payload any) deleg
 	return delegation.Event{Seq: seq, Type: typ, AgentID: agent, At: time.Now().UTC(), Payload: payload}
 }
 
-func testSeqRules(t *testing.T, s Store) {
+func testSeqRules(t *testing.T, s server.Store) {
 	begin(t, s, "s", time.Now().Add(time.Hour))
 	delta := func(seq int64) delegation.Event {
 		return event(seq, delegation.EventDelegationRefused, "main", delegation.DelegationRefused{ToolCallID: "c", Reason: "nested"})
@@ -334,7 +308,7 @@ func testSeqRules(t *testing.T, s Store) {
 	})
 }
 
-func testBatchIsAtomic(t *testing.T, s Store) {
+func testBatchIsAtomic(t *testing.T, s server.Store) {
 	begin(t, s, "s", time.Now().Add(time.Hour))
 	before, err := s.Trace(ctx, "s")
 	if err != nil {
@@ -356,7 +330,7 @@ func testBatchIsAtomic(t *testing.T, s Store) {
 	same(t, "the session after a failed batch", after, before)
 }
 
-func testRecovery(t *testing.T, s Store) {
+func testRecovery(t *testing.T, s server.Store) {
 	expired := time.Now().Add(-time.Minute)
 	begin(t, s, "lapsed", expired)
 	child := []delegation.Event{
@@ -431,7 +405,7 @@ func testRecovery(t *testing.T, s Store) {
 	})
 }
 
-func testImports(t *testing.T, s Store) {
+func testImports(t *testing.T, s server.Store) {
 	for i, name := range lessonTraces {
 		t.Run(name, func(t *testing.T) {
 			tr := lessonTrace(t, name)
@@ -514,7 +488,7 @@ func foreign(t *testing.T, tr *trace.Trace) *trace.Trace {
 	return &out
 }
 
-func testBadImport(t *testing.T, s Store) {
+func testBadImport(t *testing.T, s server.Store) {
 	tr := lessonTrace(t, "order-number")
 	bad := *tr
 	bad.Events = append([]trace.Event(nil), tr.Events...)
@@ -535,7 +509,7 @@ func testBadImport(t *testing.T, s Store) {
 	}
 }
 
-func testSnapshot(t *testing.T, s Store) {
+func testSnapshot(t *testing.T, s server.Store) {
 	begin(t, s, "s", time.Now().Add(time.Hour))
 	err := s.Read(ctx, "s", func(r db.Reader) error {
 		// The session goes on while it is read.
@@ -563,7 +537,7 @@ func testSnapshot(t *testing.T, s Store) {
 	}
 }
 
-func testCursors(t *testing.T, s Store) {
+func testCursors(t *testing.T, s server.Store) {
 	tr := lessonTrace(t, "summarized-fork")
 	store(t, s, "s", tr, 64)
 	err := s.Read(ctx, "s", func(r db.Reader) error {
@@ -646,7 +620,7 @@ func stepView(st trace.Step) any {
 		st.SessionStarted, st.SessionFinished}}
 }
 
-func testEventsPage(t *testing.T, s Store) {
+func testEventsPage(t *testing.T, s server.Store) {
 	tr := lessonTrace(t, "fan-out")
 	store(t, s, "s", tr, 10)
 	var all []db.LoggedEvent
@@ -694,7 +668,7 @@ func testEventsPage(t *testing.T, s Store) {
 	}
 }
 
-func testPageRows(t *testing.T, s Store) {
+func testPageRows(t *testing.T, s server.Store) {
 	tr := lessonTrace(t, "fan-out")
 	store(t, s, "s", tr, 5)
 	rd, err := s.ReadPage(ctx, "s")
@@ -787,7 +761,7 @@ func startSeq(tr *trace.Trace, callID string) int64 {
 	return 0
 }
 
-func testFiles(t *testing.T, s Store) {
+func testFiles(t *testing.T, s server.Store) {
 	at := time.Now().UTC()
 	id := "files"
 	if err := s.CreateSession(ctx, &db.Session{ID: id, Name: "files", CreatedAt: at, Owner: "o", LeaseUntil: time.Now().Add(time.Hour)}); err != nil {
@@ -852,7 +826,7 @@ func testFiles(t *testing.T, s Store) {
 	}
 }
 
-func testSessions(t *testing.T, s Store) {
+func testSessions(t *testing.T, s server.Store) {
 	base := time.Now().UTC().Add(-time.Hour)
 	big := json.RawMessage(fmt.Sprintf(`{"name":"big","prompt":"p","pad":%q}`, strings.Repeat("x", 100_000)))
 	for i := range 3 {
@@ -889,7 +863,7 @@ func testSessions(t *testing.T, s Store) {
 
 // testSessionsWhere: a session's origin is its session.started's, and a
 // list picks by it and by status, the limit counted after picking.
-func testSessionsWhere(t *testing.T, s Store) {
+func testSessionsWhere(t *testing.T, s server.Store) {
 	base := time.Now().UTC().Add(-time.Hour)
 	origins := []*delegation.Origin{nil, {Kind: delegation.OriginProxy, Upstream: "script:x.json"}, {Kind: delegation.OriginOTLP}, {Kind: delegation.OriginProxy}}
 	for i, o := range origins {
@@ -933,7 +907,7 @@ func testSessionsWhere(t *testing.T, s Store) {
 	}
 }
 
-func testViews(t *testing.T, s Store) {
+func testViews(t *testing.T, s server.Store) {
 	begin(t, s, "s", time.Now().Add(time.Hour))
 	read := func() ([]byte, int64) {
 		rd, err := s.ReadPage(ctx, "s")
@@ -970,7 +944,7 @@ func testViews(t *testing.T, s Store) {
 	}
 }
 
-func testTeams(t *testing.T, s Store) {
+func testTeams(t *testing.T, s server.Store) {
 	team := &db.Team{Name: "researchers", Title: "R", Scenario: json.RawMessage(`{"name":"researchers"}`)}
 	if err := s.CreateTeam(ctx, team); err != nil || team.ID == "" {
 		t.Fatalf("create: %v (id %q)", err, team.ID)
@@ -997,7 +971,7 @@ func testTeams(t *testing.T, s Store) {
 	}
 }
 
-func testRuns(t *testing.T, s Store) {
+func testRuns(t *testing.T, s server.Store) {
 	for _, id := range []string{"s1", "s2"} {
 		begin(t, s, id, time.Now().Add(time.Hour))
 	}
@@ -1042,7 +1016,7 @@ func testRuns(t *testing.T, s Store) {
 	}
 }
 
-func testPushes(t *testing.T, s Store) {
+func testPushes(t *testing.T, s server.Store) {
 	begin(t, s, "s", time.Now().Add(time.Hour))
 	if seq, err := s.PushedSeq(ctx, "s", "http://a"); err != nil || seq != 0 {
 		t.Fatalf("before a push: %d, %v", seq, err)
@@ -1058,7 +1032,7 @@ func testPushes(t *testing.T, s Store) {
 	}
 }
 
-func testCounts(t *testing.T, s Store) {
+func testCounts(t *testing.T, s server.Store) {
 	begin(t, s, "running", time.Now().Add(time.Hour))
 	begin(t, s, "done", time.Now().Add(time.Hour))
 	if err := s.AppendEvents(ctx, "done", []delegation.Event{event(4, delegation.EventSessionFinished, "",
@@ -1078,7 +1052,7 @@ func testCounts(t *testing.T, s Store) {
 // (a tool's binary output, a received span's attribute): a NUL in a
 // message, its reasoning, the file it was evicted to, a file, a prompt, a
 // system prompt, what an endpoint said of its answer.
-func testAnyText(t *testing.T, s Store) {
+func testAnyText(t *testing.T, s server.Store) {
 	odd := "before\x00after"
 	at := time.Now().UTC()
 	id := "odd"
@@ -1133,7 +1107,7 @@ func testAnyText(t *testing.T, s Store) {
 
 // appendAsBuilt appends a session's events in one batch and checks that
 // its trace reads back as the trace the log builds; it returns it.
-func appendAsBuilt(t *testing.T, s Store, id string, events []delegation.Event) *trace.Trace {
+func appendAsBuilt(t *testing.T, s server.Store, id string, events []delegation.Event) *trace.Trace {
 	t.Helper()
 	if err := s.AppendEvents(ctx, id, events); err != nil {
 		t.Fatal(err)
