@@ -799,6 +799,20 @@ func TestSection9FailureStaysInTheChild(t *testing.T) {
 	if got := msgs[6]; got.IsError || got.Content != "fine" {
 		t.Errorf("the sibling's receipt = %+v", got)
 	}
+	codes := map[string]string{}
+	for _, e := range r.events {
+		if e.Type == EventAgentFinished {
+			d, err := DataAs[AgentFinished](e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes[e.AgentID] = d.Code
+		}
+	}
+	// a1 "loop" ran out of its own steps; the others failed of no rule of the engine's.
+	if codes["a1"] != FinishStepLimit || codes["a2"] != "" || codes["a4"] != "" || codes["main"] != "" {
+		t.Errorf("agent.finished codes %v; want step_limit for a1 alone", codes)
+	}
 	if log := r.log.String(); !strings.Contains(log, "agent panicked") || !strings.Contains(log, "runAgentSafe") {
 		t.Errorf("the panic's stack was not logged: %q", log)
 	}

@@ -183,7 +183,7 @@ func (e *Engine) Run(ctx context.Context, prompt string) *Result {
 	fin := AgentFinished{Status: StatusDone, Steps: main.turns, Receipt: res.Answer}
 	if err != nil {
 		res.Status, res.Err = StatusFailed, err
-		fin.Status, fin.Error = StatusFailed, err.Error()
+		fin.Status, fin.Error, fin.Code = StatusFailed, err.Error(), FinishCode(err)
 		// Stopped from outside, rather than failed on its own.
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			res.Status, res.Err = StatusInterrupted, context.Cause(ctx)
@@ -370,6 +370,20 @@ type errStepLimit struct{ max int }
 func (e errStepLimit) Error() string {
 	return fmt.Sprintf("it reached its step limit of %d model calls before giving a final answer", e.max)
 }
+
+// FinishCode is the code of an agent's failure, "" for one of no rule of
+// the engine's.
+func FinishCode(err error) string {
+	switch {
+	case isStepLimit(err): // its own, not a child's that failed it (compat deepagents)
+		return FinishStepLimit
+	case errors.Is(err, context.Canceled):
+		return FinishCancelled
+	}
+	return ""
+}
+
+func isStepLimit(err error) bool { _, ok := err.(errStepLimit); return ok }
 
 // runAgentSafe runs an agent's loop; a panic becomes a failed agent, with its
 // stack logged, never a crash past the agent.
@@ -827,6 +841,7 @@ func (e *Engine) runChild(ctx context.Context, c *agent) (*Message, error) {
 	} else {
 		err = ctx.Err()
 	}
+	code := FinishCode(err) // before the error is worded for the parent
 	switch {
 	case err == nil:
 	case errors.Is(err, context.DeadlineExceeded) && c.timeout > 0:
@@ -838,7 +853,7 @@ func (e *Engine) runChild(ctx context.Context, c *agent) (*Message, error) {
 	fin := AgentFinished{Status: StatusDone, Steps: c.turns}
 	if err != nil {
 		receipt.Content, receipt.IsError = failureReceipt(c.info.Name, err), true
-		fin.Status, fin.Error = StatusFailed, err.Error()
+		fin.Status, fin.Error, fin.Code = StatusFailed, err.Error(), code
 		fin.StoppedBy = StopReason(ctx)
 	} else {
 		receipt.Content = receiptText(c)

@@ -243,9 +243,21 @@ type AgentFinished struct {
 	// StoppedBy is set (a Stop* code) when the agent failed because its
 	// session was stopped from outside, not on its own.
 	StoppedBy string `json:"stopped_by,omitempty"`
-	Steps     int    `json:"steps"`
-	Receipt   string `json:"receipt"`
+	// Code is why it failed, when the engine knows it as a rule of its own
+	// (Finish*); Error keeps the text. Logs written before it have only
+	// Error: trace.StepOf reads the code from it.
+	Code    string `json:"code,omitempty"`
+	Steps   int    `json:"steps"`
+	Receipt string `json:"receipt"`
 }
+
+// Why an agent failed, as AgentFinished.Code says it.
+const (
+	// FinishStepLimit: it used up its model calls before a final answer.
+	FinishStepLimit = "step_limit"
+	// FinishCancelled: its context was cancelled under it.
+	FinishCancelled = "cancelled"
+)
 
 // ModelCall records one model call: what it received, as ranges of message
 // lists, and what that cost.

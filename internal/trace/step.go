@@ -1,8 +1,10 @@
 package trace
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 )
@@ -110,7 +112,9 @@ func (st *Step) decode() error {
 	case delegation.EventAgentStarted:
 		st.AgentStarted, err = decodeAs[delegation.AgentStarted](ev)
 	case delegation.EventAgentFinished:
-		st.AgentFinished, err = decodeAs[delegation.AgentFinished](ev)
+		if st.AgentFinished, err = decodeAs[delegation.AgentFinished](ev); err == nil && st.AgentFinished.Code == "" {
+			st.AgentFinished.Code = finishCodeOf(st.AgentFinished.Error)
+		}
 	case delegation.EventMessageAdded:
 		d, derr := delegation.DataAs[delegation.MessageAdded](ev)
 		switch {
@@ -252,4 +256,17 @@ func callOf(c delegation.ModelCall) ModelCall {
 		Purpose: string(c.Purpose), SystemPrompt: c.SystemPrompt, SystemTokens: c.SystemTokens,
 		Context: c.Context, Tools: c.Tools, ToolTokens: c.ToolTokens, MessageTokens: c.MessageTokens,
 		InheritedTokens: c.InheritedTokens, InputTokens: c.InputTokens, CachedPrefixTokens: c.CachedPrefixTokens}
+}
+
+// finishCodeOf is the code of an agent's failure in a log written before
+// agent.finished carried it: read from the engine's error texts of then,
+// here alone (delegation.FinishCode writes it now).
+func finishCodeOf(errText string) string {
+	switch {
+	case strings.HasPrefix(errText, "it reached its step limit"):
+		return delegation.FinishStepLimit
+	case strings.HasPrefix(errText, "it was cancelled"), strings.Contains(errText, context.Canceled.Error()):
+		return delegation.FinishCancelled
+	}
+	return ""
 }

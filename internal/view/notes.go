@@ -255,15 +255,11 @@ func (s *State) noteAgentStarted(a *Agent, ch *Changes) {
 // about its receipts and fan-outs, now that it will not.
 func (s *State) noteAgentFinished(a *Agent, ch *Changes) {
 	// Its own step limit, not a child's that failed it (compat deepagents).
-	if strings.HasPrefix(a.Error, stepLimit) {
+	if a.FinishCode == delegation.FinishStepLimit {
 		s.addNote(note("budget", a.ID, "note.step_limit", "Name", a.Name, "ID", a.ID, "Error", a.Error), ch)
 	}
 	s.flushNotes(a.ID, ch)
 }
-
-// stepLimit is how the engine's error for an agent out of model calls
-// begins (delegation's errStepLimit).
-const stepLimit = "it reached its step limit"
 
 // flushNotes gives the notes an agent (every agent, for "") still owed. An
 // agent that did not finish done owes none: it never had the chance.

@@ -14,7 +14,6 @@
 package view
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -98,7 +97,9 @@ type Agent struct {
 	Status, Error                        string
 	// StoppedBy is why an interrupted agent was stopped (delegation.Stop*),
 	// "" when its log does not say.
-	StoppedBy    string
+	StoppedBy string
+	// FinishCode is why it failed, as the engine's code (delegation.Finish*).
+	FinishCode   string
 	Steps        int
 	SystemPrompt string
 	SystemTokens int
@@ -485,7 +486,7 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 			return fmt.Errorf("agent.finished for unknown agent %q", ev.AgentID)
 		}
 		a.Status, a.Error, a.Steps, a.EndSeq = d.Status, d.Error, d.Steps, ev.Seq
-		a.StoppedBy = d.StoppedBy
+		a.StoppedBy, a.FinishCode = d.StoppedBy, d.Code
 		ch.node(s, a.ID, false)
 		if dl := s.byChild[a.ID]; dl != nil {
 			ch.crossing(dl.ChildID)
@@ -661,12 +662,12 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 // interrupted shows as interrupted, like their session, the agents a stop
 // ended: those still running, and those whose failure was the stop itself
 // (their agent.finished says stopped_by), not a failure of their own before
-// it. Logs written before stopped_by are read by their errors' text: the
-// engine's cancellation, or recovery's reason, the session's.
+// it. Logs written before stopped_by are read by the engine's cancellation
+// (FinishCode) or by recovery's reason, the session's.
 func (s *State) interrupted(reason, stoppedBy string, ch *Changes) {
 	for _, a := range s.Agents {
 		stopped := a.Status == delegation.StatusRunning || (a.Status == delegation.StatusFailed && (a.StoppedBy != "" ||
-			stoppedBy == "" && (a.Error == reason || strings.Contains(a.Error, context.Canceled.Error()) || strings.HasPrefix(a.Error, "it was cancelled"))))
+			stoppedBy == "" && (a.Error == reason || a.FinishCode == delegation.FinishCancelled)))
 		if stopped {
 			a.Status = delegation.StatusInterrupted
 			if a.StoppedBy == "" {
