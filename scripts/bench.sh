@@ -107,8 +107,8 @@ row "server RSS above idle refusing a 30 MB message without a space, ÷ the body
 # The wide sweeps of the property tests that make test checks at a few
 # chosen points (batch sizes of the live-equals-reload property, 1 to 16).
 echo
-if STUDIO_SWEEP=1 go test -count=1 -run '^TestLivePageEqualsReload$' -timeout 60m ./internal/server/ >/dev/null 2>&1; then
-  echo "Sweep: live page equals a reload at every batch size 1–16 (\`STUDIO_SWEEP=1 go test -run TestLivePageEqualsReload ./internal/server/\`): held"
+if STUDIO_SWEEP=1 go test -count=1 -run '^TestLivePageEqualsReload$' -timeout 60m ./internal/present/ >/dev/null 2>&1; then
+  echo "Sweep: live page equals a reload at every batch size 1–16 (\`STUDIO_SWEEP=1 go test -run TestLivePageEqualsReload ./internal/present/\`): held"
 else
-  echo "Sweep: live page equals a reload at every batch size 1–16 (\`STUDIO_SWEEP=1 go test -run TestLivePageEqualsReload ./internal/server/\`): FAILED"
+  echo "Sweep: live page equals a reload at every batch size 1–16 (\`STUDIO_SWEEP=1 go test -run TestLivePageEqualsReload ./internal/present/\`): FAILED"
 fi

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/lessons"
+	"github.com/delegationstudio/studio/internal/present"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
@@ -59,8 +61,7 @@ func (s *Server) compareBody(ctx context.Context, a, b string) (templates.Compar
 		if err != nil {
 			return body, err
 		}
-		p := &pageData{ctx: ctx, st: st, rd: rd}
-		side, err := p.compareSide()
+		side, err := present.New(ctx, st, rd).CompareSide()
 		if err == nil {
 			files[i], err = rd.Files(ctx, "", compareFiles+1, diffBytes+1)
 		}
@@ -277,55 +278,6 @@ func diffFiles(a, b []db.File) ([]templates.FilePair, bool) {
 	return out, more
 }
 
-// compareSide is what a comparison shows of one session: its page state's
-// tree and costs, and the receipts, read by their places.
-func (p *pageData) compareSide() (templates.CompareSide, error) {
-	st := p.st
-	side := templates.CompareSide{ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title, Status: st.Session.Status,
-		Error: st.Session.Error, StoppedBy: st.Session.StoppedBy, Code: st.Session.Code, Tree: p.tree(""), Calls: st.Calls, Tokens: st.Tokens, Totals: totals(st)}
-	var walk func(n *view.Node) error
-	walk = func(n *view.Node) error {
-		a := n.Agent
-		ac := templates.AgentCost{ID: a.ID, Name: a.Name, Mode: a.Mode, Status: a.Status, Own: a.OwnTokens, Subtree: n.SubtreeTokens,
-			Entry: a.EntryTokens, Inherited: a.InheritedTokens, Calls: a.Calls,
-			EntryCached: a.EntryCached, SubtreeCached: n.SubtreeCached, Cost: n.SubtreeCost.Total, Priced: n.SubtreeCost.Priced()}
-		if ac.Priced {
-			ac.SubtreeCost = view.Dollars(ac.Cost)
-		}
-		if d := n.Delegation; d != nil && d.Receipt != nil {
-			m, err := p.rd.MessageAt(p.ctx, d.Receipt.AgentID, d.Receipt.Index)
-			if err != nil {
-				return err
-			}
-			if m != nil {
-				ac.Receipt, ac.ReceiptIsError, ac.HasReceipt = m.Content, m.IsError, true
-			}
-		}
-		first, err := p.rd.FirstCall(p.ctx, a.ID)
-		if err != nil {
-			return err
-		}
-		if first != nil {
-			for _, r := range first.Context {
-				ac.EntryMessages += r.Len()
-			}
-		}
-		side.Agents = append(side.Agents, ac)
-		for _, c := range n.Children {
-			if err := walk(c); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if root := st.Tree(); root != nil {
-		if err := walk(root); err != nil {
-			return side, err
-		}
-	}
-	return side, nil
-}
-
 // comparePicker offers what to compare: pairs that go together (a lesson's
 // two runs, a scenario in both modes, a team's run beside its source), and
 // every recent session grouped by the run it belongs to.
@@ -354,9 +306,9 @@ func (s *Server) comparePicker(ctx context.Context, a, b string) (templates.Comp
 				g.Label = lang.T("compare.group.lesson_deepagents", "Title", lang.Text(lessonTitle(r.Lesson)))
 			}
 		case db.RunModes:
-			g.Label = lang.T("compare.group.modes", "Title", orText(lang.Text(lessonTitle(r.Lesson)), lang.T("compare.group.a_session")))
+			g.Label = lang.T("compare.group.modes", "Title", cmp.Or(lang.Text(lessonTitle(r.Lesson)), lang.T("compare.group.a_session")))
 		case db.RunTeam:
-			g.Label = lang.T("compare.group.team", "Name", orText(teams[r.TeamID], r.TeamID))
+			g.Label = lang.T("compare.group.team", "Name", cmp.Or(teams[r.TeamID], r.TeamID))
 		}
 		for _, rs := range r.Sessions {
 			g.Options = append(g.Options, templates.SessionOption{ID: rs.SessionID, Label: rs.Variant + " — " + rs.Name, Status: rs.Status})

@@ -13,6 +13,7 @@ import (
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/lessons"
+	"github.com/delegationstudio/studio/internal/present"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/trace"
 	"github.com/delegationstudio/studio/internal/view"
@@ -260,13 +261,13 @@ func (s *Server) importTrace(c echo.Context) error {
 
 // pageData reads a session for its pages: its page state and its store at
 // the same seq. Close its reader.
-func (s *Server) pageData(c echo.Context) (*pageData, error) {
+func (s *Server) pageData(c echo.Context) (*present.Page, error) {
 	ctx := c.Request().Context()
 	st, rd, err := s.runner.View(ctx, c.Param("id"))
 	if err != nil {
 		return nil, err
 	}
-	return &pageData{ctx: ctx, st: st, rd: rd}, nil
+	return present.New(ctx, st, rd), nil
 }
 
 func (s *Server) sessionPage(c echo.Context) error {
@@ -274,13 +275,13 @@ func (s *Server) sessionPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	defer p.rd.Close()
-	running := s.running(c.Request().Context(), p.sid(), p.st.Session.Status)
-	v, err := p.sessionPage(s.page(c, p.st.Session.Name), choiceOf(c), running)
+	defer p.Close()
+	running := s.running(c.Request().Context(), p.SessionID(), p.State().Session.Status)
+	v, err := p.SessionPage(s.page(c, p.State().Session.Name), choiceOf(c), running)
 	if err != nil {
 		return err
 	}
-	if v.RunOf, err = s.runOf(c, p.sid()); err != nil {
+	if v.RunOf, err = s.runOf(c, p.SessionID()); err != nil {
 		return err
 	}
 	return render(c, http.StatusOK, templates.SessionPageView(v))
@@ -291,12 +292,8 @@ func (s *Server) scrubFragment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	defer p.rd.Close()
-	at, err := p.stepAt(atoiDefault(c.QueryParam("step"), 0))
-	if err != nil {
-		return err
-	}
-	v, err := p.scrub(at)
+	defer p.Close()
+	v, err := p.Scrub(atoiDefault(c.QueryParam("step"), 0))
 	if err != nil {
 		return err
 	}
@@ -310,17 +307,11 @@ func (s *Server) inheritedFragment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	defer p.rd.Close()
-	pn, ok := p.paneByID(c.QueryParam("pane"))
+	defer p.Close()
+	v, ok, err := p.Inherited(c.QueryParam("pane"), atoiDefault(c.QueryParam("step"), 0))
 	if !ok {
 		return delegation.Errorf(delegation.ENOTFOUND, "no pane %q in this session: name one as the session page does (child:a1, parent:a1, agent:main)", c.QueryParam("pane"))
 	}
-	at, err := p.stepAt(atoiDefault(c.QueryParam("step"), 0))
-	if err != nil {
-		return err
-	}
-	p.inheritedOnly = true
-	v, err := p.pane(pn, at)
 	if err != nil {
 		return err
 	}
@@ -335,13 +326,13 @@ func (s *Server) panels(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	defer p.rd.Close()
-	running := p.st.Session.Status == delegation.StatusRunning && s.runner.Running(p.sid())
-	ps, err := p.syncPatches(choiceOf(c), running)
+	defer p.Close()
+	running := p.State().Session.Status == delegation.StatusRunning && s.runner.Running(p.SessionID())
+	ps, err := p.SyncPatches(choiceOf(c), running)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, wireEvent{Seq: p.st.Seq, Type: "sync", At: s.now().UTC(), Patches: ps})
+	return c.JSON(http.StatusOK, wireEvent{Seq: p.State().Seq, Type: "sync", At: s.now().UTC(), Patches: ps})
 }
 
 // filePage shows one of main's files whole (?path=): a summarization's
@@ -351,16 +342,16 @@ func (s *Server) filePage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	defer p.rd.Close()
+	defer p.Close()
 	path := c.QueryParam("path")
-	content, ok, err := p.rd.FileContent(c.Request().Context(), path)
+	content, ok, err := p.Reader().FileContent(c.Request().Context(), path)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return delegation.Errorf(delegation.ENOTFOUND, "no file %q in the main agent's files of this session; its files are listed on the session page", path)
 	}
-	return render(c, http.StatusOK, templates.FilePageView(s.page(c, path), p.sid(), p.st.Session.Name, path, content))
+	return render(c, http.StatusOK, templates.FilePageView(s.page(c, path), p.SessionID(), p.State().Session.Name, path, content))
 }
 
 // messagePage is one message, read by its id: the only row it needs.
@@ -380,8 +371,7 @@ func (s *Server) messagePage(c echo.Context) error {
 	if c.QueryParam("fragment") != "" {
 		return render(c, http.StatusOK, templates.MessageBody(msg.Content))
 	}
-	p := &pageData{ctx: c.Request().Context(), rd: rd}
-	v := p.messageView(*msg)
+	v := present.New(c.Request().Context(), nil, rd).MessageView(*msg)
 	v.Reasoning = msg.Reasoning
 	return render(c, http.StatusOK, templates.MessagePage(s.page(c, tr(c).T("title.message", "ID", msg.ID)), rd.Session().ID, v, msg.Content))
 }
@@ -391,15 +381,15 @@ func (s *Server) callPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	defer p.rd.Close()
-	v, ok, err := p.callPage(c.Param("cid"))
+	defer p.Close()
+	v, ok, err := p.CallPage(c.Param("cid"))
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return delegation.Errorf(delegation.ENOTFOUND, "%s", tr(c).T("msg.no_call", "ID", c.Param("cid")))
 	}
-	return render(c, http.StatusOK, templates.CallPage(s.page(c, tr(c).T("title.call", "ID", c.Param("cid"))), p.sid(), v))
+	return render(c, http.StatusOK, templates.CallPage(s.page(c, tr(c).T("title.call", "ID", c.Param("cid"))), p.SessionID(), v))
 }
 
 // filesPage lists main's files a page at a time, after ?after=PATH.
@@ -408,13 +398,13 @@ func (s *Server) filesPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	defer p.rd.Close()
-	v, err := p.files(c.QueryParam("after"))
+	defer p.Close()
+	v, err := p.Files(c.QueryParam("after"))
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, templates.FilesPageView(templates.FilesPage{Page: s.page(c, tr(c).T("sess.files_of", "Name", p.st.Session.Name)),
-		SessionID: p.sid(), Name: p.st.Session.Name, Files: v}))
+	return render(c, http.StatusOK, templates.FilesPageView(templates.FilesPage{Page: s.page(c, tr(c).T("sess.files_of", "Name", p.State().Session.Name)),
+		SessionID: p.SessionID(), Name: p.State().Session.Name, Files: v}))
 }
 
 func (s *Server) stopSession(c echo.Context) error {

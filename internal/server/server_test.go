@@ -22,7 +22,6 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
-	"github.com/delegationstudio/studio/internal/trace"
 	"github.com/delegationstudio/studio/internal/view"
 )
 
@@ -752,26 +751,6 @@ func TestLessonAsDeepagents(t *testing.T) {
 		t.Fatalf("an unknown mode: %d", res.StatusCode)
 	}
 
-}
-
-// sessionOnly is a page read that knows only its session's row.
-type sessionOnly struct {
-	db.PageReader
-	s *db.Session
-}
-
-func (r sessionOnly) Session() *db.Session { return r.s }
-
-// TestForkPreamblePreview: a fork's opening message is the fixed preamble,
-// then its task; the pane's preview names the preamble and shows the task.
-func TestForkPreamblePreview(t *testing.T) {
-	task := "Find the boiling point of water at sea level."
-	p := &pageData{rd: sessionOnly{s: &db.Session{ID: "s"}}}
-	v := p.messageView(db.Message{Message: trace.Message{ID: "a1.0", AgentID: "a1", Role: "user", Kind: string(delegation.KindForkPreamble),
-		Content: delegation.ForkPreamble + task}})
-	if !strings.HasPrefix(v.Preview, "[the fork preamble, ") || !strings.HasSuffix(v.Preview, task) || !v.More {
-		t.Fatalf("preview %q (more %v)", v.Preview, v.More)
-	}
 }
 
 // TestEvictionShown: a prompt over 200,000 characters goes to a file

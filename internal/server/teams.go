@@ -22,6 +22,7 @@ import (
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/lessons"
+	"github.com/delegationstudio/studio/internal/present"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/tokens"
 	"github.com/delegationstudio/studio/web/templates"
@@ -286,12 +287,12 @@ func (s *Server) teamPreviewFragment(c echo.Context) error {
 	f, errs := checkTeamForm(tr(c), form)
 	form.SetErrors(viewErrors(errs))
 	pv := teamPreview(tr(c), f)
-	out := teamCheck{Built: pv.Built, Preview: htmlIn(c.Request().Context(), templates.TeamPreviewBody(pv)), Fields: map[string][]string{}, Count: form.ErrorCount()}
+	out := teamCheck{Built: pv.Built, Preview: present.HTML(c.Request().Context(), templates.TeamPreviewBody(pv)), Fields: map[string][]string{}, Count: form.ErrorCount()}
 	for _, k := range form.ErrorKeys() {
 		out.Fields[k] = form.Errs(k)
 	}
-	out.Notice = htmlIn(c.Request().Context(), templates.TeamNotice(form.ErrorCount(), ""))
-	out.Top = htmlIn(c.Request().Context(), templates.TeamTopErrors(form.TopErrors))
+	out.Notice = present.HTML(c.Request().Context(), templates.TeamNotice(form.ErrorCount(), ""))
+	out.Top = present.HTML(c.Request().Context(), templates.TeamTopErrors(form.TopErrors))
 	return c.JSON(http.StatusOK, out)
 }
 

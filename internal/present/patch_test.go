@@ -1,4 +1,4 @@
-package server
+package present
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func panelOf(sel string) string {
 
 // A page as a viewer sees it.
 type livePage struct {
-	choice choice
+	choice Choice
 	doc    *goquery.Document
 	// openAt is the number of model calls at which the page is opened (0:
 	// before the session starts): a step is asked for once it exists.
@@ -107,7 +107,7 @@ func signature(s *goquery.Selection) string {
 }
 
 // applyPatch does to a page what app.js does.
-func applyPatch(t *testing.T, doc *goquery.Document, p patch) {
+func applyPatch(t *testing.T, doc *goquery.Document, p Patch) {
 	t.Helper()
 	targets := doc.Find(p.Sel)
 	targets.Each(func(_ int, el *goquery.Selection) {
@@ -215,15 +215,15 @@ type patchRun struct {
 	mu     sync.Mutex
 }
 
-func (r *patchRun) fresh(c choice) *goquery.Document {
+func (r *patchRun) fresh(c Choice) *goquery.Document {
 	r.t.Helper()
 	rd, err := r.d.ReadPage(context.Background(), r.id)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	defer rd.Close()
-	p := &pageData{ctx: r.ctx, st: r.st, rd: rd}
-	v, err := p.sessionPage(templates.Page{}, c, r.st.Session.Status == delegation.StatusRunning)
+	p := &Page{ctx: r.ctx, st: r.st, rd: rd}
+	v, err := p.SessionPage(templates.Page{}, c, r.st.Session.Status == delegation.StatusRunning)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -294,8 +294,8 @@ func (r *patchRun) flush() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pageData{ctx: r.ctx, st: r.st, rd: rd}
-	ps, err := p.patches(ch)
+	p := &Page{ctx: r.ctx, st: r.st, rd: rd}
+	ps, err := p.Patches(ch)
 	rd.Close()
 	if debugPatches {
 		for _, pt := range ps {
@@ -339,7 +339,7 @@ func (r *patchRun) flush() {
 	// A page left at the start and brought up to date by one sync (as a
 	// browser that reconnects is) equals a reload too.
 	if r.events%5 == 0 {
-		for _, c := range []choice{{}, {Agent: "a2"}} {
+		for _, c := range []Choice{{}, {Agent: "a2"}} {
 			stale := r.start[c.Agent]
 			if stale == nil {
 				continue
@@ -349,7 +349,7 @@ func (r *patchRun) flush() {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sync, err := (&pageData{ctx: r.ctx, st: r.st, rd: rd}).syncPatches(c, r.st.Session.Status == delegation.StatusRunning)
+			sync, err := (&Page{ctx: r.ctx, st: r.st, rd: rd}).SyncPatches(c, r.st.Session.Status == delegation.StatusRunning)
 			rd.Close()
 			if err != nil {
 				t.Fatal(err)
@@ -403,13 +403,13 @@ func firstDiffAt(a, b string) string {
 }
 
 // runPatched runs a scenario with every panel checked after each batch.
-func runPatched(t *testing.T, doc string, batch int, choices []choice) *patchRun {
+func runPatched(t *testing.T, doc string, batch int, choices []Choice) *patchRun {
 	t.Helper()
 	return runPatchedIn(t, i18n.English, doc, batch, choices)
 }
 
 // runPatchedIn is runPatched with pages in a language.
-func runPatchedIn(t *testing.T, lang, doc string, batch int, choices []choice) *patchRun {
+func runPatchedIn(t *testing.T, lang, doc string, batch int, choices []Choice) *patchRun {
 	t.Helper()
 	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "studio.db"))
 	if err != nil {
@@ -511,7 +511,7 @@ func summarizedScenario() string {
   "fk": [[` + strings.Join(child, ",") + `, {"content": "I saw the summary and the last steps."}]]}}`
 }
 
-var viewerChoices = []choice{{}, {Agent: "a1"}, {Agent: "a2"}, {Agent: "a3"}, {Agent: "main"}, {Agent: "a9"}, {TimelineAll: true}, {Step: 2}}
+var viewerChoices = []Choice{{}, {Agent: "a1"}, {Agent: "a2"}, {Agent: "a3"}, {Agent: "main"}, {Agent: "a9"}, {TimelineAll: true}, {Step: 2}}
 
 // TestLivePageEqualsReload: after every batch, every panel of pages opened
 // before the session started equals a fresh render at the same seq, for
@@ -569,7 +569,7 @@ func TestEachPanelIsPatchedByWhatChangesIt(t *testing.T) {
 func panelAlias(name string) string { return name }
 
 // liveBatches: the batch sizes the live-equals-reload property is checked at.
-// make test takes 1 (every event its own patch), 4, and 7 — at 7 the first
+// make test takes 1 (every event its own Patch), 4, and 7 — at 7 the first
 // delegation and its sibling start in one batch, which once drew the
 // sibling's pick twice. STUDIO_SWEEP=1 (make bench) sweeps 1 to 16.
 func liveBatches() []int {
@@ -597,7 +597,7 @@ func keys(m map[string]bool) []string {
 // views were, or left by a crash), is the page its live state drew.
 func TestStoredViewsDrawTheSamePage(t *testing.T) {
 	smallWindows(t)
-	r := runPatched(t, everyPanel, 3, []choice{{}})
+	r := runPatched(t, everyPanel, 3, []Choice{{}})
 	b, err := r.st.MarshalJSON()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package server
+package present
 
 import (
 	"math"
@@ -20,7 +20,7 @@ import (
 // then (#timeline[data-at], which no live patch touches).
 
 // ms is a time as the axis has it: ms from the session's start.
-func (p *pageData) ms(t time.Time) int64 {
+func (p *Page) ms(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
@@ -29,7 +29,7 @@ func (p *pageData) ms(t time.Time) int64 {
 
 // waterfallFrame is a waterfall without its lanes: which steps it shows
 // and its axis, for a viewer who follows (all false) or shows every step.
-func (p *pageData) waterfallFrame(all bool, at *stepAt) (templates.Waterfall, error) {
+func (p *Page) waterfallFrame(all bool, at *stepAt) (templates.Waterfall, error) {
 	st := p.st
 	n := st.Calls
 	w := templates.Waterfall{SessionID: p.sid(), Steps: n, Marker: -1,
@@ -64,7 +64,7 @@ func (p *pageData) waterfallFrame(all bool, at *stepAt) (templates.Waterfall, er
 }
 
 // waterfall is the timeline for a viewer, bars and all.
-func (p *pageData) waterfall(all bool, at *stepAt) (templates.Waterfall, error) {
+func (p *Page) waterfall(all bool, at *stepAt) (templates.Waterfall, error) {
 	w, err := p.waterfallFrame(all, at)
 	if err != nil {
 		return w, err
@@ -170,12 +170,12 @@ func (p *pageData) waterfall(all bool, at *stepAt) (templates.Waterfall, error) 
 	return w, nil
 }
 
-func (p *pageData) lane(a *view.Agent) templates.Lane {
+func (p *Page) lane(a *view.Agent) templates.Lane {
 	return templates.Lane{AgentID: a.ID, Name: a.Name, Depth: a.Depth, URL: "/sessions/" + p.sid() + "?agent=" + a.ID + "#delegation"}
 }
 
 // callBar is a model call's bar, running or ended.
-func (p *pageData) callBar(c db.CallRow, running bool) templates.Bar {
+func (p *Page) callBar(c db.CallRow, running bool) templates.Bar {
 	b := templates.Bar{ID: "bar-" + c.ID, Kind: "model", Step: c.Step, S: p.ms(c.StartedAt), D: c.DurationMS,
 		URL: "/sessions/" + p.sid() + "/calls/" + c.ID}
 	if c.Purpose == string(delegation.PurposeSummary) {
@@ -215,7 +215,7 @@ func (p *pageData) callBar(c db.CallRow, running bool) templates.Bar {
 }
 
 // toolBar is a tool call's bar, running (its end comes with tool.finished).
-func (p *pageData) toolBar(t view.ToolChange, now bool) templates.Bar {
+func (p *Page) toolBar(t view.ToolChange, now bool) templates.Bar {
 	b := templates.Bar{ID: "tool-" + t.ToolCallID, Kind: "tool", Step: t.Step, S: p.ms(t.At), Running: true,
 		URL: "/sessions/" + p.sid() + "/calls/" + t.CallID}
 	d := p.st.DelegationByTaskCall(t.ToolCallID)

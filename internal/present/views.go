@@ -1,6 +1,7 @@
-package server
+package present
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,9 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/a-h/templ"
-	"github.com/labstack/echo/v4"
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
@@ -20,13 +18,6 @@ import (
 	"github.com/delegationstudio/studio/web/templates"
 )
 
-// render writes a templ component as the response.
-func render(c echo.Context, status int, comp templ.Component) error {
-	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
-	c.Response().WriteHeader(status)
-	return comp.Render(c.Request().Context(), c.Response().Writer)
-}
-
 // previewLen is how much of a message body a page shows before "show all":
 // long bodies load when opened, so a long session's page stays light.
 const previewLen = 600
@@ -34,11 +25,11 @@ const previewLen = 600
 // filePreview is how much of a file the files list shows.
 const filePreview = 400
 
-// pageData draws a session's views from its page state (the fold of its
+// Page draws a session's views from its page state (the fold of its
 // log) and a read of its store at the same seq: the state says what is
 // there and where, the reader brings only the rows shown. The first render
 // and every live patch are drawn by it.
-type pageData struct {
+type Page struct {
 	ctx context.Context
 	st  *view.State
 	rd  db.PageReader
@@ -59,7 +50,7 @@ type pageData struct {
 
 // startedCalls are the model calls that started in the batch ch describes,
 // in order, read once for every panel that draws them.
-func (p *pageData) startedCalls(ch view.Changes) ([]db.CallRow, error) {
+func (p *Page) startedCalls(ch view.Changes) ([]db.CallRow, error) {
 	if !p.startedRead && len(ch.Appended) > 0 && p.st.Calls > ch.CallsBefore {
 		rows, err := p.rd.CallsTail(p.ctx, p.st.Calls-ch.CallsBefore, p.st.Calls)
 		if err != nil {
@@ -71,19 +62,15 @@ func (p *pageData) startedCalls(ch view.Changes) ([]db.CallRow, error) {
 }
 
 // choice is what a viewer of a session page asked to see: from its URL.
-type choice struct {
+type Choice struct {
 	Agent       string // the agent to show ("" for the first delegation)
 	Step        int    // the step the page shows (0: now, following the session)
 	TimelineAll bool
 }
 
-func choiceOf(c echo.Context) choice {
-	return choice{Agent: c.QueryParam("agent"), Step: atoiDefault(c.QueryParam("step"), 0), TimelineAll: c.QueryParam("timeline") == "all"}
-}
+func (p *Page) sid() string { return p.rd.Session().ID }
 
-func (p *pageData) sid() string { return p.rd.Session().ID }
-
-func (p *pageData) agentName(id string) string {
+func (p *Page) agentName(id string) string {
 	if a := p.st.Agent(id); a != nil {
 		return a.Name
 	}
@@ -93,9 +80,9 @@ func (p *pageData) agentName(id string) string {
 	return id
 }
 
-func (p *pageData) messageURL(id string) string { return "/sessions/" + p.sid() + "/messages/" + id }
+func (p *Page) messageURL(id string) string { return "/sessions/" + p.sid() + "/messages/" + id }
 
-func (p *pageData) messageView(m db.Message) templates.MessageView {
+func (p *Page) MessageView(m db.Message) templates.MessageView {
 	v := templates.MessageView{ID: m.ID, AgentID: m.AgentID, Index: m.Index, Role: m.Role, Kind: m.Kind,
 		IsError: m.IsError, Tokens: m.Tokens, URL: p.messageURL(m.ID)}
 	if m.ToolCallID != nil {
@@ -236,7 +223,7 @@ func totals(st *view.State) templates.TotalsView {
 // rangeViews makes the views of the messages of ranges shown through a
 // window: those of the head and the tail, read by primary key, and a gap
 // for the rest (linking to url when there is one).
-func (p *pageData) rangeViews(rs []delegation.Range, w view.Window, url string, inherited bool, taskCallID string) ([]templates.MessageView, error) {
+func (p *Page) rangeViews(rs []delegation.Range, w view.Window, url string, inherited bool, taskCallID string) ([]templates.MessageView, error) {
 	n := 0
 	for _, r := range rs {
 		n += r.Len()
@@ -261,7 +248,7 @@ func (p *pageData) rangeViews(rs []delegation.Range, w view.Window, url string, 
 }
 
 // spanViews makes the views of positions [lo, hi) of the ranges, end to end.
-func (p *pageData) spanViews(rs []delegation.Range, lo, hi int, inherited bool, taskCallID string) ([]templates.MessageView, error) {
+func (p *Page) spanViews(rs []delegation.Range, lo, hi int, inherited bool, taskCallID string) ([]templates.MessageView, error) {
 	var out []templates.MessageView
 	pos := 0
 	for _, r := range rs {
@@ -271,7 +258,7 @@ func (p *pageData) spanViews(rs []delegation.Range, lo, hi int, inherited bool, 
 				return nil, err
 			}
 			for _, m := range msgs {
-				v := p.messageView(m)
+				v := p.MessageView(m)
 				v.Inherited = inherited
 				mark(&v, taskCallID)
 				out = append(out, v)
@@ -295,14 +282,14 @@ func keyAt(rs []delegation.Range, i int) string {
 
 // contextView is what a context holds, message by message: a pane of a
 // delegation, or (whole) a call's page.
-func (p *pageData) contextView(agentID string, cx view.Context, taskCallID string) (templates.ContextView, error) {
+func (p *Page) contextView(agentID string, cx view.Context, taskCallID string) (templates.ContextView, error) {
 	return p.contextFocused(agentID, cx, taskCallID, nil)
 }
 
 // contextFocused is contextView, its own messages folded around a
 // delegation's two messages (its task call and its receipt) when d is one
 // of the agent's delegations.
-func (p *pageData) contextFocused(agentID string, cx view.Context, taskCallID string, d *view.Delegation) (templates.ContextView, error) {
+func (p *Page) contextFocused(agentID string, cx view.Context, taskCallID string, d *view.Delegation) (templates.ContextView, error) {
 	v := templates.ContextView{SessionID: p.sid(), AgentID: agentID, AgentName: p.agentName(agentID), TaskCallID: taskCallID}
 	a := p.st.Agent(agentID)
 	if a == nil {
@@ -395,7 +382,7 @@ type stepAt struct {
 }
 
 // stepAt reads the step a viewer asked for; nil for now.
-func (p *pageData) stepAt(step int) (*stepAt, error) {
+func (p *Page) stepAt(step int) (*stepAt, error) {
 	if step < 1 || step > p.st.Calls {
 		return nil, nil
 	}
@@ -417,7 +404,7 @@ func (a *stepAt) step() int {
 func (a *stepAt) started(seq int64) bool { return a == nil || (seq > 0 && seq <= a.Seq) }
 
 // countsAt are the agents' calls and tokens at the step, read once.
-func (p *pageData) countsAt(at *stepAt) (map[string]db.AgentCounts, error) {
+func (p *Page) countsAt(at *stepAt) (map[string]db.AgentCounts, error) {
 	if p.counts == nil {
 		c, err := p.rd.CountsAt(p.ctx, at.Seq)
 		if err != nil {
@@ -429,7 +416,7 @@ func (p *pageData) countsAt(at *stepAt) (map[string]db.AgentCounts, error) {
 }
 
 // callRef names a stored call as a pane or a list shows it.
-func (p *pageData) callRef(c *db.CallRow) *view.CallRef {
+func (p *Page) callRef(c *db.CallRow) *view.CallRef {
 	ref := &view.CallRef{ID: c.ID, Index: c.Index, InputTokens: c.InputTokens, InheritedTokens: c.InheritedTokens}
 	for _, r := range c.Context {
 		ref.Messages += r.Len()
@@ -442,7 +429,7 @@ func (p *pageData) callRef(c *db.CallRow) *view.CallRef {
 
 // agentContext is an agent's context now (what its next turn receives), or
 // at a step (what its latest call by then received).
-func (p *pageData) agentContext(agentID string, at *stepAt) (view.Context, error) {
+func (p *Page) agentContext(agentID string, at *stepAt) (view.Context, error) {
 	if at == nil {
 		if a := p.st.Agent(agentID); a != nil {
 			return a.History, nil
@@ -458,7 +445,7 @@ func (p *pageData) agentContext(agentID string, at *stepAt) (view.Context, error
 
 // pane is one side of a delegation, or an agent's own context, as the page
 // shows it: now, or at a step.
-func (p *pageData) pane(pn view.Pane, at *stepAt) (templates.ContextView, error) {
+func (p *Page) pane(pn view.Pane, at *stepAt) (templates.ContextView, error) {
 	cx := p.st.PaneContext(pn)
 	if at != nil {
 		var err error
@@ -497,7 +484,7 @@ func (p *pageData) pane(pn view.Pane, at *stepAt) (templates.ContextView, error)
 
 // paneByID is the pane a page names: "parent:CHILD", "child:CHILD" or
 // "agent:AGENT".
-func (p *pageData) paneByID(id string) (view.Pane, bool) {
+func (p *Page) paneByID(id string) (view.Pane, bool) {
 	kind, of, _ := strings.Cut(id, ":")
 	if kind == view.PaneAgent {
 		return view.Pane{Kind: view.PaneAgent, Delegation: of, AgentID: of}, p.st.Agent(of) != nil
@@ -517,7 +504,7 @@ func (p *pageData) paneByID(id string) (view.Pane, bool) {
 }
 
 // delegationView puts a delegation side by side.
-func (p *pageData) delegationView(d *view.Delegation, at *stepAt) (*templates.DelegationView, error) {
+func (p *Page) delegationView(d *view.Delegation, at *stepAt) (*templates.DelegationView, error) {
 	v := &templates.DelegationView{ChildID: d.ChildID, ChildName: d.SubagentType, Mode: d.Mode, Task: d.Task}
 	a := p.st.Agent(d.ChildID)
 	if a != nil {
@@ -546,7 +533,7 @@ func (p *pageData) delegationView(d *view.Delegation, at *stepAt) (*templates.De
 
 // heldBack is what of a delegation stayed in the child, counted, its todos
 // as it last wrote them; finished: the receipt is in (by the page's step).
-func (p *pageData) heldBack(d *view.Delegation, finished bool) templates.HeldBackView {
+func (p *Page) heldBack(d *view.Delegation, finished bool) templates.HeldBackView {
 	v := templates.HeldBackView{ChildID: d.ChildID, Finished: finished}
 	if finished {
 		v.Held = d.HeldBack
@@ -560,7 +547,7 @@ func (p *pageData) heldBack(d *view.Delegation, finished bool) templates.HeldBac
 	return v
 }
 
-func (p *pageData) cameBack(d *view.Delegation, at *stepAt) (templates.CameBackView, error) {
+func (p *Page) cameBack(d *view.Delegation, at *stepAt) (templates.CameBackView, error) {
 	v := templates.CameBackView{ChildID: d.ChildID, Finished: d.Finished && at.started(d.FinishedSeq)}
 	if at == nil || v.Finished {
 		v.FilesBack, v.FilesBackCount = d.FilesBack, d.FilesBackCount
@@ -591,7 +578,7 @@ func (p *pageData) cameBack(d *view.Delegation, at *stepAt) (templates.CameBackV
 			return v, err
 		}
 		if m != nil {
-			mv := p.messageView(*m)
+			mv := p.MessageView(*m)
 			v.Receipt = &mv
 			v.ReceiptEmpty = r.Empty && !r.IsError
 		}
@@ -601,7 +588,7 @@ func (p *pageData) cameBack(d *view.Delegation, at *stepAt) (templates.CameBackV
 
 // economics counts a delegation: what the child worked through, now or by
 // the step, against what came back.
-func (p *pageData) economics(d *view.Delegation, at *stepAt) (templates.EconomicsView, error) {
+func (p *Page) economics(d *view.Delegation, at *stepAt) (templates.EconomicsView, error) {
 	v := templates.EconomicsView{ChildID: d.ChildID}
 	a := p.st.Agent(d.ChildID)
 	if a == nil {
@@ -676,7 +663,7 @@ func ratio(worked, back int) string {
 
 // callsList is an agent's model calls, now or up to the step: its first
 // and its last, each a link to its whole context.
-func (p *pageData) callsList(agentID string, at *stepAt) (templates.CallsView, error) {
+func (p *Page) callsList(agentID string, at *stepAt) (templates.CallsView, error) {
 	a := p.st.Agent(agentID)
 	v := templates.CallsView{AgentID: agentID, AgentName: p.agentName(agentID)}
 	if a == nil {
@@ -712,17 +699,17 @@ func (p *pageData) callsList(agentID string, at *stepAt) (templates.CallsView, e
 	return v, nil
 }
 
-func (p *pageData) callRow(a *view.Agent, c db.CallRow) templates.CallRowView {
+func (p *Page) callRow(a *view.Agent, c db.CallRow) templates.CallRowView {
 	return templates.CallRowView{ID: c.ID, URL: "/sessions/" + p.sid() + "/calls/" + c.ID, Step: a.StepOfCall(c.Index),
 		Number: c.Index + 1, InputTokens: c.InputTokens, Purpose: c.Purpose}
 }
 
-func (p *pageData) callsGap(agentID string, n int) templates.CallRowView {
+func (p *Page) callsGap(agentID string, n int) templates.CallRowView {
 	return templates.CallRowView{Gap: n, GapURL: "/sessions/" + p.sid() + "?timeline=all#lane-" + agentID}
 }
 
 // root is the main agent (nil before it starts).
-func (p *pageData) root() *view.Agent {
+func (p *Page) root() *view.Agent {
 	for _, a := range p.st.Agents {
 		if a.ParentID == "" {
 			return a
@@ -733,7 +720,7 @@ func (p *pageData) root() *view.Agent {
 
 // agentPanel is the main agent's panel: its context, its calls, its
 // delegations, now or by the step.
-func (p *pageData) agentPanel(at *stepAt) (*templates.AgentPanel, error) {
+func (p *Page) agentPanel(at *stepAt) (*templates.AgentPanel, error) {
 	v := &templates.AgentPanel{AgentID: "main", Name: "main", Task: p.st.Session.Prompt}
 	a := p.root()
 	if a != nil {
@@ -752,7 +739,7 @@ func (p *pageData) agentPanel(at *stepAt) (*templates.AgentPanel, error) {
 }
 
 // agentPicks fills in the main agent's delegations to pick, by the step.
-func (p *pageData) agentPicks(v *templates.AgentPanel, at *stepAt) {
+func (p *Page) agentPicks(v *templates.AgentPanel, at *stepAt) {
 	for _, d := range p.st.Delegations {
 		if at.started(d.Seq) {
 			v.Delegations = append(v.Delegations, pickOption(p.st, d))
@@ -763,7 +750,7 @@ func (p *pageData) agentPicks(v *templates.AgentPanel, at *stepAt) {
 
 // chosen is the delegation a viewer's panel shows: the one asked for, or
 // the first; nil for the main agent's panel.
-func (p *pageData) chosen(agent string, at *stepAt) *view.Delegation {
+func (p *Page) chosen(agent string, at *stepAt) *view.Delegation {
 	var d *view.Delegation
 	if agent == "" {
 		if len(p.st.Delegations) > 0 {
@@ -779,7 +766,7 @@ func (p *pageData) chosen(agent string, at *stepAt) *view.Delegation {
 }
 
 // delegationPanel is the panel for a viewer who asked for agent.
-func (p *pageData) delegationPanel(agent string, at *stepAt) (templates.DelegationPanel, error) {
+func (p *Page) delegationPanel(agent string, at *stepAt) (templates.DelegationPanel, error) {
 	v := templates.DelegationPanel{SessionID: p.sid(), Show: agent, At: at.step()}
 	var err error
 	if d := p.chosen(agent, at); d != nil {
@@ -803,7 +790,7 @@ func pickOption(st *view.State, d *view.Delegation) templates.LessonOption {
 }
 
 // shown is the agent a viewer's panel shows: the tree's selected node.
-func (p *pageData) shown(agent string, at *stepAt) string {
+func (p *Page) shown(agent string, at *stepAt) string {
 	if d := p.chosen(agent, at); d != nil {
 		return d.ChildID
 	}
@@ -815,7 +802,7 @@ func (p *pageData) shown(agent string, at *stepAt) string {
 
 // scrub is the scrubber: every agent's context at the step, or (at == nil)
 // at the newest call, which it then follows.
-func (p *pageData) scrub(at *stepAt) (templates.ScrubView, error) {
+func (p *Page) scrub(at *stepAt) (templates.ScrubView, error) {
 	n := p.st.Calls
 	v := templates.ScrubView{SessionID: p.sid(), Steps: n}
 	if n == 0 {
@@ -898,7 +885,7 @@ func answerOf(lang *i18n.Lang, c db.CallRow) string {
 }
 
 // cut is the summarization a summary message stands for.
-func (p *pageData) cut(agentID string, idx int) *templates.CutView {
+func (p *Page) cut(agentID string, idx int) *templates.CutView {
 	a := p.st.Agent(agentID)
 	if a == nil {
 		return nil
@@ -915,8 +902,8 @@ func (p *pageData) cut(agentID string, idx int) *templates.CutView {
 	return nil
 }
 
-// files is the first page of main's files, or the page after a path.
-func (p *pageData) files(after string) (templates.FilesView, error) {
+// Files is the first page of main's files, or the page after a path.
+func (p *Page) Files(after string) (templates.FilesView, error) {
 	v := templates.FilesView{SessionID: p.sid(), Count: p.st.Files.Count()}
 	rows, err := p.rd.Files(p.ctx, after, view.FilesPage+1, filePreview)
 	if err != nil {
@@ -933,7 +920,7 @@ func (p *pageData) files(after string) (templates.FilesView, error) {
 }
 
 // filesAfter is the page of main's files that follows a path.
-func (p *pageData) filesAfter(path string) string {
+func (p *Page) filesAfter(path string) string {
 	return "/sessions/" + p.sid() + "/files?after=" + url.QueryEscape(path)
 }
 
@@ -951,7 +938,7 @@ func fileView(f db.File) templates.FileView {
 
 // notes are the session's notes, those of a kind together, kinds in the
 // order their first note was found.
-func (p *pageData) notes() []templates.NoteGroup {
+func (p *Page) notes() []templates.NoteGroup {
 	var out []templates.NoteGroup
 	at := map[string]int{}
 	for _, n := range p.st.Notes {
@@ -983,13 +970,13 @@ func noteText(lang *i18n.Lang, n view.Note) string {
 	return lang.T(n.ID, kv...)
 }
 
-func (p *pageData) tree(selected string) view.TreeLayout {
+func (p *Page) tree(selected string) view.TreeLayout {
 	return view.Layout(p.st.Tree(), view.LayoutOptions{Selected: selected, Prompt: p.st.Session.Prompt,
 		Words: templates.TreeWords(p.ctx)})
 }
 
 // treeAt is the tree now, or as it was at the step.
-func (p *pageData) treeAt(selected string, at *stepAt) (view.TreeLayout, error) {
+func (p *Page) treeAt(selected string, at *stepAt) (view.TreeLayout, error) {
 	if at == nil {
 		return p.tree(selected), nil
 	}
@@ -1005,8 +992,8 @@ func (p *pageData) treeAt(selected string, at *stepAt) (view.TreeLayout, error) 
 		Prompt: p.st.Session.Prompt, Words: templates.TreeWords(p.ctx)}), nil
 }
 
-// sessionPage is the whole session page for a viewer's choice.
-func (p *pageData) sessionPage(page templates.Page, ch choice, running bool) (templates.SessionPage, error) {
+// SessionPage is the whole session page for a viewer's choice.
+func (p *Page) SessionPage(page templates.Page, ch Choice, running bool) (templates.SessionPage, error) {
 	st := p.st
 	v := templates.SessionPage{Page: page, ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title,
 		Prompt: st.Session.Prompt, Status: st.Session.Status, Error: st.Session.Error, StoppedBy: st.Session.StoppedBy, Code: st.Session.Code, Tokenizer: st.Session.Tokenizer,
@@ -1029,7 +1016,7 @@ func (p *pageData) sessionPage(page templates.Page, ch choice, running bool) (te
 	if v.Scrub, err = p.scrub(at); err != nil {
 		return v, err
 	}
-	if v.Files, err = p.files(""); err != nil {
+	if v.Files, err = p.Files(""); err != nil {
 		return v, err
 	}
 	v.Origin, v.Received = originLine(i18n.From(p.ctx), st.Session.Origin), st.Session.Origin.OriginKind() != delegation.OriginEngine
@@ -1055,7 +1042,7 @@ func originLine(lang *i18n.Lang, o *delegation.Origin) string {
 	case delegation.OriginEngine:
 		return lang.T("origin.engine")
 	case delegation.OriginProxy:
-		line := lang.T("origin.proxy", "Service", orText(o.Service, lang.T("origin.openai_client")))
+		line := lang.T("origin.proxy", "Service", cmp.Or(o.Service, lang.T("origin.openai_client")))
 		if o.Upstream != "" {
 			line += " · " + lang.T("origin.answered_by", "Upstream", o.Upstream)
 		}
@@ -1083,13 +1070,6 @@ func originLine(lang *i18n.Lang, o *delegation.Origin) string {
 	return strings.Join(parts, " · ")
 }
 
-func orText(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // spanRow is a span.received event as a row.
 func spanRow(ev delegation.Event) (templates.SpanRow, bool) {
 	d, err := delegation.DataAs[delegation.SpanReceived](ev)
@@ -1100,8 +1080,8 @@ func spanRow(ev delegation.Event) (templates.SpanRow, bool) {
 		DurationMS: d.DurationMS, Error: d.Error, Orphan: d.Orphan, Attributes: len(d.Attributes)}, true
 }
 
-// callPage is one model call's whole context, with its answer.
-func (p *pageData) callPage(callID string) (templates.ContextView, bool, error) {
+// CallPage is one model call's whole context, with its answer.
+func (p *Page) CallPage(callID string) (templates.ContextView, bool, error) {
 	c, err := p.rd.Call(p.ctx, callID)
 	if err != nil || c == nil {
 		return templates.ContextView{}, false, err
@@ -1121,11 +1101,4 @@ func (p *pageData) callPage(callID string) (templates.ContextView, bool, error) 
 	}
 	v, err := p.contextView(c.AgentID, view.Context{Ranges: rs, Call: ref}, "")
 	return v, true, err
-}
-
-func atoiDefault(s string, def int) int {
-	if n, err := strconv.Atoi(s); err == nil {
-		return n
-	}
-	return def
 }
