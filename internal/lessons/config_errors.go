@@ -38,38 +38,7 @@ func buildResult(ts delegation.TeamSpec, accepted func(*delegation.Team) string)
 }
 
 func configErrorsTable(r runs) (Table, error) {
-	x := func(s delegation.Spec) delegation.TeamSpec {
-		if s.Name == "" {
-			s.Name = "x"
-		}
-		if s.Description == "" {
-			s.Description = "does x"
-		}
-		return delegation.TeamSpec{Subagents: []delegation.Spec{s}}
-	}
-	names := func(t *delegation.Team) string { return "the subagents are " + strings.Join(t.Names(), ", ") }
-	modeOf := func(t *delegation.Team) string { return fmt.Sprintf("x has mode '%s'", t.Subagent("x").Mode) }
-
-	type row struct{ did, result, want, claim string }
-	rows := []row{
-		{"mode 'shared'", buildResult(x(delegation.Spec{Mode: "shared"}), modeOf),
-			"SubAgent 'x' has invalid mode 'shared'; expected 'isolated' or 'fork'", "an unknown mode is an error with the exact text of delegation.md §2"},
-		{"skills on a fork subagent", buildResult(x(delegation.Spec{Mode: delegation.ModeFork, Skills: []string{"search"}}), modeOf),
-			"SubAgent 'x' cannot set skills under mode='fork'; the parent's skills are inherited instead.", "skills with fork is an error with the exact text of delegation.md §2"},
-		{"response_format a string", buildResult(x(delegation.Spec{ResponseFormat: json.RawMessage(`"Findings"`)}), modeOf), "of type string", "a string response_format is an error naming the type it got"},
-		{"response_format a number", buildResult(x(delegation.Spec{ResponseFormat: json.RawMessage(`42`)}), modeOf), "of type number", "a number response_format is an error naming the type it got"},
-		{"mode 'handoff'", buildResult(x(delegation.Spec{Mode: "handoff"}), modeOf), "accepted: x has mode 'isolated'", "handoff is accepted as the old name of isolated"},
-		{"an empty subagent list", buildResult(delegation.TeamSpec{Subagents: []delegation.Spec{}}, names),
-			"accepted: the subagents are general-purpose", "an empty subagent list still gets general-purpose"},
-		{"the task tool with no one to delegate to (general-purpose off, no subagent)", buildResult(delegation.TeamSpec{Main: delegation.MainSpec{NoGeneralPurpose: true}}, names),
-			"At least one subagent must be specified", "a task tool with an empty subagent list fails with the exact text, as deepagents' middleware does"},
-		{"general-purpose off, no subagent, and no task tool", buildResult(delegation.TeamSpec{Main: delegation.MainSpec{NoGeneralPurpose: true,
-			Tools: []string{"ls", "read_file"}}}, func(t *delegation.Team) string { return "a team without delegation" }),
-			"accepted: a team without delegation", "without a task tool no subagent is needed, as create_deep_agent then leaves the task tool out"},
-		{"two subagents named x", buildResult(delegation.TeamSpec{Subagents: []delegation.Spec{{Name: "x", Description: "a"}, {Name: "x", Description: "b"}}}, names),
-			"Duplicate subagent name 'x'; each subagent must have a unique name.", "a duplicate name is an error with the exact text of delegation.md §2"},
-	}
-
+	rows := configBuildRows()
 	v := r.view("config-errors")
 	main, err := v.agent("main")
 	if err != nil {
@@ -87,7 +56,7 @@ func configErrorsTable(r runs) (Table, error) {
 			readBack = m.Content
 		}
 	}
-	rows = append(rows, row{"task with an unknown subagent_type (at run time)", "tool result: " + readBack,
+	rows = append(rows, configRow{"task with an unknown subagent_type (at run time)", "tool result: " + readBack,
 		"We cannot invoke subagent researcher because it does not exist, the only allowed types are `general-purpose`",
 		"an unknown subagent_type gets the exact text of delegation.md §3"})
 
@@ -127,6 +96,51 @@ func configErrorsTable(r runs) (Table, error) {
 		check("the sentence is the engine's own UnknownTypeMessage",
 			readBack == delegation.UnknownTypeMessage("researcher", []string{delegation.GeneralPurposeName}), "%q", readBack),
 	)
+	tab.Versus = configVersus(tab)
+	return tab, nil
+}
+
+// configRow is one thing a user may do, what it gave, and what the lesson
+// claims of it.
+type configRow struct{ did, result, want, claim string }
+
+// configBuildRows builds a team of each kind the article tried.
+func configBuildRows() []configRow {
+	x := func(s delegation.Spec) delegation.TeamSpec {
+		if s.Name == "" {
+			s.Name = "x"
+		}
+		if s.Description == "" {
+			s.Description = "does x"
+		}
+		return delegation.TeamSpec{Subagents: []delegation.Spec{s}}
+	}
+	names := func(t *delegation.Team) string { return "the subagents are " + strings.Join(t.Names(), ", ") }
+	modeOf := func(t *delegation.Team) string { return fmt.Sprintf("x has mode '%s'", t.Subagent("x").Mode) }
+
+	return []configRow{
+		{"mode 'shared'", buildResult(x(delegation.Spec{Mode: "shared"}), modeOf),
+			"SubAgent 'x' has invalid mode 'shared'; expected 'isolated' or 'fork'", "an unknown mode is an error with the exact text of delegation.md §2"},
+		{"skills on a fork subagent", buildResult(x(delegation.Spec{Mode: delegation.ModeFork, Skills: []string{"search"}}), modeOf),
+			"SubAgent 'x' cannot set skills under mode='fork'; the parent's skills are inherited instead.", "skills with fork is an error with the exact text of delegation.md §2"},
+		{"response_format a string", buildResult(x(delegation.Spec{ResponseFormat: json.RawMessage(`"Findings"`)}), modeOf), "of type string", "a string response_format is an error naming the type it got"},
+		{"response_format a number", buildResult(x(delegation.Spec{ResponseFormat: json.RawMessage(`42`)}), modeOf), "of type number", "a number response_format is an error naming the type it got"},
+		{"mode 'handoff'", buildResult(x(delegation.Spec{Mode: "handoff"}), modeOf), "accepted: x has mode 'isolated'", "handoff is accepted as the old name of isolated"},
+		{"an empty subagent list", buildResult(delegation.TeamSpec{Subagents: []delegation.Spec{}}, names),
+			"accepted: the subagents are general-purpose", "an empty subagent list still gets general-purpose"},
+		{"the task tool with no one to delegate to (general-purpose off, no subagent)", buildResult(delegation.TeamSpec{Main: delegation.MainSpec{NoGeneralPurpose: true}}, names),
+			"At least one subagent must be specified", "a task tool with an empty subagent list fails with the exact text, as deepagents' middleware does"},
+		{"general-purpose off, no subagent, and no task tool", buildResult(delegation.TeamSpec{Main: delegation.MainSpec{NoGeneralPurpose: true,
+			Tools: []string{"ls", "read_file"}}}, func(t *delegation.Team) string { return "a team without delegation" }),
+			"accepted: a team without delegation", "without a task tool no subagent is needed, as create_deep_agent then leaves the task tool out"},
+		{"two subagents named x", buildResult(delegation.TeamSpec{Subagents: []delegation.Spec{{Name: "x", Description: "a"}, {Name: "x", Description: "b"}}}, names),
+			"Duplicate subagent name 'x'; each subagent must have a unique name.", "a duplicate name is an error with the exact text of delegation.md §2"},
+	}
+}
+
+// configVersus sets each of the article's rows beside ours.
+func configVersus(tab Table) []Versus {
+	var out []Versus
 	why := map[string]string{
 		"response_format a string or a number": "ours names the type it got, as delegation.md §2 asks; deepagents' Python raises its own ValueError",
 		"an empty list at the middleware level": "SubAgentMiddleware(subagents=[]) raises this; our team raises it when its task tool has nobody to list, " +
@@ -147,9 +161,9 @@ func configErrorsTable(r runs) (Table, error) {
 		if v.Why == "" {
 			v.Why = "the same text"
 		}
-		tab.Versus = append(tab.Versus, v)
+		out = append(out, v)
 	}
-	return tab, nil
+	return out
 }
 
 func firstReason(rs []agentEvent[delegation.DelegationRefused]) string {

@@ -98,9 +98,26 @@ func failureIsolationTable(r runs) (Table, error) {
 		check("the session ended done: a child's failure does not fail the run", v.t.Session.Status == delegation.StatusDone,
 			"session %s", v.t.Session.Status),
 	)
-	daMain, err := da.agent("main")
+	compatChecks, err := failureCompatChecks(v, da, daStatus)
 	if err != nil {
 		return Table{}, err
+	}
+	tab.Checks = append(tab.Checks, compatChecks...)
+	tab.Versus = []Versus{
+		{What: "a child reaches its step limit", Article: tab.Article.Rows[0][1], Ours: tab.Rows[0][4],
+			Why: "the same rule; deepagents itself does otherwise: the run fails (the deepagents run: " + da.t.Session.Status + ")"},
+		{What: "then", Article: tab.Article.Rows[1][1], Ours: "the parent retried and the session ended " + v.t.Session.Status,
+			Why: "failure stays in the child (delegation.md §9)"},
+	}
+	return tab, nil
+}
+
+// failureCompatChecks: under compat "deepagents" the same failure fails
+// the session, its sibling cancelled.
+func failureCompatChecks(v, da *view, daStatus func(string) string) ([]Check, error) {
+	daMain, err := da.agent("main")
+	if err != nil {
+		return nil, err
 	}
 	daSteady := da.agents("steady")
 	receipts := 0
@@ -109,21 +126,14 @@ func failureIsolationTable(r runs) (Table, error) {
 			receipts++
 		}
 	}
-	tab.Checks = append(tab.Checks,
+	return []Check{
 		check("under compat deepagents the same failure fails the session", da.t.Session.Status == delegation.StatusFailed &&
 			strings.Contains(da.t.Session.Error, "subagent 'flaky' failed"), "session %s: %s", da.t.Session.Status, clip(da.t.Session.Error, 90)),
 		check("under compat deepagents the sibling still at work is cancelled, and no receipt reaches the parent",
 			len(daSteady) == 1 && daSteady[0].Status == delegation.StatusFailed && strings.Contains(daSteady[0].Error, "its sibling 'flaky' failed") && receipts == 0,
 			"steady: %s; results in the parent: %d", daStatus("steady"), receipts),
 		check("the two runs played the same scripts: only compat differs", sameTeamsButCompat(v, da), "the scenarios differ only in agent.compat"),
-	)
-	tab.Versus = []Versus{
-		{What: "a child reaches its step limit", Article: tab.Article.Rows[0][1], Ours: tab.Rows[0][4],
-			Why: "the same rule; deepagents itself does otherwise: the run fails (the deepagents run: " + da.t.Session.Status + ")"},
-		{What: "then", Article: tab.Article.Rows[1][1], Ours: "the parent retried and the session ended " + v.t.Session.Status,
-			Why: "failure stays in the child (delegation.md §9)"},
-	}
-	return tab, nil
+	}, nil
 }
 
 // sameTeamsButCompat reports whether two runs played the same script with

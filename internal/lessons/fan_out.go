@@ -60,23 +60,7 @@ func fanOutTable(r runs) (Table, error) {
 	if err != nil {
 		return Table{}, err
 	}
-	// Finish order, from agent.finished; receipt order, from the parent's list.
-	var finished []string
-	for _, ev := range v.t.Events {
-		if ev.Type == delegation.EventAgentFinished && ev.AgentID != main.ID {
-			finished = append(finished, ev.AgentID)
-		}
-	}
-	var receiptOrder []string
-	for _, m := range v.list(main.ID) {
-		if m.Kind == string(delegation.KindReceipt) {
-			for _, d := range ds {
-				if m.ID == d.receipt.ID {
-					receiptOrder = append(receiptOrder, d.child.ID)
-				}
-			}
-		}
-	}
+	finished, receiptOrder := fanOutOrders(v, main.ID, ds)
 	var (
 		firstStart, lastEnd time.Time
 		sum                 time.Duration
@@ -128,25 +112,7 @@ func fanOutTable(r runs) (Table, error) {
 	}
 	tab.Note = "The article states the pattern without a measurement; the timings are our scripted delays, the prefix cost is ours."
 
-	// Each context holds only its own task.
-	alone := true
-	for i, d := range ds {
-		c, _ := v.firstCall(d.child.ID)
-		for j := range ds {
-			if j != i && v.occurrences(c, tasks[j]) > 0 {
-				alone = false
-			}
-		}
-		alone = alone && len(v.context(c)) == 1
-	}
-	synthesis := v.turns(main.ID)
-	merged := len(synthesis) > 0
-	if merged {
-		last := synthesis[len(synthesis)-1]
-		for _, d := range ds {
-			merged = merged && v.occurrences(last, d.receipt.Content) > 0
-		}
-	}
+	alone, merged := fanOutAlone(v, ds, tasks), fanOutMerged(v, main.ID, ds)
 	callOrder := []string{ds[0].child.ID, ds[1].child.ID, ds[2].child.ID}
 	tab.Checks = append(tab.Checks,
 		check("the three ran at the same time", latestStart.Before(earliestEnd),
@@ -169,6 +135,54 @@ func fanOutTable(r runs) (Table, error) {
 			Why: "each child pays its own system prompt and tool definitions"},
 	}
 	return tab, nil
+}
+
+// fanOutOrders are the children in finish order, from agent.finished, and
+// in receipt order, from the parent's list.
+func fanOutOrders(v *view, mainID string, ds []*delegationRun) (finished, receiptOrder []string) {
+	for _, ev := range v.t.Events {
+		if ev.Type == delegation.EventAgentFinished && ev.AgentID != mainID {
+			finished = append(finished, ev.AgentID)
+		}
+	}
+	for _, m := range v.list(mainID) {
+		if m.Kind == string(delegation.KindReceipt) {
+			for _, d := range ds {
+				if m.ID == d.receipt.ID {
+					receiptOrder = append(receiptOrder, d.child.ID)
+				}
+			}
+		}
+	}
+	return finished, receiptOrder
+}
+
+// fanOutAlone: each researcher's context holds only its own task.
+func fanOutAlone(v *view, ds []*delegationRun, tasks []string) bool {
+	alone := true
+	for i, d := range ds {
+		c, _ := v.firstCall(d.child.ID)
+		for j := range ds {
+			if j != i && v.occurrences(c, tasks[j]) > 0 {
+				alone = false
+			}
+		}
+		alone = alone && len(v.context(c)) == 1
+	}
+	return alone
+}
+
+// fanOutMerged: the parent's last call holds every receipt.
+func fanOutMerged(v *view, mainID string, ds []*delegationRun) bool {
+	synthesis := v.turns(mainID)
+	merged := len(synthesis) > 0
+	if merged {
+		last := synthesis[len(synthesis)-1]
+		for _, d := range ds {
+			merged = merged && v.occurrences(last, d.receipt.Content) > 0
+		}
+	}
+	return merged
 }
 
 func taskOf(c trace.ToolCall) string {

@@ -44,49 +44,11 @@ const orderArticleTask = "把刚才那个订单号报给我"
 func orderNumberTable(r runs) (Table, error) {
 	const order = "A-7731"
 	v := r.view("order-number")
-	type side struct {
-		d                                  *delegationRun
-		msgs, tokens, inherited, n, toolsN int
-		toolTok, callTok                   int
-		whole                              bool // the fork's context: the parent's list up to the call, then the task
-		counted                            int  // its opening, counted as the article counts
-	}
-	read := func(name string) (side, error) {
-		d, err := oneChild(v, name)
-		if err != nil {
-			return side{}, err
-		}
-		c, err := v.firstCall(d.child.ID)
-		if err != nil {
-			return side{}, err
-		}
-		ct, err := callTokens(v.t, d.call)
-		if err != nil {
-			return side{}, err
-		}
-		ctx := v.context(c)
-		var before []string
-		for _, m := range v.list(d.main.ID) {
-			if m.ID == d.callMsg.ID {
-				break
-			}
-			before = append(before, m.ID)
-		}
-		var got []string
-		for _, m := range ctx[:max(len(ctx)-1, 0)] {
-			got = append(got, m.ID)
-		}
-		whole := len(ctx) > 0 && slices.Equal(got, before) && strings.HasSuffix(ctx[len(ctx)-1].Content, d.task) &&
-			ctx[len(ctx)-1].Kind == string(delegation.KindForkPreamble)
-		return side{d: d, msgs: v.messageCount(c), tokens: contextTokens(c), inherited: c.InheritedTokens,
-			n: v.occurrences(c, order), toolsN: len(c.Tools), toolTok: c.ToolTokens, callTok: ct, whole: whole,
-			counted: v.articleTokens(c)}, nil
-	}
-	iso, err := read("iso-reporter")
+	iso, err := readOrderSide(v, "iso-reporter", order)
 	if err != nil {
 		return Table{}, err
 	}
-	fork, err := read("fork-reporter")
+	fork, err := readOrderSide(v, "fork-reporter", order)
 	if err != nil {
 		return Table{}, err
 	}
@@ -148,6 +110,48 @@ func orderNumberTable(r runs) (Table, error) {
 			iso.toolsN == 7 && fork.toolsN == 8 && hasToolNamed(fork.d.child.Tools, delegation.TaskToolName), "%d and %d", iso.toolsN, fork.toolsN),
 	)
 	return tab, nil
+}
+
+// orderSide is what the lesson reads of one reporter's first call.
+type orderSide struct {
+	d                                  *delegationRun
+	msgs, tokens, inherited, n, toolsN int
+	toolTok, callTok                   int
+	whole                              bool // the fork's context: the parent's list up to the call, then the task
+	counted                            int  // its opening, counted as the article counts
+}
+
+// readOrderSide reads a reporter's first call.
+func readOrderSide(v *view, name, order string) (orderSide, error) {
+	d, err := oneChild(v, name)
+	if err != nil {
+		return orderSide{}, err
+	}
+	c, err := v.firstCall(d.child.ID)
+	if err != nil {
+		return orderSide{}, err
+	}
+	ct, err := callTokens(v.t, d.call)
+	if err != nil {
+		return orderSide{}, err
+	}
+	ctx := v.context(c)
+	var before []string
+	for _, m := range v.list(d.main.ID) {
+		if m.ID == d.callMsg.ID {
+			break
+		}
+		before = append(before, m.ID)
+	}
+	var got []string
+	for _, m := range ctx[:max(len(ctx)-1, 0)] {
+		got = append(got, m.ID)
+	}
+	whole := len(ctx) > 0 && slices.Equal(got, before) && strings.HasSuffix(ctx[len(ctx)-1].Content, d.task) &&
+		ctx[len(ctx)-1].Kind == string(delegation.KindForkPreamble)
+	return orderSide{d: d, msgs: v.messageCount(c), tokens: contextTokens(c), inherited: c.InheritedTokens,
+		n: v.occurrences(c, order), toolsN: len(c.Tools), toolTok: c.ToolTokens, callTok: ct, whole: whole,
+		counted: v.articleTokens(c)}, nil
 }
 
 // countOrderNumber counts the table's figures as the article counts: the

@@ -97,26 +97,7 @@ func receiptTable(r runs) (Table, error) {
 				text.v.occurrences(first, text.v.t.Session.Prompt) == 0,
 			"%d message after the system prompt; the parent's question appears %d times", len(ctx), text.v.occurrences(first, text.v.t.Session.Prompt)))
 
-	// The receipt rule.
-	list := text.v.list(text.child.ID)
-	last := list[len(list)-1]
-	want, _ := lastWithText(list)
-	var earlier string
-	for _, m := range list {
-		if m.Role == string(delegation.RoleAssistant) && m.Content != "" && m.ID != want.ID {
-			earlier = m.Content
-			break
-		}
-	}
-	tab.Checks = append(tab.Checks,
-		check("the receipt is the child's last assistant message with non-empty text",
-			text.receipt.Content == want.Content && want.Content != "", "%q", clip(text.receipt.Content, 60)),
-		check("an earlier message with text ('I just wrote a file.') does not count", earlier != "" && !strings.Contains(text.receipt.Content, earlier),
-			"earlier: %q", earlier),
-		check("an empty last message is walked past", last.Role == string(delegation.RoleAssistant) && last.Content == "" && last.ID != want.ID,
-			"the child's last message: %q (%s)", last.Content, last.Role),
-		check("a prose receipt does not parse as JSON", !parsesAsJSON(text.receipt.Content), "json.loads fails"),
-	)
+	tab.Checks = append(tab.Checks, receiptRuleChecks(text)...)
 
 	// The structured receipt.
 	var call trace.ToolCall
@@ -158,6 +139,30 @@ func receiptTable(r runs) (Table, error) {
 		return Table{}, err
 	}
 	return tab, nil
+}
+
+// receiptRuleChecks: the receipt is the child's last assistant message
+// with text.
+func receiptRuleChecks(text *delegationRun) []Check {
+	list := text.v.list(text.child.ID)
+	last := list[len(list)-1]
+	want, _ := lastWithText(list)
+	var earlier string
+	for _, m := range list {
+		if m.Role == string(delegation.RoleAssistant) && m.Content != "" && m.ID != want.ID {
+			earlier = m.Content
+			break
+		}
+	}
+	return []Check{
+		check("the receipt is the child's last assistant message with non-empty text",
+			text.receipt.Content == want.Content && want.Content != "", "%q", clip(text.receipt.Content, 60)),
+		check("an earlier message with text ('I just wrote a file.') does not count", earlier != "" && !strings.Contains(text.receipt.Content, earlier),
+			"earlier: %q", earlier),
+		check("an empty last message is walked past", last.Role == string(delegation.RoleAssistant) && last.Content == "" && last.ID != want.ID,
+			"the child's last message: %q (%s)", last.Content, last.Role),
+		check("a prose receipt does not parse as JSON", !parsesAsJSON(text.receipt.Content), "json.loads fails"),
+	}
 }
 
 // toolSize is a tool definition's characters, as the model receives it:

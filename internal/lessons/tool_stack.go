@@ -8,6 +8,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/tokens"
+	"github.com/delegationstudio/studio/internal/trace"
 )
 
 var toolStack = lessonDef{
@@ -103,13 +104,7 @@ func toolStackTable(r runs) (Table, error) {
 	}
 	tab.Note = fmt.Sprintf("Our tool texts are our own, sized to deepagents' characters; deepagents' own estimate puts the stack at %d tokens "+
 		"against the article's 2729, and task's share is %s against 18.3%%: %s.", approxTotal, pct(taskTokens, total), order)
-	for _, a := range articleTools {
-		tab.Versus = append(tab.Versus, Versus{What: a.name + " (tokens)", Article: itoa(a.tokens),
-			Ours: fmt.Sprintf("%d %s, %d approx", toolTokens(main.Tools, a.name), v.t.Session.Tokenizer, approx.Count(defJSON[a.name])),
-			Why:  "our texts say what deepagents' say, sized to its characters (±5 %); the article counted with a tokenizer of its own"})
-	}
-	tab.Versus = append(tab.Versus, Versus{What: "task's share of the stack", Article: "18.3%", Ours: pct(taskTokens, total),
-		Why: "the shares follow the sizes"})
+	tab.Versus = toolStackVersus(v, main, defJSON, pct(taskTokens, total))
 
 	topFS := ""
 	for _, t := range tools { // most expensive first
@@ -131,13 +126,33 @@ func toolStackTable(r runs) (Table, error) {
 		check("grep is the most expensive of the seven filesystem tools", topFS == "grep",
 			"the most expensive besides task: %s, %d tokens", topFS, toolTokens(main.Tools, topFS)),
 	)
+	tab.Checks = append(tab.Checks, everyCallPaysTools(v, main, total))
+	return tab, nil
+}
+
+// toolStackVersus sets each tool's cost beside the article's.
+func toolStackVersus(v *view, main trace.Agent, defJSON map[string]string, share string) []Versus {
+	approx, _ := tokens.Get("approx")
+	var out []Versus
+	for _, a := range articleTools {
+		out = append(out, Versus{What: a.name + " (tokens)", Article: itoa(a.tokens),
+			Ours: fmt.Sprintf("%d %s, %d approx", toolTokens(main.Tools, a.name), v.t.Session.Tokenizer, approx.Count(defJSON[a.name])),
+			Why:  "our texts say what deepagents' say, sized to its characters (±5 %); the article counted with a tokenizer of its own"})
+	}
+	out = append(out, Versus{What: "task's share of the stack", Article: "18.3%", Ours: share,
+		Why: "the shares follow the sizes"})
+	return out
+}
+
+// everyCallPaysTools: every model call of the main agent pays for all the
+// definitions, though it never delegates.
+func everyCallPaysTools(v *view, main trace.Agent, total int) Check {
 	calls := v.turns(main.ID)
 	every := len(calls) > 0
 	for _, c := range calls {
 		every = every && c.ToolTokens == total && len(c.Tools) == len(main.Tools)
 	}
-	tab.Checks = append(tab.Checks, check("every model call of the main agent pays for all eight definitions, though it never delegates",
+	return check("every model call of the main agent pays for all eight definitions, though it never delegates",
 		every && len(events[delegation.DelegationStarted](v, delegation.EventDelegationStarted)) == 0,
-		"%d calls, each with %d tool tokens; no delegation", len(calls), total))
-	return tab, nil
+		"%d calls, each with %d tool tokens; no delegation", len(calls), total)
 }

@@ -35,51 +35,11 @@ func whatAChildInheritsTable(r runs) (Table, error) {
 	for _, f := range events[delegation.DelegationFinished](v, delegation.EventDelegationFinished) {
 		held[f.Data.ChildID] = f.Data.HeldBack
 	}
-	type side struct {
-		d                    *delegationRun
-		first                trace.ModelCall
-		inheritedMsgs, todoN int
-		parentPrompt         bool
-		todos                bool
-		task                 string
-		readFile             bool
-	}
-	read := func(d *delegationRun) (side, error) {
-		s := side{d: d}
-		first, err := v.firstCall(d.child.ID)
-		if err != nil {
-			return s, err
-		}
-		s.first = first
-		for _, m := range v.context(first) {
-			if m.AgentID != d.child.ID {
-				s.inheritedMsgs++
-			}
-		}
-		s.todoN = v.occurrences(first, todo)
-		s.parentPrompt = d.main.SystemPrompt != "" && strings.Contains(first.SystemPrompt, d.main.SystemPrompt)
-		s.todos = slices.Contains(held[d.child.ID], "todos")
-		s.task = "no task tool"
-		if hasToolNamed(d.child.Tools, delegation.TaskToolName) {
-			s.task = "it has task; a call of it was not made"
-			for _, m := range v.list(d.child.ID) {
-				if m.Kind == string(delegation.KindRefusal) && m.Content == delegation.NestedRefusal {
-					s.task = "it has task; its call was refused"
-				}
-			}
-		}
-		for _, m := range v.list(d.child.ID) {
-			if m.Role == string(delegation.RoleTool) && !m.IsError && strings.Contains(m.Content, "INV-1") {
-				s.readFile = true
-			}
-		}
-		return s, nil
-	}
-	i, err := read(iso)
+	i, err := readInherited(v, iso, todo, held)
 	if err != nil {
 		return Table{}, err
 	}
-	f, err := read(fork)
+	f, err := readInherited(v, fork, todo, held)
 	if err != nil {
 		return Table{}, err
 	}
@@ -128,4 +88,48 @@ func whatAChildInheritsTable(r runs) (Table, error) {
 		check("both children read the file the parent wrote", i.readFile && f.readFile, "isolated %s, fork %s", yesNo(i.readFile), yesNo(f.readFile)),
 	)
 	return tab, nil
+}
+
+// inherited is what a child started with, read from its first call.
+type inherited struct {
+	d                    *delegationRun
+	first                trace.ModelCall
+	inheritedMsgs, todoN int
+	parentPrompt         bool
+	todos                bool
+	task                 string
+	readFile             bool
+}
+
+// readInherited reads what a child started with.
+func readInherited(v *view, d *delegationRun, todo string, held map[string][]string) (inherited, error) {
+	s := inherited{d: d}
+	first, err := v.firstCall(d.child.ID)
+	if err != nil {
+		return s, err
+	}
+	s.first = first
+	for _, m := range v.context(first) {
+		if m.AgentID != d.child.ID {
+			s.inheritedMsgs++
+		}
+	}
+	s.todoN = v.occurrences(first, todo)
+	s.parentPrompt = d.main.SystemPrompt != "" && strings.Contains(first.SystemPrompt, d.main.SystemPrompt)
+	s.todos = slices.Contains(held[d.child.ID], "todos")
+	s.task = "no task tool"
+	if hasToolNamed(d.child.Tools, delegation.TaskToolName) {
+		s.task = "it has task; a call of it was not made"
+		for _, m := range v.list(d.child.ID) {
+			if m.Kind == string(delegation.KindRefusal) && m.Content == delegation.NestedRefusal {
+				s.task = "it has task; its call was refused"
+			}
+		}
+	}
+	for _, m := range v.list(d.child.ID) {
+		if m.Role == string(delegation.RoleTool) && !m.IsError && strings.Contains(m.Content, "INV-1") {
+			s.readFile = true
+		}
+	}
+	return s, nil
 }
