@@ -213,19 +213,9 @@ func (a *appender) add(st trace.Step) error {
 			a.asked[m.AgentID] = asked{idx: st.Index, calls: m.ToolCalls}
 		}
 	case st.Call != nil:
-		c := st.Call
-		if err := insertCall(a.ctx, a.call, a.h.sid, a.h.calls+1, ev.Seq, since(a.h.created, ev.At), c); err != nil {
+		if err := a.addCall(st, &e); err != nil {
 			return err
 		}
-		a.h.calls++
-		a.calls++
-		a.tokens += c.InputTokens
-		a.placed[c.ID] = place{c.AgentID, c.Index}
-		if c.Purpose == string(delegation.PurposeSummary) {
-			a.folding[c.AgentID] = c
-		}
-		e.agent, e.ref, e.hasRef = c.AgentID, int64(c.Index), true
-		e.data, e.hasData = idUnlessDerived(c.ID, callID(c.AgentID, c.Index))
 	case st.Finished != nil:
 		p, ok := a.placed[st.Finished.ModelCallID]
 		if !ok {
@@ -245,25 +235,8 @@ func (a *appender) add(st trace.Step) error {
 			e.ref, e.hasRef, e.data = ref, true, packed
 		}
 	case st.AgentStarted != nil:
-		d := st.AgentStarted
-		n := len(a.agentN)
-		if _, dup := a.agentN[d.Agent.ID]; dup {
-			return fmt.Errorf("agent %s started twice", d.Agent.ID)
-		}
-		tools, _ := json.Marshal(d.Tools)
-		if _, err := a.q.ExecContext(a.ctx, `INSERT INTO agents (sid, id, n, seq, name, parent_id, mode, task_call_id,
-			status, invocation, system_prompt, system_tokens, tools, max_steps, model, endpoint, price)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)`,
-			a.h.sid, d.Agent.ID, n, ev.Seq, d.Agent.Name, nullString(&d.Agent.ParentID), nullString((*string)(&d.Agent.Mode)),
-			nullString(&d.Agent.TaskCallID), d.Agent.Invocation, d.SystemPrompt, d.SystemTokens, string(tools),
-			d.MaxSteps, d.Model, d.Endpoint, jsonOrNull(d.Price)); err != nil {
-			return fmt.Errorf("agent %s: %w", d.Agent.ID, err)
-		}
-		a.agentN[d.Agent.ID] = n
-		a.agents++
-		// Read back from its agent's row, when that gives it exactly.
-		if back, err := unpackAgentStarted(agentRowOf(d)); err == nil && ev.AgentID == d.Agent.ID && string(back) == string(stored.Data) {
-			e.ref, e.hasRef, e.data, e.hasData = 0, true, nil, false
+		if err := a.addAgent(st, stored.Data, &e); err != nil {
+			return err
 		}
 	case st.AgentFinished != nil:
 		d := st.AgentFinished
@@ -312,6 +285,50 @@ func (a *appender) add(st trace.Step) error {
 		return err
 	}
 	a.h.last = ev.Seq
+	return nil
+}
+
+// addCall stores a model.started's call row.
+func (a *appender) addCall(st trace.Step, e *entry) error {
+	c := st.Call
+	if err := insertCall(a.ctx, a.call, a.h.sid, a.h.calls+1, st.Event.Seq, since(a.h.created, st.Event.At), c); err != nil {
+		return err
+	}
+	a.h.calls++
+	a.calls++
+	a.tokens += c.InputTokens
+	a.placed[c.ID] = place{c.AgentID, c.Index}
+	if c.Purpose == string(delegation.PurposeSummary) {
+		a.folding[c.AgentID] = c
+	}
+	e.agent, e.ref, e.hasRef = c.AgentID, int64(c.Index), true
+	e.data, e.hasData = idUnlessDerived(c.ID, callID(c.AgentID, c.Index))
+	return nil
+}
+
+// addAgent stores an agent.started's agent row; the event keeps no data
+// when the row gives it back exactly.
+func (a *appender) addAgent(st trace.Step, data json.RawMessage, e *entry) error {
+	d := st.AgentStarted
+	n := len(a.agentN)
+	if _, dup := a.agentN[d.Agent.ID]; dup {
+		return fmt.Errorf("agent %s started twice", d.Agent.ID)
+	}
+	tools, _ := json.Marshal(d.Tools)
+	if _, err := a.q.ExecContext(a.ctx, `INSERT INTO agents (sid, id, n, seq, name, parent_id, mode, task_call_id,
+		status, invocation, system_prompt, system_tokens, tools, max_steps, model, endpoint, price)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.h.sid, d.Agent.ID, n, st.Event.Seq, d.Agent.Name, nullString(&d.Agent.ParentID), nullString((*string)(&d.Agent.Mode)),
+		nullString(&d.Agent.TaskCallID), d.Agent.Invocation, d.SystemPrompt, d.SystemTokens, string(tools),
+		d.MaxSteps, d.Model, d.Endpoint, jsonOrNull(d.Price)); err != nil {
+		return fmt.Errorf("agent %s: %w", d.Agent.ID, err)
+	}
+	a.agentN[d.Agent.ID] = n
+	a.agents++
+	// Read back from its agent's row, when that gives it exactly.
+	if back, err := unpackAgentStarted(agentRowOf(d)); err == nil && st.Event.AgentID == d.Agent.ID && string(back) == string(data) {
+		e.ref, e.hasRef, e.data, e.hasData = 0, true, nil, false
+	}
 	return nil
 }
 

@@ -545,58 +545,7 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 		}
 		s.start(in.At, prompt)
 	}
-	var a *agent
-	var inherited []delegation.Range
-	newAgent := false
-	switch {
-	case p.Agent != "":
-		a = s.byID[p.Agent]
-	case p.tc != nil:
-		tc := p.tc
-		parent := tc.owner
-		mode := delegation.ModeIsolated
-		if p.Inherited > 0 {
-			mode = delegation.ModeFork
-			inherited = delegation.FirstMessages(tc.inherit, p.Inherited)
-		}
-		name, inv := tc.task.SubagentType, tc.invocation
-		if !tc.task.typed && in.Hint.Name != "" && in.Hint.Name != "main" {
-			// A span that names the agent says more than the default.
-			name, inv = in.Hint.Name, -1
-		}
-		s.children++
-		id := "a" + strconv.Itoa(s.children)
-		if c := in.Counted; c != nil && c.AgentID != "" && c.AgentID != "main" && s.byID[c.AgentID] == nil {
-			id = c.AgentID // the studio's own export: its ids, as the engine gave them
-		}
-		if inv < 0 {
-			inv = s.invocations[name]
-			s.invocations[name]++
-		}
-		if !tc.started {
-			tc.started = true
-			s.emit(parent.info.ID, delegation.EventToolStarted, in.At, delegation.ToolStarted{ToolCallID: tc.call.ID, Name: tc.call.Name, Args: tc.call.Args})
-		}
-		s.emit(parent.info.ID, delegation.EventDelegationStarted, in.At, delegation.DelegationStarted{ToolCallID: tc.call.ID,
-			ChildID: id, SubagentType: name, Mode: mode, Description: tc.task.Description})
-		a = s.newAgent(delegation.AgentInfo{ID: id, Name: name, ParentID: parent.info.ID, Mode: mode,
-			TaskCallID: tc.call.ID, Invocation: inv}, parent, in)
-		tc.child = a
-		a.history = append(a.history, inherited...)
-		newAgent = true
-	case p.Main || s.main == nil:
-		a = s.newAgent(delegation.AgentInfo{ID: "main", Name: "main"}, nil, in)
-		newAgent = true
-	default:
-		// Nothing explains this call: it gets an agent of its own, under
-		// main, without a delegation, so that it is shown, not lost.
-		s.children++
-		id := "a" + strconv.Itoa(s.children)
-		name := orDefault(in.Hint.Name, "unattached")
-		a = s.newAgent(delegation.AgentInfo{ID: id, Name: name, ParentID: s.main.info.ID}, s.main, in)
-		a.unattached = true
-		newAgent = true
-	}
+	a, inherited, newAgent := s.agentFor(in, p)
 	s.remember(a, in.Hint.Key)
 	if in.System != "" && a.system == "" && a.calls == 0 {
 		a.system = in.System
@@ -666,6 +615,69 @@ func (s *Session) startCall(in CallInput, p Placement) *Turn {
 	}
 	a.open = t
 	return t
+}
+
+// agentFor is the agent a call is of: one named, a child a task call
+// starts, main, or, when nothing explains it, one of its own under main
+// (shown, not lost).
+func (s *Session) agentFor(in CallInput, p Placement) (a *agent, inherited []delegation.Range, newAgent bool) {
+	switch {
+	case p.Agent != "":
+		a = s.byID[p.Agent]
+	case p.tc != nil:
+		a, inherited = s.startChild(in, p.tc, p.Inherited)
+		newAgent = true
+	case p.Main || s.main == nil:
+		a = s.newAgent(delegation.AgentInfo{ID: "main", Name: "main"}, nil, in)
+		newAgent = true
+	default:
+		// Nothing explains this call: it gets an agent of its own, under
+		// main, without a delegation, so that it is shown, not lost.
+		s.children++
+		id := "a" + strconv.Itoa(s.children)
+		name := orDefault(in.Hint.Name, "unattached")
+		a = s.newAgent(delegation.AgentInfo{ID: id, Name: name, ParentID: s.main.info.ID}, s.main, in)
+		a.unattached = true
+		newAgent = true
+	}
+	return a, inherited, newAgent
+}
+
+// startChild starts the child a task call explains: fork when it begins
+// with some of its parent's messages, isolated when not.
+func (s *Session) startChild(in CallInput, tc *toolCall, inheritedN int) (*agent, []delegation.Range) {
+	var inherited []delegation.Range
+	parent := tc.owner
+	mode := delegation.ModeIsolated
+	if inheritedN > 0 {
+		mode = delegation.ModeFork
+		inherited = delegation.FirstMessages(tc.inherit, inheritedN)
+	}
+	name, inv := tc.task.SubagentType, tc.invocation
+	if !tc.task.typed && in.Hint.Name != "" && in.Hint.Name != "main" {
+		// A span that names the agent says more than the default.
+		name, inv = in.Hint.Name, -1
+	}
+	s.children++
+	id := "a" + strconv.Itoa(s.children)
+	if c := in.Counted; c != nil && c.AgentID != "" && c.AgentID != "main" && s.byID[c.AgentID] == nil {
+		id = c.AgentID // the studio's own export: its ids, as the engine gave them
+	}
+	if inv < 0 {
+		inv = s.invocations[name]
+		s.invocations[name]++
+	}
+	if !tc.started {
+		tc.started = true
+		s.emit(parent.info.ID, delegation.EventToolStarted, in.At, delegation.ToolStarted{ToolCallID: tc.call.ID, Name: tc.call.Name, Args: tc.call.Args})
+	}
+	s.emit(parent.info.ID, delegation.EventDelegationStarted, in.At, delegation.DelegationStarted{ToolCallID: tc.call.ID,
+		ChildID: id, SubagentType: name, Mode: mode, Description: tc.task.Description})
+	a := s.newAgent(delegation.AgentInfo{ID: id, Name: name, ParentID: parent.info.ID, Mode: mode,
+		TaskCallID: tc.call.ID, Invocation: inv}, parent, in)
+	tc.child = a
+	a.history = append(a.history, inherited...)
+	return a, inherited
 }
 
 // cachedPrefix is the tokens of a call's input an earlier call of the
