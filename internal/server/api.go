@@ -19,6 +19,7 @@ import (
 	"github.com/delegationstudio/studio/internal/otlp"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/trace"
+	"github.com/delegationstudio/studio/web/templates"
 )
 
 // SessionLine is a line of a sessions list as GET /api/sessions and
@@ -45,7 +46,7 @@ func SessionLines(list []db.Session, now time.Time) []SessionLine {
 	for _, x := range list {
 		out = append(out, SessionLine{ID: x.ID, Name: x.Name, Title: x.Title, Status: x.Status, Origin: x.Origin,
 			CreatedAt: x.CreatedAt, Agents: x.Agents, ModelCalls: x.ModelCalls, InputTokens: x.InputTokens,
-			URL: "/sessions/" + x.ID, LeaseLapsed: x.Lapsed(now)})
+			URL: templates.SessionURL(x.ID), LeaseLapsed: x.Lapsed(now)})
 	}
 	return out
 }
@@ -124,7 +125,7 @@ func (s *Server) apiStartSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, map[string]string{"id": id, "url": "/sessions/" + id})
+	return c.JSON(http.StatusCreated, map[string]string{"id": id, "url": templates.SessionURL(id)})
 }
 
 func download(c echo.Context, name string) {
@@ -233,5 +234,5 @@ func (s *Server) apiImport(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, map[string]any{"id": ids[0], "url": "/sessions/" + ids[0], "ids": ids})
+	return c.JSON(http.StatusCreated, map[string]any{"id": ids[0], "url": templates.SessionURL(ids[0]), "ids": ids})
 }

@@ -188,7 +188,7 @@ func (s *Server) startSession(c echo.Context) error {
 		v.Summary = summary("scenario", "#scenario-text", v.ScenarioErrs)
 		return render(c, http.StatusBadRequest, templates.SessionsPageView(v, s.now()))
 	}
-	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
+	return c.Redirect(http.StatusSeeOther, templates.SessionURL(id))
 }
 
 // start checks a scenario and starts it, against the chosen endpoint (by
@@ -256,7 +256,7 @@ func (s *Server) importTrace(c echo.Context) error {
 	if len(ids) > 1 {
 		return c.Redirect(http.StatusSeeOther, "/") // several traces: the list shows them all
 	}
-	return c.Redirect(http.StatusSeeOther, "/sessions/"+ids[0])
+	return c.Redirect(http.StatusSeeOther, templates.SessionURL(ids[0]))
 }
 
 // pageData reads a session for its pages: its page state and its store at
@@ -418,7 +418,7 @@ func (s *Server) stopSession(c echo.Context) error {
 			return err
 		}
 	}
-	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
+	return c.Redirect(http.StatusSeeOther, templates.SessionURL(id))
 }
 
 func (s *Server) signInPage(c echo.Context) error {

@@ -125,7 +125,7 @@ func (s *Server) teamRuns(ctx context.Context, id string) ([]templates.TeamRunRo
 			}
 		}
 	case "session":
-		src.Label, src.URL, src.SessionID = "the session it was cloned from", "/sessions/"+url.PathEscape(name), name
+		src.Label, src.URL, src.SessionID = "the session it was cloned from", templates.SessionURL(url.PathEscape(name)), name
 		if _, err := s.cfg.DB.Session(ctx, name); err != nil {
 			src.SessionID = "" // deleted since
 		}
@@ -579,7 +579,7 @@ func (s *Server) runTeam(c echo.Context) error {
 	if err := s.cfg.DB.CreateRun(ctx, &db.Run{Kind: db.RunTeam, TeamID: t.ID, Sessions: []db.RunSession{{Variant: "run", SessionID: id}}}); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, "/sessions/"+id)
+	return c.Redirect(http.StatusSeeOther, templates.SessionURL(id))
 }
 
 // skeleton is a script to fill in for a team that has none: the main

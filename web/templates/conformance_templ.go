@@ -195,7 +195,7 @@ func Conformance(a, b CompareSide, c session.Conformance) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var13 string
-				templ_7745c5c3_Var13, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(sessionURL(a.ID) + "/calls/" + d.A)).ResolveURL(ctx)
+				templ_7745c5c3_Var13, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(SessionURL(a.ID) + "/calls/" + d.A)).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `conformance.templ`, Line: 28, Col: 77}
 				}
@@ -221,7 +221,7 @@ func Conformance(a, b CompareSide, c session.Conformance) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var15 string
-				templ_7745c5c3_Var15, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(sessionURL(b.ID) + "/calls/" + d.B)).ResolveURL(ctx)
+				templ_7745c5c3_Var15, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(SessionURL(b.ID) + "/calls/" + d.B)).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `conformance.templ`, Line: 29, Col: 77}
 				}
@@ -388,7 +388,7 @@ func Conformance(a, b CompareSide, c session.Conformance) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var25 string
-				templ_7745c5c3_Var25, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(sessionURL(a.ID) + "/calls/" + r.ID)).ResolveURL(ctx)
+				templ_7745c5c3_Var25, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(SessionURL(a.ID) + "/calls/" + r.ID)).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `conformance.templ`, Line: 53, Col: 66}
 				}
@@ -485,7 +485,7 @@ func Conformance(a, b CompareSide, c session.Conformance) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var32 string
-				templ_7745c5c3_Var32, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(sessionURL(b.ID) + "/calls/" + r.ID)).ResolveURL(ctx)
+				templ_7745c5c3_Var32, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(SessionURL(b.ID) + "/calls/" + r.ID)).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `conformance.templ`, Line: 62, Col: 66}
 				}

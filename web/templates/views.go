@@ -487,15 +487,13 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 func boolText(b bool) string { return strconv.FormatBool(b) }
 
-func callURL(sessionID, callID string) string { return "/sessions/" + sessionID + "/calls/" + callID }
-
 // refusalURL opens the tool result that told the parent of a refusal, or
 // the parent's panel until it is in.
 func refusalURL(sessionID string, n view.PlacedNode) string {
 	if n.RefusalMessageID != "" {
-		return "/sessions/" + sessionID + "/messages/" + n.RefusalMessageID
+		return MessageURL(sessionID, n.RefusalMessageID)
 	}
-	return "/sessions/" + sessionID + "?agent=" + n.ParentID + "#delegation"
+	return AgentURL(sessionID, n.ParentID)
 }
 
 // signedInt is n with its sign: +12, -3, 0.
@@ -509,8 +507,7 @@ func signedInt(n int) string {
 	return "0"
 }
 
-func i64(n int64) string          { return strconv.FormatInt(n, 10) }
-func sessionURL(id string) string { return "/sessions/" + id }
+func i64(n int64) string { return strconv.FormatInt(n, 10) }
 
 // Thousands writes 12345 as 12,345.
 func Thousands(n int) string { return view.Thousands(n) }
