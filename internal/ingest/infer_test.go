@@ -82,7 +82,7 @@ func TestInferFromRequestsAlone(t *testing.T) {
 		t.Fatalf("the parent's last call went to %+v", last)
 	}
 	tr := r.trace(t)
-	lists := session.Lists(tr)
+	lists := trace.Lists(tr)
 	main := lists["main"]
 	if got := fmt.Sprintf("%s %s %s", main[2].Kind, main[3].Kind, deref(main[2].ToolCallID)); got != "receipt receipt "+iso.TaskCallID {
 		t.Errorf("receipts: %s", got)

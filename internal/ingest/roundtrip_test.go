@@ -55,7 +55,7 @@ func shape(t *trace.Trace) string {
 		}
 		fmt.Fprintf(&b, "agent %s parent=%s mode=%s status=%s\n", a.Name, parent, deref(a.Mode), a.Status)
 	}
-	lists := session.Lists(t)
+	lists := trace.Lists(t)
 	for _, a := range agents {
 		for _, m := range lists[a.ID] {
 			fmt.Fprintf(&b, "  %s: %s\n", a.Name, msg(m))

@@ -131,7 +131,7 @@ func checkDeepagents(t *testing.T, tr *trace.Trace) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("agents = %v, want %v", got, want)
 	}
-	lists := session.Lists(tr)
+	lists := trace.Lists(tr)
 	first := map[string]trace.ModelCall{}
 	var last trace.ModelCall
 	for _, c := range tr.ModelCalls {
@@ -144,7 +144,7 @@ func checkDeepagents(t *testing.T, tr *trace.Trace) {
 	}
 	t.Run("the isolated child sees only its task", func(t *testing.T) {
 		c := first["a1"]
-		ctx := session.ContextOf(lists, c)
+		ctx := trace.ContextOf(lists, c)
 		if fmt.Sprint(c.Context) != "[{a1 0 1}]" || len(ctx) != 1 || ctx[0].Content != gpTask || ctx[0].Kind != "task" {
 			t.Fatalf("first context %v = %+v", c.Context, ctx)
 		}
@@ -154,7 +154,7 @@ func checkDeepagents(t *testing.T, tr *trace.Trace) {
 	})
 	t.Run("the fork begins with the parent's history, then its task", func(t *testing.T) {
 		c := first["a2"]
-		ctx := session.ContextOf(lists, c)
+		ctx := trace.ContextOf(lists, c)
 		if got, want := fmt.Sprint(c.Context), "[{main 0 3} {a2 0 1}]"; got != want {
 			t.Fatalf("context = %s, want %s: the inherited prefix is a range of the parent's list", got, want)
 		}
@@ -173,7 +173,7 @@ func checkDeepagents(t *testing.T, tr *trace.Trace) {
 		}
 	})
 	t.Run("both receipts are in the parent's next context", func(t *testing.T) {
-		ctx := session.ContextOf(lists, last)
+		ctx := trace.ContextOf(lists, last)
 		if fmt.Sprint(last.Context) != "[{main 0 6}]" {
 			t.Fatalf("the main agent's last context = %v: successive calls share their prefix", last.Context)
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/delegationstudio/studio/internal/delegation"
-	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
 )
 
@@ -20,7 +19,7 @@ type view struct {
 }
 
 func newView(t *trace.Trace) *view {
-	return &view{t: t, lists: session.Lists(t)}
+	return &view{t: t, lists: trace.Lists(t)}
 }
 
 // agents returns the agents of that name, in the order they started.
@@ -65,7 +64,7 @@ func (v *view) firstCall(agentID string) (trace.ModelCall, error) {
 }
 
 // context is what a call received after its system prompt.
-func (v *view) context(c trace.ModelCall) []trace.Message { return session.ContextOf(v.lists, c) }
+func (v *view) context(c trace.ModelCall) []trace.Message { return trace.ContextOf(v.lists, c) }
 
 // list is an agent's own message list.
 func (v *view) list(agentID string) []trace.Message { return v.lists[agentID] }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/delegationstudio/studio/internal/proxy"
-	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/trace"
 )
 
 // bigDelta is a content piece of n bytes, as an SSE event's data.
@@ -48,7 +48,7 @@ func TestEventsOfAnySizeAreRelayedWholeAndRecorded(t *testing.T) {
 	if status != 200 || !bytes.Equal(got, sent.Bytes()) {
 		t.Fatalf("the caller got %d and %d bytes of the %d sent (equal: %v)", status, len(got), sent.Len(), bytes.Equal(got, sent.Bytes()))
 	}
-	out := session.Lists(h.store.all()[0].trace(t))["main"][1]
+	out := trace.Lists(h.store.all()[0].trace(t))["main"][1]
 	if want := strings.Repeat("a", size) + strings.Repeat("b", size); out.Content != want {
 		t.Errorf("the recorded answer has %d characters, want %d", len(out.Content), len(want))
 	}
@@ -114,7 +114,7 @@ func TestOnlyBigEventsGoOutAsTheyArrive(t *testing.T) {
 	if !bytes.Contains(rest, last) || !bytes.HasSuffix(rest, []byte("data: [DONE]\n\n")) {
 		t.Errorf("the rest of the stream: %d bytes, ends %q", len(rest), rest[max(0, len(rest)-40):])
 	}
-	out := session.Lists(h.store.all()[0].trace(t))["main"][1]
+	out := trace.Lists(h.store.all()[0].trace(t))["main"][1]
 	if want := strings.Repeat("x", size) + strings.Repeat("y", size); out.Content != want {
 		t.Errorf("the recorded answer has %d characters, want %d", len(out.Content), len(want))
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/trace"
 )
 
 // heldKey is the operator's key in the tests of what is held back of it.
@@ -39,7 +39,7 @@ func TestTheKeysStartGoesOutAtTheChannelsEnd(t *testing.T) {
 			if text != "Keys start with sk-he" || args != `{"k":"sk-held` {
 				t.Errorf("the caller got text %q, arguments %q; want them as sent", text, args)
 			}
-			out := session.Lists(h.store.all()[0].trace(t))["main"][1]
+			out := trace.Lists(h.store.all()[0].trace(t))["main"][1]
 			if out.Content != "Keys start with sk-he" || len(out.ToolCalls) != 1 {
 				t.Fatalf("recorded %q, tool calls %+v", out.Content, out.ToolCalls)
 			}
@@ -107,7 +107,7 @@ func TestTheKeysStartGoesOutAtTheBlocksEnd(t *testing.T) {
 	if blocks, _ := assemble(t, a.events); len(blocks) != 1 || blocks[0].(map[string]any)["text"] != "Keys start with sk-he" {
 		t.Errorf("the caller put together %v (events %s); want the text as sent", blocks, a.names())
 	}
-	if out := session.Lists(h.store.all()[0].trace(t))["main"][1]; out.Content != "Keys start with sk-he" {
+	if out := trace.Lists(h.store.all()[0].trace(t))["main"][1]; out.Content != "Keys start with sk-he" {
 		t.Errorf("recorded %q, want the text as sent", out.Content)
 	}
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/proxy"
-	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/tokens"
 	"github.com/delegationstudio/studio/internal/trace"
 )
@@ -327,7 +326,7 @@ func TestWholeAnswersRelayedAndRecorded(t *testing.T) {
 	if got := strings.Join(agents, " "); got != "main/main/- a1/researcher/isolated a2/forker/fork" {
 		t.Errorf("agents: %s", got)
 	}
-	lists := session.Lists(tr)
+	lists := trace.Lists(tr)
 	main := lists["main"]
 	if got := fmt.Sprintf("%d %s %s", len(main), main[2].Kind, main[3].Kind); got != "5 receipt receipt" {
 		t.Errorf("the main agent's list: %s (want its prompt, the answer with two calls, two receipts, the answer)", got)
@@ -446,7 +445,7 @@ func TestStreamRelayedChunkByChunk(t *testing.T) {
 		t.Errorf("the client read %q, %q, usage %+v", text.String(), args.String(), usage)
 	}
 	tr := s.trace(t)
-	out := session.Lists(tr)["main"][1]
+	out := trace.Lists(tr)["main"][1]
 	if out.Content != "Hello." || len(out.ToolCalls) != 1 || string(out.ToolCalls[0].Args) != `{"path":"/"}` || out.ToolCalls[0].ID != "call_1" {
 		t.Errorf("the recorded answer: %+v", out)
 	}
@@ -519,7 +518,7 @@ func TestPiecesAtHandGoTogetherNoneWaits(t *testing.T) {
 	}
 	for range got {
 	}
-	if out := session.Lists(h.store.all()[0].trace(t))["main"][1]; out.Content != "One two three." {
+	if out := trace.Lists(h.store.all()[0].trace(t))["main"][1]; out.Content != "One two three." {
 		t.Errorf("recorded %q", out.Content)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/proxy"
 	"github.com/delegationstudio/studio/internal/scenario"
-	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/trace"
 	"github.com/delegationstudio/studio/internal/view"
 )
 
@@ -92,7 +92,7 @@ func TestSeveralSessionsAtOnce(t *testing.T) {
 		tr := s.trace(t)
 		var parts []string
 		for _, a := range tr.Agents {
-			parts = append(parts, fmt.Sprintf("%s:%d", a.Name, len(session.Lists(tr)[a.ID])))
+			parts = append(parts, fmt.Sprintf("%s:%d", a.Name, len(trace.Lists(tr)[a.ID])))
 		}
 		return s.name + " = " + strings.Join(parts, " ")
 	}
@@ -161,7 +161,7 @@ func TestTaskToolIsConfigurable(t *testing.T) {
 			tr := s.trace(t)
 			var parts []string
 			for _, a := range tr.Agents {
-				parts = append(parts, fmt.Sprintf("%s:%d", a.Name, len(session.Lists(tr)[a.ID])))
+				parts = append(parts, fmt.Sprintf("%s:%d", a.Name, len(trace.Lists(tr)[a.ID])))
 			}
 			got = append(got, s.name+" = "+strings.Join(parts, " "))
 		}

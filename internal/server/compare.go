@@ -11,13 +11,13 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/sergi/go-diff/diffmatchpatch"
 
+	"github.com/delegationstudio/studio/internal/conformance"
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/i18n"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/present"
 	"github.com/delegationstudio/studio/internal/scenario"
-	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
 	"github.com/delegationstudio/studio/internal/view"
 	"github.com/delegationstudio/studio/web/templates"
@@ -101,12 +101,12 @@ func (s *Server) compareBody(ctx context.Context, a, b string) (templates.Compar
 const maxConformanceCalls = 2000
 
 // conformance is compare's call-by-call view of what the two sessions'
-// calls received (session.Compare), for sessions of at most
+// calls received (conformance.Compare), for sessions of at most
 // maxConformanceCalls calls each.
-func (s *Server) conformance(ctx context.Context, ids [2]string, sides [2]templates.CompareSide) (session.Conformance, error) {
+func (s *Server) conformance(ctx context.Context, ids [2]string, sides [2]templates.CompareSide) (conformance.Report, error) {
 	for _, side := range sides {
 		if side.Calls > maxConformanceCalls {
-			return session.Conformance{Skipped: fmt.Sprintf("%s made %d model calls: compare sets what each call received side by side "+
+			return conformance.Report{Skipped: fmt.Sprintf("%s made %d model calls: compare sets what each call received side by side "+
 				"for sessions of at most %d.", side.Name, side.Calls, maxConformanceCalls)}, nil
 		}
 	}
@@ -114,11 +114,11 @@ func (s *Server) conformance(ctx context.Context, ids [2]string, sides [2]templa
 	for i, id := range ids {
 		t, err := s.cfg.DB.Trace(ctx, id)
 		if err != nil {
-			return session.Conformance{}, err
+			return conformance.Report{}, err
 		}
 		traces[i] = t
 	}
-	return session.Compare(traces[0], traces[1]), nil
+	return conformance.Compare(traces[0], traces[1]), nil
 }
 
 // compareFiles is how many of each side's files a comparison reads, in

@@ -6,7 +6,6 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
-	"github.com/delegationstudio/studio/internal/trace"
 	"github.com/delegationstudio/studio/internal/view"
 )
 
@@ -71,28 +70,4 @@ func (r *Runner) View(ctx context.Context, id string) (*view.State, db.PageReade
 		}
 	}
 	return st, rd, nil
-}
-
-// ContextOf resolves a call's context against lists made once by Lists, for
-// a view that resolves many calls.
-func ContextOf(lists map[string][]trace.Message, call trace.ModelCall) []trace.Message {
-	var out []trace.Message
-	for _, r := range call.Context {
-		list := lists[r.AgentID]
-		if r.From < 0 || r.To > len(list) || r.From > r.To {
-			continue // a trace from Parse never has one; a view must not panic on it
-		}
-		out = append(out, list[r.From:r.To]...)
-	}
-	return out
-}
-
-// Lists returns each agent's message list: its messages in the order they
-// were added.
-func Lists(t *trace.Trace) map[string][]trace.Message {
-	lists := map[string][]trace.Message{}
-	for _, m := range t.Messages {
-		lists[m.AgentID] = append(lists[m.AgentID], m)
-	}
-	return lists
 }

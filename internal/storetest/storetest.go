@@ -679,7 +679,7 @@ func testPageRows(t *testing.T, s server.Store) {
 	if rd.Session().ID != "s" || rd.Session().LastSeq != int64(len(tr.Events)) {
 		t.Fatalf("session %+v", rd.Session())
 	}
-	lists := session.Lists(tr)
+	lists := trace.Lists(tr)
 	main := lists["main"]
 	t.Run("messages by place and by id", func(t *testing.T) {
 		got, err := rd.Messages(ctx, "main", 1, 4)

@@ -118,7 +118,7 @@ func TestForkContext(t *testing.T) {
 			call = c
 		}
 	}
-	msgs := session.ContextOf(session.Lists(tr), call)
+	msgs := trace.ContextOf(trace.Lists(tr), call)
 	// The parent's prompt, its write call and result, then the fork's opening.
 	if len(msgs) != 4 || msgs[0].Kind != "prompt" || msgs[3].Kind != "fork_preamble" {
 		b, _ := json.Marshal(msgs)

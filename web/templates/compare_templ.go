@@ -13,7 +13,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/delegationstudio/studio/internal/session"
+	"github.com/delegationstudio/studio/internal/conformance"
 	"github.com/delegationstudio/studio/internal/view"
 )
 
@@ -111,7 +111,7 @@ type CompareBody struct {
 	FilesMore bool
 	// Received is where what the two sessions' calls received differs,
 	// call by call (conformance.templ).
-	Received     session.Conformance
+	Received     conformance.Report
 	Live         bool
 	FragmentURL  string
 	LiveSessions string

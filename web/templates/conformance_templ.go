@@ -9,13 +9,13 @@ package templates
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-import "github.com/delegationstudio/studio/internal/session"
+import "github.com/delegationstudio/studio/internal/conformance"
 
 // Conformance is the compare page's call-by-call view of what each model
 // call received in the two sessions: the same scenario run by our engine
 // and by a real framework through the recording endpoint shows here where
 // the two differ.
-func Conformance(a, b CompareSide, c session.Conformance) templ.Component {
+func Conformance(a, b CompareSide, c conformance.Report) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

@@ -1,4 +1,6 @@
-package session
+// Package conformance says where two sessions' model calls received
+// different things.
+package conformance
 
 import (
 	"encoding/json"
@@ -11,12 +13,12 @@ import (
 	"github.com/delegationstudio/studio/internal/view"
 )
 
-// Conformance says, call by call, where what two sessions' model calls
+// Report says, call by call, where what two sessions' model calls
 // received differs: the same scenario run by our engine and by a real
 // framework through the recording endpoint (the conformance view), or any
 // two runs. Agents are matched by name and invocation (the n-th start of a
 // subagent type), calls by their place in their agent's run.
-type Conformance struct {
+type Report struct {
 	Calls []CallDiff // the matched calls: agent by agent in the first session's order, each agent's in its order
 	// OnlyA and OnlyB are the calls one session made and the other did not.
 	OnlyA, OnlyB []CallRef
@@ -57,10 +59,10 @@ const excerptLen = 240
 // Compare finds where what a's and b's calls received differs. Tool-call
 // ids are not compared: each side makes its own. A tool's definition is
 // compared by its size (the trace keeps the tokens, not the text).
-func Compare(a, b *trace.Trace) Conformance {
+func Compare(a, b *trace.Trace) Report {
 	ca, cb := callsByAgent(a), callsByAgent(b)
-	la, lb := Lists(a), Lists(b)
-	var out Conformance
+	la, lb := trace.Lists(a), trace.Lists(b)
+	var out Report
 	seen := map[Difference]bool{}
 	matched := map[string]bool{}
 	for _, ref := range ca.order {
@@ -72,7 +74,7 @@ func Compare(a, b *trace.Trace) Conformance {
 		}
 		matched[y.ID] = true
 		d := CallDiff{Agent: ref.label, Index: ref.index, A: x.ID, B: y.ID, TokensA: x.InputTokens, TokensB: y.InputTokens}
-		for _, diff := range callDifferences(x, y, ContextOf(la, x), ContextOf(lb, y)) {
+		for _, diff := range callDifferences(x, y, trace.ContextOf(la, x), trace.ContextOf(lb, y)) {
 			if seen[diff] {
 				d.Repeated++
 			} else {

@@ -1,4 +1,4 @@
-package session_test
+package conformance_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/delegationstudio/studio/internal/conformance"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/scenario"
 	"github.com/delegationstudio/studio/internal/session"
@@ -53,7 +54,7 @@ func TestCompareListsWhatEachCallReceivedDifferently(t *testing.T) {
 	other := strings.Replace(doc, "You are a careful assistant.", "You are a hasty assistant.", 1)
 	other = strings.Replace(other, "Customer desk.", "Help desk.", 1)
 	b := runTrace(t, other)
-	c := session.Compare(a, b)
+	c := conformance.Compare(a, b)
 	if len(c.OnlyA)+len(c.OnlyB) != 0 || len(c.Calls) != len(a.ModelCalls) {
 		t.Fatalf("every call should be matched: %+v", c)
 	}
@@ -84,7 +85,7 @@ func TestCompareListsWhatEachCallReceivedDifferently(t *testing.T) {
 	if !strings.Contains(msg.A, "Customer desk.") || !strings.Contains(msg.B, "Help desk.") {
 		t.Errorf("the difference quotes %q and %q", msg.A, msg.B)
 	}
-	if same := session.Compare(a, a); same.Same != len(a.ModelCalls) {
+	if same := conformance.Compare(a, a); same.Same != len(a.ModelCalls) {
 		t.Errorf("a session compared with itself: %+v", same)
 	}
 }
