@@ -362,7 +362,7 @@ func TestReceivedTraceEnds(t *testing.T) {
 			s.otlp("application/x-protobuf", "", r, "")
 		}
 		id := s.onlySession().ID
-		s.srv.receiver.sweep(time.Now().Add(time.Hour + time.Second))
+		s.srv.receiver.Sweep(time.Now().Add(time.Hour + time.Second))
 		s.waitDone(id)
 		sess, _ := s.db.Session(context.Background(), id)
 		if sess.Status != delegation.StatusInterrupted || !strings.Contains(sess.Error, "no span of this trace arrived for 1h0m0s") {
@@ -401,7 +401,7 @@ func TestReceivedTraceEnds(t *testing.T) {
 		if sess, _ := s.db.Session(context.Background(), id); sess.Status != delegation.StatusRunning {
 			t.Fatalf("the root is in but a parent is missing: still waiting, not %s", sess.Status)
 		}
-		s.srv.receiver.sweep(time.Now().Add(time.Hour + time.Second))
+		s.srv.receiver.Sweep(time.Now().Add(time.Hour + time.Second))
 		s.waitDone(id)
 		sess, _ := s.db.Session(context.Background(), id)
 		_, page := s.get("/sessions/" + id)
