@@ -73,8 +73,8 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 	}
 	r := &Receiver{cfg: cfg}
 	r.set = NewSet[*liveTrace](Config{Store: cfg.Store, Now: cfg.Now, Logger: cfg.Logger, Max: cfg.MaxTraces, Full: r.full,
-		Stopped: Ending{delegation.StatusInterrupted, "stopped in the studio before the trace ended"},
-		Closed:  Ending{delegation.StatusInterrupted, cfg.Closed}})
+		Stopped: Ending{delegation.StatusInterrupted, "stopped in the studio before the trace ended", delegation.StopUser},
+		Closed:  Ending{delegation.StatusInterrupted, cfg.Closed, delegation.StopShutdown}})
 	return r
 }
 
@@ -82,7 +82,7 @@ func NewReceiver(cfg ReceiverConfig) *Receiver {
 func (r *Receiver) full(traceID, id string, open int, quiet time.Duration) Ending {
 	r.cfg.Logger.Warn("too many traces open at once; the quietest one is ended to make room",
 		"trace", traceID, "session", id, "open", open, "quiet_for", quiet)
-	return Ending{delegation.StatusInterrupted, fmt.Sprintf("the studio was receiving %d traces at once, the most it holds open (serve --otlp-max-traces); "+
+	return Ending{Status: delegation.StatusInterrupted, Reason: fmt.Sprintf("the studio was receiving %d traces at once, the most it holds open (serve --otlp-max-traces); "+
 		"this one had been quiet longest (no span for %s), so it was ended to make room; its later spans start a session of their own", open, quiet)}
 }
 
@@ -141,8 +141,8 @@ func (lt *liveTrace) Due(now time.Time, idle time.Duration) (Ending, bool) {
 	case !lt.rootSeen.IsZero() && now.Sub(lt.rootSeen) >= lt.r.cfg.Grace:
 		return Ending{}, true
 	case idle >= lt.r.cfg.Quiet:
-		return Ending{delegation.StatusInterrupted,
-			fmt.Sprintf("no span of this trace arrived for %s: the program stopped, or lost its exporter, before its root span ended", lt.r.cfg.Quiet)}, true
+		return Ending{Status: delegation.StatusInterrupted,
+			Reason: fmt.Sprintf("no span of this trace arrived for %s: the program stopped, or lost its exporter, before its root span ended", lt.r.cfg.Quiet)}, true
 	}
 	return Ending{}, false
 }
@@ -153,6 +153,9 @@ func (lt *liveTrace) Close(e Ending) {
 	at := time.Time{}
 	if e.Status != "" {
 		at = lt.r.cfg.Now()
+	}
+	if e.StoppedBy != "" {
+		lt.tr.Session().StopBy(e.StoppedBy)
 	}
 	lt.tr.Close(e.Status, e.Reason, at)
 }

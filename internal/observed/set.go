@@ -37,8 +37,10 @@ type Store interface {
 }
 
 // Ending is how a session ends: a status ("" lets what was observed
-// decide, as a trace's root span does) and why.
-type Ending struct{ Status, Reason string }
+// decide, as a trace's root span does) and why: a reason, and when it was
+// stopped from outside, a delegation.Stop* code the edge words (the reason
+// stays, for what reads the text).
+type Ending struct{ Status, Reason, StoppedBy string }
 
 // Observed is what a session records into, kept by the set's user.
 type Observed interface {

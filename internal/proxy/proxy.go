@@ -126,8 +126,8 @@ func New(cfg Config) *Proxy {
 	// Stopping one in the studio ends it, interrupted; the request in
 	// flight is answered, and recorded no more.
 	p.sessions = observed.NewSet[*liveSession](observed.Config{Store: cfg.Store, Now: cfg.Now, Logger: cfg.Logger,
-		Stopped: observed.Ending{Status: delegation.StatusInterrupted, Reason: "stopped in the studio"},
-		Closed:  observed.Ending{Status: delegation.StatusInterrupted, Reason: "the studio stopped"}})
+		Stopped: observed.Ending{Status: delegation.StatusInterrupted, Reason: "stopped in the studio", StoppedBy: delegation.StopUser},
+		Closed:  observed.Ending{Status: delegation.StatusInterrupted, Reason: "the studio stopped", StoppedBy: delegation.StopShutdown}})
 	p.stopping, p.stop = context.WithCancel(context.Background())
 	return p
 }
@@ -415,6 +415,9 @@ func clientName(ua string) string {
 
 // Close records how the session ended.
 func (ls *liveSession) Close(e observed.Ending) {
+	if e.StoppedBy != "" {
+		ls.s.StopBy(e.StoppedBy)
+	}
 	ls.s.Finish(e.Status, e.Reason, nil, time.Time{})
 	if f, ok := ls.p.cfg.Upstream.(interface{ Forget(sessionID string) }); ok {
 		f.Forget(ls.id)

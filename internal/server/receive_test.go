@@ -423,6 +423,10 @@ func TestReceivedTraceEnds(t *testing.T) {
 		if sess.Status != delegation.StatusInterrupted {
 			t.Fatalf("%s", sess.Status)
 		}
+		// It carries why as a code, which the page words.
+		if _, page := s.get("/sessions/" + id); !strings.Contains(page.Find(`[data-testid="session-error"]`).Text(), "the studio was stopping") {
+			t.Errorf("the page says %q", page.Find(`[data-testid="session-error"]`).Text())
+		}
 		if res, _ := s.otlp("application/x-protobuf", "", reqs[10], ""); res.StatusCode != 503 {
 			t.Errorf("after shutdown: %d", res.StatusCode)
 		}
