@@ -181,6 +181,7 @@ type Session struct {
 	started      bool
 	initialFiles map[string]string // what session.started says (BeginWith)
 	finished     bool
+	stoppedBy    string   // why it is stopped from outside (StopBy)
 	agents       []*agent // in the order they started
 	byID         map[string]*agent
 	byKey        map[string]*agent
@@ -1048,7 +1049,7 @@ func (s *Session) finishAgent(a *agent, failed bool, reason string, at time.Time
 		fin.Receipt = a.exported.Receipt
 	}
 	if failed {
-		fin.Status, fin.Error = delegation.StatusFailed, orDefault(reason, "the agent ended with an error")
+		fin.Status, fin.Error, fin.StoppedBy = delegation.StatusFailed, orDefault(reason, "the agent ended with an error"), s.stoppedBy
 	}
 	s.emit(a.info.ID, delegation.EventAgentFinished, at, fin)
 }
@@ -1172,6 +1173,16 @@ func (s *Session) Started() bool {
 	return s.started
 }
 
+// StopBy says that the session is being stopped from outside, as a
+// delegation.Stop* code: Finish carries it beside its reason, on
+// session.finished and on each agent.finished and model.finished it writes,
+// for the edge to word.
+func (s *Session) StopBy(code string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stoppedBy = code
+}
+
 // Finish ends the session: every agent still running ends (children first),
 // the main agent's files become files (when given), and session.finished
 // says how it ended. Finishing twice does nothing.
@@ -1188,7 +1199,7 @@ func (s *Session) Finish(status, reason string, files map[string]string, at time
 		if a.open != nil {
 			a.open.done = true
 			s.emit(a.info.ID, delegation.EventModelFinished, at, delegation.ModelFinished{ModelCallID: a.open.call.ID,
-				Error: orDefault(reason, "the call never ended")})
+				Error: orDefault(reason, "the call never ended"), StoppedBy: s.stoppedBy})
 			a.open = nil
 		}
 		if a != s.main {
@@ -1212,7 +1223,7 @@ func (s *Session) Finish(status, reason string, files map[string]string, at time
 		answer = receiptText(s.main)
 		fin := delegation.AgentFinished{Status: delegation.StatusDone, Steps: s.main.steps(), Receipt: answer}
 		if failed {
-			fin.Status, fin.Error = delegation.StatusFailed, orDefault(reason, "the session did not end well")
+			fin.Status, fin.Error, fin.StoppedBy = delegation.StatusFailed, orDefault(reason, "the session did not end well"), s.stoppedBy
 		}
 		s.main.finished = true
 		s.emit("main", delegation.EventAgentFinished, at, fin)
@@ -1222,5 +1233,6 @@ func (s *Session) Finish(status, reason string, files map[string]string, at time
 		mainFiles = s.main.files
 	}
 	s.finished = true
-	s.emit("", delegation.EventSessionFinished, at, delegation.SessionFinished{Status: status, Error: reason, Answer: answer, Files: mainFiles})
+	s.emit("", delegation.EventSessionFinished, at, delegation.SessionFinished{Status: status, Error: reason, Answer: answer, Files: mainFiles,
+		StoppedBy: s.stoppedBy})
 }

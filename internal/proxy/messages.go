@@ -175,7 +175,7 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	defer context.AfterFunc(p.stopping, func() { cancel(errStopped) })()
 	out := &MessagesReply{r: newReply(w, turn, p.cfg.Now, req.Stream)}
-	x := &Exchange{Request: req, Body: body, Header: r.Header, Agent: turn.Agent(), SessionID: ls.id, Turn: turn, Timeout: p.cfg.Timeout}
+	x := &Exchange{Request: req, Body: body, Header: r.Header, Agent: turn.Agent(), SessionID: ls.ID, Turn: turn, Timeout: p.cfg.Timeout}
 	up.Messages(ctx, x, m, out)
 	out.close(ctx)
 }

@@ -20,11 +20,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/ingest"
+	"github.com/delegationstudio/studio/internal/observed"
 	"github.com/delegationstudio/studio/internal/scenario"
 )
 
@@ -48,20 +50,12 @@ const (
 	maxKey = 200
 )
 
-// Store creates the sessions the endpoint records.
-type Store interface {
-	// Open creates a session, recorded as it goes; stop is called when
-	// someone stops it in the studio.
-	Open(ctx context.Context, name string, origin *delegation.Origin, stop func()) (Recording, error)
-}
+// Store creates the sessions the endpoint records: the observed
+// sessions' (internal/observed), which open, sweep and end them.
+type Store = observed.Store
 
 // Recording is a session being recorded.
-type Recording struct {
-	ID   string
-	Sink delegation.Sink
-	// Done is called once the session has ended, after its last event.
-	Done func() error
-}
+type Recording = observed.Recording
 
 // Config is what the endpoint needs.
 type Config struct {
@@ -89,23 +83,24 @@ type Proxy struct {
 	stopping context.Context
 	stop     context.CancelFunc
 
-	mu       sync.Mutex
-	sessions []*liveSession // open ones, oldest first
-	closed   bool
+	// sessions are the open sessions, oldest first, each under its
+	// SessionHeader value ("" when grouped by content); its lock is the
+	// endpoint's, where a request chooses its session and starts there.
+	sessions *observed.Set[*liveSession]
 	wg       sync.WaitGroup // requests in flight
 }
 
-// liveSession is a session being recorded.
+// liveSession is what a session being recorded records into.
 type liveSession struct {
+	p      *Proxy
 	id     string
-	key    string // its SessionHeader value, "" when grouped by content
 	s      *ingest.Session
-	rec    Recording
-	last   time.Time // the proxy's clock: when a request last came or ended
-	began  time.Time // when a request last came: which session is the latest
-	flight int       // requests in flight
-	ended  bool
+	began  time.Time    // when a request last came: which session is the latest (under the set's lock)
+	flight atomic.Int32 // requests in flight
 }
+
+// session is an open session of the endpoint.
+type session = observed.Session[*liveSession]
 
 // New makes the endpoint. Run sweeps its sessions; Close ends them.
 func New(cfg Config) *Proxy {
@@ -128,6 +123,11 @@ func New(cfg Config) *Proxy {
 		cfg.TaskTool = delegation.TaskToolName
 	}
 	p := &Proxy{cfg: cfg, counts: newCounts(cfg.Counter)}
+	// Stopping one in the studio ends it, interrupted; the request in
+	// flight is answered, and recorded no more.
+	p.sessions = observed.NewSet[*liveSession](observed.Config{Store: cfg.Store, Now: cfg.Now, Logger: cfg.Logger,
+		Stopped: observed.Ending{Status: delegation.StatusInterrupted, Reason: "stopped in the studio", StoppedBy: delegation.StopUser},
+		Closed:  observed.Ending{Status: delegation.StatusInterrupted, Reason: "the studio stopped", StoppedBy: delegation.StopShutdown}})
 	p.stopping, p.stop = context.WithCancel(context.Background())
 	return p
 }
@@ -186,7 +186,7 @@ func (p *Proxy) ServeChat(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	defer context.AfterFunc(p.stopping, func() { cancel(errStopped) })()
 	out := newReply(w, turn, p.cfg.Now, req.Stream)
-	x := &Exchange{Request: req, Body: body, Header: r.Header, Agent: turn.Agent(), SessionID: ls.id, Turn: turn, Timeout: p.cfg.Timeout}
+	x := &Exchange{Request: req, Body: body, Header: r.Header, Agent: turn.Agent(), SessionID: ls.ID, Turn: turn, Timeout: p.cfg.Timeout}
 	p.cfg.Upstream.Chat(ctx, x, out)
 	out.close(ctx)
 }
@@ -266,37 +266,45 @@ func sessionKey(v string) (string, *Error) {
 // that a huge request holds it no longer than a small one.
 // A request that opens a session names its provider by its route
 // (provider): the API the client spoke.
-func (p *Proxy) start(ctx context.Context, key string, req *Request, agent, provider string) (*liveSession, *ingest.Turn, *Error) {
+func (p *Proxy) start(ctx context.Context, key string, req *Request, agent, provider string) (*session, *ingest.Turn, *Error) {
 	now := p.cfg.Now()
 	in := req.Call(now)
 	defer p.counts.warm(in)()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	var ls *session
+	var turn *ingest.Turn
+	var serr *Error
+	err := p.sessions.Do(context.WithoutCancel(ctx), func(l observed.Locked[*liveSession]) error {
+		ls = p.choose(l, key, req, in)
+		if ls == nil {
+			var err error
+			if ls, err = p.open(l, key, req, agent, provider); err != nil {
+				p.cfg.Logger.Error("open a recorded session", "err", err)
+				serr = &Error{Status: http.StatusServiceUnavailable, Code: "store_unavailable",
+					Message: "The studio could not store this session: " + err.Error()}
+				return nil
+			}
+		}
+		turn = ls.Obs.s.StartCall(in)
+		ls.Obs.flight.Add(1)
+		ls.Obs.began = now
+		ls.Touch(now)
+		p.wg.Add(1)
+		return nil
+	})
+	if err != nil {
 		return nil, nil, errClosing
 	}
-	ls := p.choose(key, req, in)
-	if ls == nil {
-		var err error
-		if ls, err = p.open(ctx, key, req, agent, provider); err != nil {
-			p.cfg.Logger.Error("open a recorded session", "err", err)
-			return nil, nil, &Error{Status: http.StatusServiceUnavailable, Code: "store_unavailable",
-				Message: "The studio could not store this session: " + err.Error()}
-		}
+	if serr != nil {
+		return nil, nil, serr
 	}
-	turn := ls.s.StartCall(in)
-	ls.flight++
-	ls.last, ls.began = now, now
-	p.wg.Add(1)
 	return ls, turn, nil
 }
 
-// end is called when a request is answered.
-func (p *Proxy) end(ls *liveSession) {
-	p.mu.Lock()
-	ls.flight--
-	ls.last = p.cfg.Now()
-	p.mu.Unlock()
+// end is called when a request is answered: the session is touched before
+// the request leaves the flight, so a sweep never sees neither.
+func (p *Proxy) end(ls *session) {
+	ls.Touch(p.cfg.Now())
+	ls.Obs.flight.Add(-1)
 	p.wg.Done()
 }
 
@@ -312,26 +320,22 @@ func (p *Proxy) end(ls *liveSession) {
 //  4. anything else belongs to the session with the same first prompt,
 //     else to the one most recently active, where it is shown on an agent
 //     of its own, flagged (unattached), when nothing there explains it.
-func (p *Proxy) choose(key string, req *Request, in ingest.CallInput) *liveSession {
+func (p *Proxy) choose(l observed.Locked[*liveSession], key string, req *Request, in ingest.CallInput) *session {
 	if key != "" {
-		for _, ls := range p.sessions {
-			if ls.key == key && !ls.ended {
-				return ls
-			}
-		}
-		return nil
+		return l.Find(key)
 	}
-	var best *liveSession
+	open := l.All()
+	var best *session
 	bestShared := -1
-	for _, ls := range p.sessions {
-		if ls.key != "" || ls.ended {
+	for _, ls := range open {
+		if ls.Key != "" || ls.Ended() {
 			continue
 		}
-		pl := ls.s.Place(in)
+		pl := ls.Obs.s.Place(in)
 		if pl.Weak() || pl.Unattached || pl.Main {
 			continue
 		}
-		if pl.Shared > bestShared || (pl.Shared == bestShared && ls.began.After(best.began)) {
+		if pl.Shared > bestShared || (pl.Shared == bestShared && ls.Obs.began.After(best.Obs.began)) {
 			best, bestShared = ls, pl.Shared
 		}
 	}
@@ -339,41 +343,36 @@ func (p *Proxy) choose(key string, req *Request, in ingest.CallInput) *liveSessi
 		return best
 	}
 	prompt := req.Prompt()
-	for i := len(p.sessions) - 1; i >= 0; i-- {
-		if ls := p.sessions[i]; ls.key == "" && !ls.ended && prompt != "" && ls.s.Prompt() == prompt {
+	for i := len(open) - 1; i >= 0; i-- {
+		if ls := open[i]; ls.Key == "" && !ls.Ended() && prompt != "" && ls.Obs.s.Prompt() == prompt {
 			return ls
 		}
 	}
-	for _, ls := range p.sessions {
-		if ls.key == "" && !ls.ended && (best == nil || ls.began.After(best.began)) {
+	for _, ls := range open {
+		if ls.Key == "" && !ls.Ended() && (best == nil || ls.Obs.began.After(best.Obs.began)) {
 			best = ls
 		}
 	}
 	return best
 }
 
-// open starts recording a new session. p.mu is held.
-func (p *Proxy) open(ctx context.Context, key string, req *Request, agent, provider string) (*liveSession, error) {
+// open starts recording a new session, under the set's lock.
+func (p *Proxy) open(l observed.Locked[*liveSession], key string, req *Request, agent, provider string) (*session, error) {
 	name := key
 	if name == "" {
 		name = sessionName(req.Prompt())
 	}
 	origin := &delegation.Origin{Kind: delegation.OriginProxy, Service: clientName(agent), Upstream: p.cfg.Upstream.String(),
 		Provider: provider}
-	ls := &liveSession{key: key}
-	// Stopping it in the studio ends it, interrupted; the request in
-	// flight is answered, and recorded no more.
-	stop := func() { go p.finish(ls, delegation.StatusInterrupted, "stopped in the studio") }
-	rec, err := p.cfg.Store.Open(context.WithoutCancel(ctx), name, origin, stop)
+	ls, err := l.Open(key, name, origin, func(rec Recording) *liveSession {
+		return &liveSession{p: p, id: rec.ID, s: ingest.New(ingest.Config{SessionID: rec.ID, Name: name, Tokenizer: p.cfg.Tokenizer,
+			Counter: p.counter(), Sink: rec.Sink, TaskTool: p.cfg.TaskTool, Origin: origin, Modes: modesOf(p.cfg.Upstream), Prices: p.cfg.Prices})}
+	})
 	if err != nil {
 		return nil, err
 	}
-	ls.id, ls.rec = rec.ID, rec
-	ls.s = ingest.New(ingest.Config{SessionID: rec.ID, Name: name, Tokenizer: p.cfg.Tokenizer, Counter: p.counter(),
-		Sink: rec.Sink, TaskTool: p.cfg.TaskTool, Origin: origin, Modes: modesOf(p.cfg.Upstream), Prices: p.cfg.Prices})
-	p.sessions = append(p.sessions, ls)
 	// The name is the program's prompt: it stays out of the logs.
-	p.cfg.Logger.Info("recording a session", "session", ls.id, "client", origin.Service)
+	p.cfg.Logger.Info("recording a session", "session", ls.ID, "client", origin.Service)
 	return ls, nil
 }
 
@@ -414,92 +413,55 @@ func clientName(ua string) string {
 	return strings.TrimSpace(ua)
 }
 
-// finish ends a session's recording.
-func (p *Proxy) finish(ls *liveSession, status, reason string) {
-	p.mu.Lock()
-	if ls.ended {
-		p.mu.Unlock()
-		return
+// Close records how the session ended.
+func (ls *liveSession) Close(e observed.Ending) {
+	if e.StoppedBy != "" {
+		ls.s.StopBy(e.StoppedBy)
 	}
-	ls.ended = true
-	for i, x := range p.sessions {
-		if x == ls {
-			p.sessions = append(p.sessions[:i], p.sessions[i+1:]...)
-			break
-		}
-	}
-	p.mu.Unlock()
-	ls.s.Finish(status, reason, nil, time.Time{})
-	if f, ok := p.cfg.Upstream.(interface{ Forget(sessionID string) }); ok {
+	ls.s.Finish(e.Status, e.Reason, nil, time.Time{})
+	if f, ok := ls.p.cfg.Upstream.(interface{ Forget(sessionID string) }); ok {
 		f.Forget(ls.id)
-	}
-	if err := ls.rec.Done(); err != nil {
-		p.cfg.Logger.Error("recording a session", "session", ls.id, "err", err)
 	}
 }
 
-// Sweep ends the sessions whose time is up: done when the main agent has
-// answered and nothing came for DoneAfter; interrupted, or failed when the
-// main agent's last call failed, when nothing came for Quiet.
-func (p *Proxy) Sweep(now time.Time) {
-	type ending struct {
-		ls             *liveSession
-		status, reason string
+// Due: a session ends done when the main agent has answered and nothing
+// came for DoneAfter; interrupted, or failed when the main agent's last
+// call failed, when nothing came for Quiet. One with a request in flight
+// or a call open goes on.
+func (ls *liveSession) Due(_ time.Time, idle time.Duration) (observed.Ending, bool) {
+	if ls.flight.Load() > 0 {
+		return observed.Ending{}, false
 	}
-	var due []ending
-	p.mu.Lock()
-	for _, ls := range p.sessions {
-		if ls.flight > 0 {
-			continue
-		}
-		idle := now.Sub(ls.last)
-		act := ls.s.Activity()
-		switch {
-		case act.Open > 0:
-		case act.MainAnswered && idle >= p.cfg.DoneAfter:
-			due = append(due, ending{ls, delegation.StatusDone, ""})
-		case idle >= p.cfg.Quiet && act.MainFailed != "":
-			due = append(due, ending{ls, delegation.StatusFailed, "the main agent's last model call failed: " + act.MainFailed})
-		case idle >= p.cfg.Quiet:
-			due = append(due, ending{ls, delegation.StatusInterrupted,
-				"no request came for " + p.cfg.Quiet.String() + ": the program stopped before its main agent gave its answer"})
-		}
+	cfg := ls.p.cfg
+	act := ls.s.Activity()
+	switch {
+	case act.Open > 0:
+	case act.MainAnswered && idle >= cfg.DoneAfter:
+		return observed.Ending{Status: delegation.StatusDone}, true
+	case idle >= cfg.Quiet && act.MainFailed != "":
+		return observed.Ending{Status: delegation.StatusFailed, Reason: "the main agent's last model call failed: " + act.MainFailed}, true
+	case idle >= cfg.Quiet:
+		return observed.Ending{Status: delegation.StatusInterrupted,
+			Reason: "no request came for " + cfg.Quiet.String() + ": the program stopped before its main agent gave its answer"}, true
 	}
-	p.mu.Unlock()
-	for _, d := range due {
-		p.finish(d.ls, d.status, d.reason)
-	}
+	return observed.Ending{}, false
 }
+
+// Sweep ends the sessions whose time is up at now (liveSession.Due).
+func (p *Proxy) Sweep(now time.Time) { p.sessions.Sweep(now) }
 
 // Run sweeps now and then until ctx ends.
 func (p *Proxy) Run(ctx context.Context) {
-	every := max(min(p.cfg.DoneAfter, p.cfg.Quiet)/4, 20*time.Millisecond)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			p.Sweep(p.cfg.Now())
-		}
-	}
+	p.sessions.Run(ctx, max(min(p.cfg.DoneAfter, p.cfg.Quiet)/4, 20*time.Millisecond))
 }
 
 // Close takes no more requests, waits for those in flight (their context
 // ends when the server's does), and ends every open session, interrupted.
 func (p *Proxy) Close() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
+	p.sessions.Refuse()
 	p.stop()
 	p.wg.Wait()
-	p.mu.Lock()
-	open := append([]*liveSession(nil), p.sessions...)
-	p.mu.Unlock()
-	for _, ls := range open {
-		p.finish(ls, delegation.StatusInterrupted, "the studio stopped")
-	}
+	p.sessions.Close()
 }
 
 func byteSize(n int64) string {

@@ -267,6 +267,21 @@ func TestStopInTheStudio(t *testing.T) {
 	if tr := s.trace(t); tr.Session.Status != delegation.StatusInterrupted || tr.Session.Error != "stopped in the studio" {
 		t.Errorf("%s %q", tr.Session.Status, tr.Session.Error)
 	}
+	if by := s.stoppedBy(); by != delegation.StopUser {
+		t.Errorf("session.finished says stopped_by %q, want %q for the edge to word", by, delegation.StopUser)
+	}
+}
+
+// stoppedBy is the stopped_by code of the session's session.finished.
+func (s *memSession) stoppedBy() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range s.events {
+		if f, ok := ev.Payload.(delegation.SessionFinished); ok {
+			return f.StoppedBy
+		}
+	}
+	return ""
 }
 
 func scriptUpstream(t *testing.T, path string) *proxy.ScriptUpstream {
@@ -467,5 +482,8 @@ func TestStopAnswersTheCallInFlight(t *testing.T) {
 	tr := ss[0].trace(t)
 	if tr.Session.Status != delegation.StatusInterrupted || len(tr.ModelCalls) != 1 || tr.ModelCalls[0].Error != "the studio stopped" {
 		t.Errorf("session %s, calls %+v: want interrupted, its one call failed as the studio stopped", tr.Session.Status, tr.ModelCalls)
+	}
+	if by := ss[0].stoppedBy(); by != delegation.StopShutdown {
+		t.Errorf("session.finished says stopped_by %q, want %q", by, delegation.StopShutdown)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
+	"github.com/delegationstudio/studio/internal/observed"
 	"github.com/delegationstudio/studio/internal/pricing"
 	"github.com/delegationstudio/studio/internal/proxy"
 	"github.com/delegationstudio/studio/internal/tokens"
@@ -38,7 +39,7 @@ func (s *Server) apiNotServed(c echo.Context) error {
 
 func (s *Server) newProxy() *proxy.Proxy {
 	counter, _ := tokens.Get(tokens.Default)
-	return proxy.New(proxy.Config{Upstream: s.cfg.Upstream, Store: proxyStore{s}, Counter: counter, Tokenizer: tokens.Default,
+	return proxy.New(proxy.Config{Upstream: s.cfg.Upstream, Store: observedStore{s}, Counter: counter, Tokenizer: tokens.Default,
 		TaskTool: s.cfg.TaskTool, Timeout: s.cfg.UpstreamTimeout, DoneAfter: s.cfg.ProxyDoneAfter, Quiet: s.cfg.ProxyQuiet,
 		Prices: pricing.Lookup, Now: s.now, Logger: s.log})
 }
@@ -82,16 +83,16 @@ func (s *Server) forUpstream(r *http.Request) *http.Request {
 	return r
 }
 
-// proxyStore records the endpoint's sessions through the runner, as the
-// OTLP receiver does.
-type proxyStore struct{ s *Server }
+// observedStore records the observed sessions — the OTLP receiver's and
+// the recording endpoint's — through the runner.
+type observedStore struct{ s *Server }
 
-func (p proxyStore) Open(ctx context.Context, name string, origin *delegation.Origin, stop func()) (proxy.Recording, error) {
-	rec, done, err := p.s.runner.Receive(ctx, &db.Session{Name: name, Tokenizer: tokens.Default, Scenario: json.RawMessage("{}")}, stop)
+func (o observedStore) Open(ctx context.Context, name string, _ *delegation.Origin, stop func()) (observed.Recording, error) {
+	rec, done, err := o.s.runner.Receive(ctx, &db.Session{Name: name, Tokenizer: tokens.Default, Scenario: json.RawMessage("{}")}, stop)
 	if err != nil {
-		return proxy.Recording{}, err
+		return observed.Recording{}, err
 	}
-	return proxy.Recording{ID: rec.SessionID(), Sink: rec, Done: done}, nil
+	return observed.Recording{ID: rec.SessionID(), Sink: rec, Done: done}, nil
 }
 
 // openAIError answers an error of the studio's (a refused token, a body too

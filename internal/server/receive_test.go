@@ -362,7 +362,7 @@ func TestReceivedTraceEnds(t *testing.T) {
 			s.otlp("application/x-protobuf", "", r, "")
 		}
 		id := s.onlySession().ID
-		s.srv.receiver.sweep(time.Now().Add(time.Hour + time.Second))
+		s.srv.receiver.Sweep(time.Now().Add(time.Hour + time.Second))
 		s.waitDone(id)
 		sess, _ := s.db.Session(context.Background(), id)
 		if sess.Status != delegation.StatusInterrupted || !strings.Contains(sess.Error, "no span of this trace arrived for 1h0m0s") {
@@ -401,7 +401,7 @@ func TestReceivedTraceEnds(t *testing.T) {
 		if sess, _ := s.db.Session(context.Background(), id); sess.Status != delegation.StatusRunning {
 			t.Fatalf("the root is in but a parent is missing: still waiting, not %s", sess.Status)
 		}
-		s.srv.receiver.sweep(time.Now().Add(time.Hour + time.Second))
+		s.srv.receiver.Sweep(time.Now().Add(time.Hour + time.Second))
 		s.waitDone(id)
 		sess, _ := s.db.Session(context.Background(), id)
 		_, page := s.get("/sessions/" + id)
@@ -422,6 +422,10 @@ func TestReceivedTraceEnds(t *testing.T) {
 		sess, _ := s.db.Session(context.Background(), id)
 		if sess.Status != delegation.StatusInterrupted {
 			t.Fatalf("%s", sess.Status)
+		}
+		// It carries why as a code, which the page words.
+		if _, page := s.get("/sessions/" + id); !strings.Contains(page.Find(`[data-testid="session-error"]`).Text(), "the studio was stopping") {
+			t.Errorf("the page says %q", page.Find(`[data-testid="session-error"]`).Text())
 		}
 		if res, _ := s.otlp("application/x-protobuf", "", reqs[10], ""); res.StatusCode != 503 {
 			t.Errorf("after shutdown: %d", res.StatusCode)

@@ -20,6 +20,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/delegationstudio/studio/internal/live"
+	"github.com/delegationstudio/studio/internal/observed"
 	"github.com/delegationstudio/studio/internal/proxy"
 	"github.com/delegationstudio/studio/internal/push"
 	"github.com/delegationstudio/studio/internal/replica"
@@ -95,7 +96,7 @@ type Server struct {
 	mem        *memReturn
 	bodies     *bodyGuard // request bodies being read, per client (guardBodies)
 	// receiver turns OTLP traces into sessions; stopReceiver ends its sweeps.
-	receiver     *receiver
+	receiver     *observed.Receiver
 	stopReceiver context.CancelFunc
 	// proxy is the recording endpoint; its sweeps end with stopReceiver.
 	proxy *proxy.Proxy
@@ -141,7 +142,7 @@ func New(cfg Config) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopReceiver = cancel
 	if cfg.ReadOnly == "" {
-		go s.receiver.run(ctx)
+		go s.receiver.Run(ctx)
 		go s.proxy.Run(ctx)
 	}
 	if n, ok := cfg.DB.(notifier); ok && n.Postgres() {
@@ -194,7 +195,7 @@ func (s *Server) KeepRecovering(ctx context.Context) {
 // seconds to finish.
 func (s *Server) Shutdown() {
 	s.stopReceiver() // and the listening to other replicas
-	s.receiver.close()
+	s.receiver.Close()
 	s.proxy.Close()
 	if s.replicas != nil {
 		_ = s.replicas.Shutdown(context.Background())
