@@ -64,6 +64,9 @@ const (
 	// EREADONLY is a change asked of a studio serving its database
 	// read-only (serve --read-only, or a file it may not write).
 	EREADONLY = "read_only"
+	// ESTOPPING is a start asked of a studio that is stopping: for now,
+	// not for good (its next run takes it).
+	ESTOPPING = "stopping"
 	EINTERNAL = "internal"
 )
 

@@ -454,9 +454,10 @@ func StopKey(code string) string {
 	return "stop.outside"
 }
 
-// ErrorKey is the catalogue's id for why a session failed, from the error
-// code its session.finished carries (delegation.EFULL: the store's disk
-// filled); "" for a code with no words of its own, so the stored error is
+// ErrorKey is the catalogue's id for an error code with words of its own:
+// why a session failed, from the code its session.finished carries
+// (delegation.EFULL: the store's disk filled), or why a request was refused
+// (delegation.ESTOPPING); "" for a code with none, so the stored error is
 // said instead.
 func ErrorKey(code string) string {
 	switch code {
@@ -464,6 +465,8 @@ func ErrorKey(code string) string {
 		return "error.disk_full"
 	case "read_only":
 		return "error.read_only"
+	case "stopping":
+		return "error.stopping"
 	}
 	return ""
 }

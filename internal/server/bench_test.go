@@ -41,7 +41,7 @@ func benchmarkSessionPage(b *testing.B, messages int) {
 	}
 	defer d.Close()
 	srv := New(Config{DB: d})
-	defer srv.Shutdown()
+	defer srv.Shutdown(context.Background())
 	id := bigSession(b, d, srv, messages)
 	h := srv.Handler()
 	var size int
@@ -72,7 +72,7 @@ func BenchmarkEnginePersistedBroadcast(b *testing.B) {
 	}
 	defer d.Close()
 	srv := New(Config{DB: d})
-	defer srv.Shutdown()
+	defer srv.Shutdown(context.Background())
 	sc := longScenario(b, 200, 50)
 	sc.Counter.Count("warm up")
 	n := 0
@@ -123,7 +123,7 @@ func BenchmarkBigDelegation(b *testing.B) {
 	}
 	defer d.Close()
 	srv := New(Config{DB: d})
-	defer srv.Shutdown()
+	defer srv.Shutdown(context.Background())
 	run := func(children int) string {
 		sc, err := scenario.Parse(benchdata.FanOut(5000, children))
 		if err != nil {
@@ -204,7 +204,7 @@ func BenchmarkUnknownKeyBombRequest(b *testing.B) {
 	}
 	defer d.Close()
 	srv := New(Config{DB: d, Limits: Limits{MaxRunning: 1 << 20}})
-	defer srv.Shutdown()
+	defer srv.Shutdown(context.Background())
 	h := srv.Handler()
 	var bomb bytes.Buffer
 	bomb.WriteString(`{"name": "bomb", "prompt": "p", "script": {"main": [{"content": "a"}]}`)

@@ -42,7 +42,7 @@ func servedStudio(t *testing.T, cfg Config, maxConns int) *studio {
 		c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
-		srv.Shutdown()
+		srv.Shutdown(context.Background())
 		ts.Close()
 		d.Close()
 	})

@@ -98,7 +98,7 @@ func codeStatus(code string) int {
 		return http.StatusConflict
 	case delegation.ETOOLARGE:
 		return http.StatusRequestEntityTooLarge
-	case delegation.EUNAVAILABLE, delegation.EFULL, delegation.EREADONLY:
+	case delegation.EUNAVAILABLE, delegation.EFULL, delegation.EREADONLY, delegation.ESTOPPING:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

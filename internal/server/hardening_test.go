@@ -454,7 +454,7 @@ func TestDamagedDatabaseSaysSo(t *testing.T) {
 		for range 3 {
 			s.api("POST", "/api/sessions", "application/json", []byte(`{"name": "x", "prompt": "p", "script": {"main": [{"content": "a"}]}}`))
 		}
-		s.srv.Shutdown()
+		s.srv.Shutdown(context.Background())
 		s.ts.Close()
 		s.db.Close()
 	}
@@ -493,7 +493,7 @@ func studioAt(t *testing.T, path string) *studio {
 func studioOn(t *testing.T, d *db.DB) *studio {
 	srv := New(Config{DB: d})
 	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { srv.Shutdown(); ts.Close(); d.Close() })
+	t.Cleanup(func() { srv.Shutdown(context.Background()); ts.Close(); d.Close() })
 	return &studio{t: t, srv: srv, ts: ts, db: d, c: http.DefaultClient}
 }
 

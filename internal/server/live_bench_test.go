@@ -56,7 +56,7 @@ func newBenchServer(b *testing.B) *benchServer {
 	bs := &benchServer{srv: srv, ts: httptest.NewServer(srv.Handler()), db: d}
 	srv.runner.NewID = func() string { bs.n++; return fmt.Sprintf("bench-%d", bs.n) }
 	b.Cleanup(func() {
-		srv.Shutdown()
+		srv.Shutdown(context.Background())
 		bs.ts.Close()
 		d.Close()
 	})

@@ -283,7 +283,7 @@ func TestShutdownEndsACallInFlight(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	done := make(chan struct{})
-	go func() { s.srv.Shutdown(); close(done) }()
+	go func() { s.srv.Shutdown(context.Background()); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):

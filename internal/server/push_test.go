@@ -46,7 +46,7 @@ func TestPushEachSessionAsItEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := New(Config{DB: d, OTLP: &push.Config{Pusher: p}})
-	defer srv.Shutdown()
+	defer srv.Shutdown(context.Background())
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 

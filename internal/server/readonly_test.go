@@ -37,7 +37,7 @@ func readOnlyStudio(t *testing.T) (*studio, string) {
 	ts := httptest.NewServer(srv.Handler())
 	jar, _ := cookiejar.New(nil)
 	s := &studio{t: t, srv: srv, ts: ts, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	t.Cleanup(func() { srv.Shutdown(); ts.Close(); d.Close() })
+	t.Cleanup(func() { srv.Shutdown(context.Background()); ts.Close(); d.Close() })
 	return s, id
 }
 

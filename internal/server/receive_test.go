@@ -418,7 +418,7 @@ func TestReceivedTraceEnds(t *testing.T) {
 			s.otlp("application/x-protobuf", "", r, "")
 		}
 		id := s.onlySession().ID
-		s.srv.Shutdown()
+		s.srv.Shutdown(context.Background())
 		sess, _ := s.db.Session(context.Background(), id)
 		if sess.Status != delegation.StatusInterrupted {
 			t.Fatalf("%s", sess.Status)

@@ -67,7 +67,7 @@ func TestAPIKeyIsNeverKept(t *testing.T) {
 	if !bytes.Contains(trace, []byte("hello from the endpoint")) {
 		t.Fatalf("the session did not run against the endpoint: %s", trace)
 	}
-	srv.Shutdown()
+	srv.Shutdown(context.Background())
 	d.Close()
 
 	places := map[string][]byte{"trace export": trace, "OTLP export": otlp, "session page": page, "logs": logs.Bytes()}
@@ -110,7 +110,7 @@ func TestStartAgainstAnEndpoint(t *testing.T) {
 	jar, _ := cookiejar.New(nil)
 	s := &studio{t: t, srv: srv, ts: ts, db: d, c: &http.Client{Jar: jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	t.Cleanup(func() { srv.Shutdown(); ts.Close(); d.Close() })
+	t.Cleanup(func() { srv.Shutdown(context.Background()); ts.Close(); d.Close() })
 
 	_, page := s.get("/")
 	if page.Find(`[data-testid="endpoint"] option`).Length() != 2 || !strings.Contains(page.Find(`[data-testid="endpoints"]`).Text(), "local: m at "+endpoint.URL) {

@@ -190,23 +190,33 @@ func (s *Server) KeepRecovering(ctx context.Context) {
 	}
 }
 
+// Drain cuts the requests that would hold an HTTP server's Shutdown past
+// any deadline: the recording endpoint's calls in flight, waiting on their
+// upstream, are answered 503 in the provider's shape, recorded as stopped,
+// and no more are taken. serve runs it as its HTTP server begins to stop
+// (http.Server.RegisterOnShutdown); Shutdown runs it too.
+func (s *Server) Drain() { s.proxy.Close() }
+
 // Shutdown stops the running sessions, waits for them to be recorded,
 // closes the live connections, and gives the sessions' OTLP pushes a few
-// seconds to finish.
-func (s *Server) Shutdown() {
+// seconds to finish, none of it past ctx's end. Call it once the HTTP
+// server has stopped taking requests and finished those in flight.
+func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopReceiver() // and the listening to other replicas
 	s.receiver.Close()
 	s.proxy.Close()
+	var errs []error
 	if s.replicas != nil {
-		_ = s.replicas.Shutdown(context.Background())
+		errs = append(errs, s.replicas.Shutdown(ctx))
 	}
-	s.runner.Shutdown()
+	errs = append(errs, s.runner.Shutdown(ctx))
 	s.hub.Close()
 	if s.pushes != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), pushGrace)
-		_ = s.pushes.Shutdown(ctx)
+		pctx, cancel := context.WithTimeout(ctx, pushGrace)
+		errs = append(errs, s.pushes.Shutdown(pctx))
 		cancel()
 	}
+	return errors.Join(errs...)
 }
 
 // pushGrace is how long a stopping server waits for its OTLP pushes.

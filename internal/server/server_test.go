@@ -68,7 +68,7 @@ func startStudioOn(t testing.TB, dbPath string, cfg Config) *studio {
 	st := &studio{srv: srv, ts: ts, db: d,
 		c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	t.Cleanup(func() {
-		srv.Shutdown()
+		srv.Shutdown(context.Background())
 		ts.Close()
 		d.Close()
 	})

@@ -40,8 +40,13 @@ func TestStoppedSessionSaysWhy(t *testing.T) {
 	}
 	s.waitDone(byUser)
 	byShutdown := start()
-	s.srv.Runner().Shutdown()
+	s.srv.Runner().Shutdown(context.Background())
 	s.waitDone(byShutdown)
+	// Once the studio is stopping, a start is refused for now, not for good.
+	if res, body := s.api("POST", "/api/sessions", "application/json", []byte(slowSession)); res.StatusCode != 503 ||
+		res.Header.Get("Retry-After") == "" || !strings.Contains(string(body), `"code":"stopping"`) {
+		t.Errorf("a start while stopping: %d, Retry-After %q: %s", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
 
 	for _, c := range []struct{ id, by, lang, want string }{
 		{byUser, delegation.StopUser, "", "someone stopped it in the studio"},

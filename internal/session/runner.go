@@ -58,9 +58,18 @@ type Runner struct {
 	views    map[string]*Live
 	starting int // sessions past the cap check, not yet in running
 	received int // sessions in running that Receive holds: not under MaxRunning
-	wg       sync.WaitGroup
+	// held counts the sessions not yet recorded to their end; idle are
+	// closed when it falls to zero (Wait, Shutdown).
+	held     int
+	idle     []chan struct{}
+	stopping bool          // Shutdown began: no session starts any more
 	renewer  chan struct{} // closed to stop renewing; nil when not renewing
 }
+
+// ErrStopping is why Start, Run and Receive refuse a session once Shutdown
+// has begun: the studio is stopping (code ESTOPPING: for now, not for good).
+var ErrStopping error = &delegation.Error{Code: delegation.ESTOPPING,
+	Message: "the studio is stopping: start this again once it is back"}
 
 // DefaultLease is how long a runner's hold on a running session lasts
 // without renewal: long enough that a busy machine never lets a live
@@ -115,10 +124,12 @@ func (r *Runner) Start(ctx context.Context, sc *scenario.Scenario) (string, erro
 	if err != nil {
 		return "", err
 	}
-	r.wg.Add(1)
 	go func() {
-		defer r.wg.Done()
-		_, _ = run()
+		if _, err := run(); err != nil {
+			// The session ended; what went wrong is in the store only when
+			// the store took it: say it here too.
+			r.logger().Error("a session ended with an error", "session", id, "err", err)
+		}
 	}()
 	return id, nil
 }
@@ -139,6 +150,10 @@ func (r *Runner) Run(ctx context.Context, sc *scenario.Scenario) (string, *deleg
 
 func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, func() (*delegation.Result, error), error) {
 	r.mu.Lock()
+	if r.stopping {
+		r.mu.Unlock()
+		return "", nil, ErrStopping
+	}
 	if r.MaxRunning > 0 && len(r.running)-r.received+r.starting >= r.MaxRunning {
 		r.mu.Unlock()
 		return "", nil, delegation.Errorf(delegation.EUNAVAILABLE,
@@ -181,10 +196,17 @@ func (r *Runner) prepare(ctx context.Context, sc *scenario.Scenario) (string, fu
 	}
 	r.running[id] = cancel
 	r.views[id] = live
+	r.holdLocked()
+	if r.stopping {
+		// Shutdown began while the session was being stored: it ends at
+		// once, interrupted, and is recorded so.
+		cancel(delegation.Stopped{By: delegation.StopShutdown})
+	}
 	r.startRenewingLocked()
 	r.mu.Unlock()
 
 	run := func() (*delegation.Result, error) {
+		defer r.release()
 		defer func() {
 			// The recorder stored the page state as the session ended:
 			// pages read it from the store from now on.
@@ -325,6 +347,9 @@ func (r *Runner) Receive(ctx context.Context, s *db.Session, stop func()) (rec *
 		}
 		s.ID = newID()
 	}
+	if r.isStopping() {
+		return nil, nil, ErrStopping
+	}
 	s.Owner, s.LeaseUntil = r.Owner(), r.DB.Now().Add(r.lease())
 	if err := r.DB.CreateSession(ctx, s); err != nil {
 		return nil, nil, err
@@ -338,15 +363,18 @@ func (r *Runner) Receive(ctx context.Context, s *db.Session, stop func()) (rec *
 	r.running[s.ID] = func(error) { stop() }
 	r.views[s.ID] = live
 	r.received++
+	r.holdLocked()
+	if r.stopping {
+		stop() // Shutdown began while the session was being stored
+	}
 	r.startRenewingLocked()
-	r.wg.Add(1)
 	r.mu.Unlock()
 	rec = newRecorder(r.DB, s.ID, live, r.Pub, log, func(error) { stop() }, r.MaxBatch)
 	var once sync.Once
 	done = func() error {
 		var cerr error
 		once.Do(func() {
-			defer r.wg.Done()
+			defer r.release()
 			cerr = rec.Close()
 			r.mu.Lock()
 			delete(r.running, s.ID)
@@ -384,18 +412,64 @@ func (r *Runner) Running(id string) bool {
 }
 
 // Shutdown stops every running session, as the studio is stopping, and
-// waits for them to be recorded.
-func (r *Runner) Shutdown() {
+// waits for them to be recorded, until ctx ends: then it returns an error
+// saying how many were not yet. From its start, Start, Run and Receive
+// refuse new sessions with ErrStopping.
+func (r *Runner) Shutdown(ctx context.Context) error {
 	r.mu.Lock()
+	r.stopping = true
 	for _, cancel := range r.running {
 		cancel(delegation.Stopped{By: delegation.StopShutdown})
 	}
 	r.mu.Unlock()
-	r.wg.Wait()
+	select {
+	case <-r.idleCh():
+		return nil
+	case <-ctx.Done():
+		r.mu.Lock()
+		n := r.held
+		r.mu.Unlock()
+		return fmt.Errorf("%d sessions were still being recorded when the wait ended (recovery ends them once their lease runs out): %w", n, context.Cause(ctx))
+	}
 }
 
-// Wait waits for the sessions started with Start to end.
-func (r *Runner) Wait() { r.wg.Wait() }
+// Wait waits for the sessions this runner holds (Start, Run, Receive) to
+// be recorded to their end.
+func (r *Runner) Wait() { <-r.idleCh() }
+
+func (r *Runner) isStopping() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopping
+}
+
+// holdLocked counts a session until release: Wait and Shutdown wait for it.
+func (r *Runner) holdLocked() { r.held++ }
+
+func (r *Runner) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held--
+	if r.held == 0 {
+		for _, ch := range r.idle {
+			close(ch)
+		}
+		r.idle = nil
+	}
+}
+
+// idleCh is closed once no session is held.
+func (r *Runner) idleCh() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := make(chan struct{})
+	if r.held == 0 {
+		close(ch)
+	} else {
+		r.idle = append(r.idle, ch)
+	}
+	return ch
+}
 
 func (r *Runner) logger() *slog.Logger {
 	if r.Logger != nil {
