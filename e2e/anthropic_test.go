@@ -309,3 +309,42 @@ func callFailing(t *testing.T, s *studio, cases []sdkFailure) {
 		}
 	}
 }
+
+// TestArticleLoopLesson runs the lesson "The article's own loop, recorded
+// beside our engine" in the browser: the article's loop as the recording
+// endpoint recorded it beside our engine's run, every check met, compare
+// with both trees; then the same run's page in Chinese, nothing of its
+// interface left in English.
+func TestArticleLoopLesson(t *testing.T) {
+	s := startStudio(t)
+	tb := newTab(t)
+	tb.navigate(s.URL + "/lessons/article-loop")
+	tb.click("run the lesson", `[data-testid="run-lesson"]`)
+	tb.waitFor("the table is computed", `document.querySelector('[data-testid="checks"]')`, `document.body.innerText.slice(0, 600)`)
+	checks := eval[[]string](tb, `[...document.querySelectorAll('[data-testid="checks"] li')].map(e => e.className + ': ' + e.textContent)`)
+	if len(checks) != 6 {
+		t.Errorf("checks: %v", checks)
+	}
+	for _, c := range checks {
+		if !strings.HasPrefix(c, "ok:") {
+			t.Errorf("a check failed: %s", c)
+		}
+	}
+	table := eval[string](tb, `document.querySelector('[data-testid="lesson-table"]').innerText`)
+	for _, want := range []string{"subagent (task)", "task (description, subagent_type)", "read_file, grep, list_dir"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table does not show %q:\n%s", want, table)
+		}
+	}
+	run := eval[string](tb, `location.href`)
+	tb.screenshot("lesson")
+	tb.click("compare the two runs", `[data-testid="compare-runs"]`)
+	tb.waitFor("compare shows both, two agents each", `location.pathname === '/compare' && ['a', 'b'].every(k => (document.querySelector('[data-testid="side-' + k + '"] [data-testid="side-totals"]') || {}).textContent.trim().startsWith('2 agents'))`,
+		`location.href + ' ' + document.body.innerText.slice(0, 400)`)
+	tb.screenshot("compare")
+
+	zh := newChineseTab(t)
+	zh.navigate(run)
+	zh.waitFor("the table, in Chinese", `document.querySelector('[data-testid="lesson-table"] [data-testid="checks"]')`, `document.body.innerText.slice(0, 400)`)
+	zh.inChinese("lesson-zh")
+}
