@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -347,4 +349,79 @@ func TestArticleLoopLesson(t *testing.T) {
 	zh.navigate(run)
 	zh.waitFor("the table, in Chinese", `document.querySelector('[data-testid="lesson-table"] [data-testid="checks"]')`, `document.body.innerText.slice(0, 400)`)
 	zh.inChinese("lesson-zh")
+}
+
+// anthropicScripted is a fake Anthropic upstream: a second studio that
+// answers /v1/messages from the scenario's script, behind a front that
+// checks what the recording studio forwards (the path, the caller's key,
+// anthropic-version) and counts the calls.
+func anthropicScripted(t *testing.T, scenario string) (url string, calls func() int) {
+	t.Helper()
+	scripted := startStudio(t, "--upstream", "script:"+scenario, "--proxy-done-after", "1s")
+	target, err := neturl.Parse(scripted.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	n := 0
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-Api-Key") + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if r.URL.Path != "/v1/messages" || key != "sk-ant-the-callers-own" || r.Header.Get("Anthropic-Version") == "" {
+			t.Errorf("the upstream got %s %s, key %q, anthropic-version %q", r.Method, r.URL.Path, key, r.Header.Get("Anthropic-Version"))
+		}
+		mu.Lock()
+		n++
+		mu.Unlock()
+		relay.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return front.URL, func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// TestDeepagentsOnChatAnthropic: deepagents JS with every agent on
+// @langchain/anthropic's ChatAnthropic, its base URL the studio's, the
+// studio forwarding /v1/messages to an Anthropic upstream (a fake one that
+// plays the order-number script), streaming off and on: each recorded
+// session shows the delegation tree — main, an isolated child that starts
+// from its task alone and a fork that starts from the parent's history —
+// both receipts in main's last call, every call forwarded and recorded
+// with its tokens and the usage the upstream reported.
+func TestDeepagentsOnChatAnthropic(t *testing.T) {
+	upstream, calls := anthropicScripted(t, orderNumber)
+	s := startStudio(t, "--upstream-url", upstream, "--upstream-provider", "anthropic", "--proxy-done-after", "1s")
+	whole := runProgram(t, s, orderNumber, "PROVIDER=anthropic")
+	streamed := runProgram(t, s, orderNumber, "PROVIDER=anthropic", "STREAM=1", "SESSION=streamed")
+	const final = "The isolated helper could not see it; the fork helper reports A-7731."
+	for _, p := range []*program{whole, streamed} {
+		if got := p.result(t); got != final {
+			t.Errorf("deepagents' answer: %q, want the script's %q", got, final)
+		}
+	}
+	recorded := 0
+	for _, name := range []string{orderName, "streamed"} {
+		id := s.recordedSession(t, name, 3)
+		s.waitDone(t, id)
+		tr := s.fullTrace(t, id)
+		checkOrderNumber(t, tr)
+		if o := tr.Session.Origin; o == nil || o.Kind != "proxy" || o.Provider != "anthropic" || o.Upstream != upstream {
+			t.Errorf("%s: origin %+v; want the recording endpoint forwarding to the Anthropic upstream", name, o)
+		}
+		perAgent := map[string]int{}
+		for _, c := range tr.ModelCalls {
+			perAgent[c.AgentID]++
+			if c.Error != "" || c.InputTokens == 0 || c.Usage == nil || c.Usage.PromptTokens == 0 {
+				t.Errorf("%s: call %s: error %q, %d input tokens, usage %+v", name, c.ID, c.Error, c.InputTokens, c.Usage)
+			}
+		}
+		iso, _ := tr.agentNamed("iso-reporter")
+		fork, _ := tr.agentNamed("fork-reporter")
+		if perAgent["main"] < 2 || perAgent[iso] == 0 || perAgent[fork] == 0 {
+			t.Errorf("%s: calls per agent %v", name, perAgent)
+		}
+		recorded += len(tr.ModelCalls)
+	}
+	if got := calls(); got != recorded {
+		t.Errorf("the upstream answered %d calls, the studio recorded %d", got, recorded)
+	}
 }
