@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -307,5 +309,119 @@ func callFailing(t *testing.T, s *studio, cases []sdkFailure) {
 			!strings.Contains(tr.Session.Error, tr.ModelCalls[0].Error) {
 			t.Errorf("%s: %s %q, calls %+v", x.Name, tr.Session.Status, tr.Session.Error, tr.ModelCalls)
 		}
+	}
+}
+
+// TestArticleLoopLesson runs the lesson "The article's own loop, recorded
+// beside our engine" in the browser: the article's loop as the recording
+// endpoint recorded it beside our engine's run, every check met, compare
+// with both trees; then the same run's page in Chinese, nothing of its
+// interface left in English.
+func TestArticleLoopLesson(t *testing.T) {
+	s := startStudio(t)
+	tb := newTab(t)
+	tb.navigate(s.URL + "/lessons/article-loop")
+	tb.click("run the lesson", `[data-testid="run-lesson"]`)
+	tb.waitFor("the table is computed", `document.querySelector('[data-testid="checks"]')`, `document.body.innerText.slice(0, 600)`)
+	checks := eval[[]string](tb, `[...document.querySelectorAll('[data-testid="checks"] li')].map(e => e.className + ': ' + e.textContent)`)
+	if len(checks) != 6 {
+		t.Errorf("checks: %v", checks)
+	}
+	for _, c := range checks {
+		if !strings.HasPrefix(c, "ok:") {
+			t.Errorf("a check failed: %s", c)
+		}
+	}
+	table := eval[string](tb, `document.querySelector('[data-testid="lesson-table"]').innerText`)
+	for _, want := range []string{"subagent (task)", "task (description, subagent_type)", "read_file, grep, list_dir"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table does not show %q:\n%s", want, table)
+		}
+	}
+	run := eval[string](tb, `location.href`)
+	tb.screenshot("lesson")
+	tb.click("compare the two runs", `[data-testid="compare-runs"]`)
+	tb.waitFor("compare shows both, two agents each", `location.pathname === '/compare' && ['a', 'b'].every(k => (document.querySelector('[data-testid="side-' + k + '"] [data-testid="side-totals"]') || {}).textContent.trim().startsWith('2 agents'))`,
+		`location.href + ' ' + document.body.innerText.slice(0, 400)`)
+	tb.screenshot("compare")
+
+	zh := newChineseTab(t)
+	zh.navigate(run)
+	zh.waitFor("the table, in Chinese", `document.querySelector('[data-testid="lesson-table"] [data-testid="checks"]')`, `document.body.innerText.slice(0, 400)`)
+	zh.inChinese("lesson-zh")
+}
+
+// anthropicScripted is a fake Anthropic upstream: a second studio that
+// answers /v1/messages from the scenario's script, behind a front that
+// checks what the recording studio forwards (the path, the caller's key,
+// anthropic-version) and counts the calls.
+func anthropicScripted(t *testing.T, scenario string) (url string, calls func() int) {
+	t.Helper()
+	scripted := startStudio(t, "--upstream", "script:"+scenario, "--proxy-done-after", "1s")
+	target, err := neturl.Parse(scripted.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	n := 0
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-Api-Key") + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if r.URL.Path != "/v1/messages" || key != "sk-ant-the-callers-own" || r.Header.Get("Anthropic-Version") == "" {
+			t.Errorf("the upstream got %s %s, key %q, anthropic-version %q", r.Method, r.URL.Path, key, r.Header.Get("Anthropic-Version"))
+		}
+		mu.Lock()
+		n++
+		mu.Unlock()
+		relay.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return front.URL, func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// TestDeepagentsOnChatAnthropic: deepagents JS with every agent on
+// @langchain/anthropic's ChatAnthropic, its base URL the studio's, the
+// studio forwarding /v1/messages to an Anthropic upstream (a fake one that
+// plays the order-number script), streaming off and on: each recorded
+// session shows the delegation tree — main, an isolated child that starts
+// from its task alone and a fork that starts from the parent's history —
+// both receipts in main's last call, every call forwarded and recorded
+// with its tokens and the usage the upstream reported.
+func TestDeepagentsOnChatAnthropic(t *testing.T) {
+	upstream, calls := anthropicScripted(t, orderNumber)
+	s := startStudio(t, "--upstream-url", upstream, "--upstream-provider", "anthropic", "--proxy-done-after", "1s")
+	whole := runProgram(t, s, orderNumber, "PROVIDER=anthropic")
+	streamed := runProgram(t, s, orderNumber, "PROVIDER=anthropic", "STREAM=1", "SESSION=streamed")
+	const final = "The isolated helper could not see it; the fork helper reports A-7731."
+	for _, p := range []*program{whole, streamed} {
+		if got := p.result(t); got != final {
+			t.Errorf("deepagents' answer: %q, want the script's %q", got, final)
+		}
+	}
+	recorded := 0
+	for _, name := range []string{orderName, "streamed"} {
+		id := s.recordedSession(t, name, 3)
+		s.waitDone(t, id)
+		tr := s.fullTrace(t, id)
+		checkOrderNumber(t, tr)
+		if o := tr.Session.Origin; o == nil || o.Kind != "proxy" || o.Provider != "anthropic" || o.Upstream != upstream {
+			t.Errorf("%s: origin %+v; want the recording endpoint forwarding to the Anthropic upstream", name, o)
+		}
+		perAgent := map[string]int{}
+		for _, c := range tr.ModelCalls {
+			perAgent[c.AgentID]++
+			if c.Error != "" || c.InputTokens == 0 || c.Usage == nil || c.Usage.PromptTokens == 0 {
+				t.Errorf("%s: call %s: error %q, %d input tokens, usage %+v", name, c.ID, c.Error, c.InputTokens, c.Usage)
+			}
+		}
+		iso, _ := tr.agentNamed("iso-reporter")
+		fork, _ := tr.agentNamed("fork-reporter")
+		if perAgent["main"] < 2 || perAgent[iso] == 0 || perAgent[fork] == 0 {
+			t.Errorf("%s: calls per agent %v", name, perAgent)
+		}
+		recorded += len(tr.ModelCalls)
+	}
+	if got := calls(); got != recorded {
+		t.Errorf("the upstream answered %d calls, the studio recorded %d", got, recorded)
 	}
 }

@@ -20,7 +20,9 @@
 // otlp_test.go drives real clients that send OTLP traces to the studio;
 // proxy_test.go drives deepagents on LangChain's ChatOpenAI, whose base URL
 // is the studio's recording endpoint (e2e/proxy/); anthropic_test.go drives
-// Anthropic's TypeScript SDK through its Messages endpoint (e2e/anthropic/).
+// Anthropic's TypeScript SDK through its Messages endpoint (e2e/anthropic/),
+// and deepagents on @langchain/anthropic's ChatAnthropic through the same
+// endpoint to a fake Anthropic upstream (e2e/proxy/deepagents.mjs, PROVIDER=anthropic).
 //
 // The package has no code of its own: everything is in its _test.go files.
 package e2e

@@ -42,8 +42,8 @@ type fullTrace struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
 		Origin *struct {
-			Kind, Service, Convention, Upstream string
-			Instrumentation                     []string
+			Kind, Service, Convention, Upstream, Provider string
+			Instrumentation                               []string
 		} `json:"origin"`
 	} `json:"session"`
 	Agents []struct {
@@ -76,7 +76,11 @@ type fullTrace struct {
 			AgentID  string `json:"agent_id"`
 			From, To int
 		} `json:"context"`
-		Error string `json:"error"`
+		Error       string `json:"error"`
+		InputTokens int    `json:"input_tokens"`
+		Usage       *struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
 	} `json:"model_calls"`
 	Files map[string]string `json:"files"`
 }

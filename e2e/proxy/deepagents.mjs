@@ -7,14 +7,18 @@
 // knows the script.
 //
 // Usage: node deepagents.mjs STUDIO_URL SCENARIO.json
-//   STREAM=1       ChatOpenAI streams its answers (streaming: true)
+//   PROVIDER=anthropic  every agent is @langchain/anthropic's ChatAnthropic,
+//                  its base URL the studio's (POST /v1/messages), instead of
+//                  ChatOpenAI (POST /v1/chat/completions)
+//   STREAM=1       the model streams its answers (streaming: true)
 //   SESSION=KEY    sends X-Studio-Session: KEY with every call
 //   STUDIO_TOKEN   sent as X-Studio-Token, when set
 //   GATE=1         the main agent's last call (the one that carries the
 //                  receipts) waits for a line on stdin before it is sent, so
 //                  a test can look at the session while it is still running
 // It prints, as JSON, the main agent's answer and the files at the end.
-import { ChatOpenAI } from "./chat.mjs"; // offline token counts
+import { ChatOpenAI } from "./chat.mjs"; // offline token counts, loopback only
+import { ChatAnthropic } from "@langchain/anthropic";
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { deepAgentOf } from "../deepagents/scripted.mjs";
@@ -57,13 +61,22 @@ async function gatedFetch(input, init) {
 }
 
 const modelFor = () =>
-  new ChatOpenAI({
-    model: "scripted",
-    apiKey: "sk-not-needed-with-a-scripted-upstream",
-    streaming: process.env.STREAM === "1",
-    maxRetries: 0,
-    configuration: { baseURL: url + "/v1", defaultHeaders: headers, fetch: gatedFetch },
-  });
+  process.env.PROVIDER === "anthropic"
+    ? new ChatAnthropic({
+        model: "claude-opus-5-5",
+        apiKey: "sk-ant-the-callers-own",
+        streaming: process.env.STREAM === "1",
+        maxRetries: 0,
+        anthropicApiUrl: url,
+        clientOptions: { defaultHeaders: headers, fetch: gatedFetch },
+      })
+    : new ChatOpenAI({
+        model: "scripted",
+        apiKey: "sk-not-needed-with-a-scripted-upstream",
+        streaming: process.env.STREAM === "1",
+        maxRetries: 0,
+        configuration: { baseURL: url + "/v1", defaultHeaders: headers, fetch: gatedFetch },
+      });
 
 const { agent, input } = deepAgentOf(scenario, modelFor);
 const result = await agent.invoke(input, { recursionLimit: 10_000 });
@@ -72,4 +85,11 @@ const files = {};
 for (const [path, data] of Object.entries(result.files ?? {})) {
   if (data) files[path] = Array.isArray(data.content) ? data.content.join("\n") : data.content;
 }
-process.stdout.write(JSON.stringify({ answer: typeof last.content === "string" ? last.content : JSON.stringify(last.content), files }) + "\n");
+// A streamed ChatAnthropic answer is content blocks: its text is theirs.
+const answer =
+  typeof last.content === "string"
+    ? last.content
+    : Array.isArray(last.content) && last.content.every((b) => b.type === "text")
+      ? last.content.map((b) => b.text).join("")
+      : JSON.stringify(last.content);
+process.stdout.write(JSON.stringify({ answer, files }) + "\n");

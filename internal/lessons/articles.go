@@ -109,6 +109,7 @@ var course = []string{
 	"tool-stack", "task-description", "system-prompt", "entry-cost", "what-a-child-inherits", "summarized-fork",
 	"isolated-or-fork", "cache-and-cost", "structured-fork", "config-errors", "read-only-explorer", "fan-out", "pipeline",
 	"review-loop", "failure-isolation", "when-to-delegate", "big-reads", "lost-update", "received-deepagents",
+	"article-loop",
 }
 
 // Course returns every lesson in the order a newcomer takes them; the

@@ -67,16 +67,18 @@ type claim struct{ phrase, row, col string }
 
 // Variant is one scenario of a lesson. Name is unique in the lesson (a
 // lesson with one variant names it after itself). A variant may instead be
-// a recorded OTLP trace of someone else's framework (OTLP set, Scenario
-// nil): running it maps the recording, as the studio maps received spans.
+// a recording of someone else's program (Recorded set, Scenario nil): an
+// OTLP trace, which running it maps as the studio maps received spans, or
+// the studio's own trace of a session its recording endpoint recorded.
 type Variant struct {
 	Name, Label string
 	Scenario    []byte
 	// Expect is the status the run ends with: done, or failed for a variant
 	// that shows deepagents failing where we do not (compat "deepagents").
 	Expect string
-	// OTLP is a recorded trace, for a variant that maps one.
-	OTLP []byte
+	// Recorded is a recorded trace (OTLP, or the studio's trace JSON), for
+	// a variant that maps one.
+	Recorded []byte
 }
 
 // Table is what a lesson reproduces, computed from its runs, never typed in.
@@ -219,8 +221,9 @@ type lessonDef struct {
 	// bothModes: see Lesson.BothModes; notes: Lesson.Notes.
 	bothModes bool
 	notes     map[string][]string
-	// recorded maps a variant to a recorded OTLP trace in recorded/, which
-	// it maps instead of running a scenario.
+	// recorded maps a variant to a recording in recorded/ (an OTLP trace,
+	// or the studio's trace JSON), which it maps instead of running a
+	// scenario.
 	recorded map[string]string
 }
 
@@ -253,6 +256,7 @@ var registry = []lessonDef{
 	isolatedOrFork,
 	structuredFork,
 	bigReads,
+	articleLoop,
 }
 
 var (
@@ -283,7 +287,7 @@ func load() []Lesson {
 				if err != nil {
 					panic(fmt.Sprintf("lesson %s: %v", d.name, err))
 				}
-				l.Variants = append(l.Variants, Variant{Name: v.name, Label: v.label, OTLP: doc, Expect: delegation.StatusDone})
+				l.Variants = append(l.Variants, Variant{Name: v.name, Label: v.label, Recorded: doc, Expect: delegation.StatusDone})
 				continue
 			}
 			doc, err := files.ReadFile(path.Join("scenarios", fileName(d.name, v.name)))
@@ -361,12 +365,12 @@ func (l Lesson) Table(runs map[string]*trace.Trace) (Table, error) {
 // the variant expects (the trace, when there is one, is returned all the
 // same).
 func (v Variant) Run(ctx context.Context) (*trace.Trace, error) {
-	if v.OTLP != nil {
-		ts, err := session.OTLPTraces(v.OTLP, session.DetectFormat(v.OTLP))
+	if v.Recorded != nil {
+		t, err := recordedTrace(v.Recorded)
 		if err != nil {
 			return nil, fmt.Errorf("variant %s: %w", v.Name, err)
 		}
-		return ts[0], nil
+		return t, nil
 	}
 	sc, err := scenario.Parse(v.Scenario)
 	if err != nil {
@@ -400,6 +404,22 @@ func (v Variant) Run(ctx context.Context) (*trace.Trace, error) {
 		return t, fmt.Errorf("variant %s: the session ended %s, not %s: %v", v.Name, res.Status, want, res.Err)
 	}
 	return t, nil
+}
+
+// recordedTrace maps a recording: the studio's own trace JSON (a session
+// of its recording endpoint) as it is, an OTLP file's first trace as the
+// receiver maps spans.
+func recordedTrace(raw []byte) (*trace.Trace, error) {
+	format := session.DetectFormat(raw)
+	if format == session.FormatTrace {
+		t, _, err := trace.Parse(raw)
+		return t, err
+	}
+	ts, err := session.OTLPTraces(raw, format)
+	if err != nil {
+		return nil, err
+	}
+	return ts[0], nil
 }
 
 // Run runs every variant of the lesson at once and returns their traces by

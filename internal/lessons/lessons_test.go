@@ -51,6 +51,7 @@ var specific = map[string]func(t *testing.T, tab Table, runs map[string]*trace.T
 	"structured-fork":       testStructuredFork,
 	"received-deepagents":   testReceivedDeepagents,
 	"big-reads":             testBigReads,
+	"article-loop":          testArticleLoop,
 }
 
 // TestEveryLesson runs every lesson, all its variants, through session.Run
@@ -291,8 +292,8 @@ func checkMetadata(t *testing.T, l Lesson) {
 			t.Fatalf("variant %q: needs a unique name and a label", v.Name)
 		}
 		seen[v.Name] = true
-		if v.OTLP != nil {
-			if _, err := session.OTLPTraces(v.OTLP, session.DetectFormat(v.OTLP)); err != nil {
+		if v.Recorded != nil {
+			if _, err := recordedTrace(v.Recorded); err != nil {
 				t.Fatalf("variant %s: the recorded trace: %v", v.Name, err)
 			}
 			continue
@@ -748,8 +749,8 @@ func TestTablesFromTheStore(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if v.OTLP != nil {
-					ids, err := runner.ImportFile(context.Background(), v.OTLP)
+				if v.Recorded != nil {
+					ids, err := runner.ImportFile(context.Background(), v.Recorded)
 					if err != nil {
 						j.err = err
 						return
@@ -802,7 +803,7 @@ func TestScenarioFiles(t *testing.T) {
 	used := map[string]bool{}
 	for _, l := range All() {
 		for _, v := range l.Variants {
-			if v.OTLP == nil {
+			if v.Recorded == nil {
 				used[fileName(l.Name, v.Name)] = true
 			}
 		}

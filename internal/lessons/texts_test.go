@@ -65,7 +65,7 @@ func checkTexts(t *testing.T, l Lesson, tab Table) {
 	t.Helper()
 	texts := map[string]string{"the lesson's description": l.Description, "the table's note": tab.Note}
 	for _, v := range l.Variants {
-		if v.OTLP != nil {
+		if v.Recorded != nil {
 			continue // a recording: no scenario, no text of ours
 		}
 		var f struct {
@@ -76,7 +76,7 @@ func checkTexts(t *testing.T, l Lesson, tab Table) {
 	}
 	allowed := map[string]bool{}
 	for _, v := range l.Variants {
-		if v.OTLP != nil {
+		if v.Recorded != nil {
 			continue
 		}
 		for f := range inputs(t, v.Scenario) {

@@ -133,8 +133,8 @@ func (s *Server) runLesson(c echo.Context) error {
 func (s *Server) startLesson(ctx context.Context, l lessons.Lesson, mode string) (*db.Run, error) {
 	run := &db.Run{Kind: db.RunLesson, Lesson: l.Name, Mode: mode}
 	for _, v := range l.Variants {
-		if v.OTLP != nil { // a recorded trace of another framework: mapped, as received
-			ids, err := s.runner.ImportFile(ctx, v.OTLP)
+		if v.Recorded != nil { // a recorded trace of another framework: mapped, as received
+			ids, err := s.runner.ImportFile(ctx, v.Recorded)
 			if err != nil {
 				return nil, err
 			}

@@ -29,8 +29,8 @@ func TestOTLPExportImportsBack(t *testing.T) {
 	var runs []run
 	for _, l := range lessons.All() {
 		for _, v := range l.Variants {
-			if v.OTLP != nil {
-				continue // a received trace: an import already (TestReExportKeepsProducer)
+			if v.Recorded != nil {
+				continue // a recording: an import already (TestReExportKeepsProducer)
 			}
 			// Named as a stored session of the lesson is.
 			runs = append(runs, run{l.Name + "--" + v.Name, l.Name, v})

@@ -98,7 +98,7 @@ func lessonTrace(t *testing.T, name string) *trace.Trace {
 		t.Fatalf("lesson %s has no variant %s", lesson, variant)
 	}
 	var tr *trace.Trace
-	if v.OTLP != nil {
+	if v.Recorded != nil {
 		if tr, err = v.Run(ctx); err != nil {
 			t.Fatalf("run %s: %v", name, err)
 		}
