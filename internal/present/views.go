@@ -598,6 +598,9 @@ func (p *Page) economics(d *view.Delegation, at *stepAt) (templates.EconomicsVie
 	if at == nil {
 		e := a.Evicted
 		v.Evicted = templates.EvictedCount{Messages: e.Messages, Tokens: e.Tokens, PointerTokens: e.PointerTokens, Calls: e.Calls, Saved: e.Saved}
+		if r, ok := p.st.ReceiptEvicted(d); ok {
+			v.ReceiptEvicted = &templates.EvictedCount{Messages: r.Messages, Tokens: r.Tokens, PointerTokens: r.PointerTokens, Calls: r.Calls, Saved: r.Saved}
+		}
 		// Its work: its own messages after its task (view.Economics).
 		v.Messages, v.MessageTokens, v.ModelCalls, v.InputTokens, v.ToolCalls = max(a.Messages-1, 0), a.WorkTokens, a.Calls, a.OwnTokens, a.ToolCalls
 	} else {

@@ -753,6 +753,26 @@ func TestLessonAsDeepagents(t *testing.T) {
 
 }
 
+// TestReceiptEvictionShown: a child's receipt over 80,000 characters goes
+// to a file (delegation.md §12); its delegation's economics say so: the
+// receipt's tokens and its pointer's, and what the parent's later calls did
+// not read.
+func TestReceiptEvictionShown(t *testing.T) {
+	s := newStudio(t, "")
+	report, _ := json.Marshal(strings.Repeat("Finding: the cache was cold.\n", 3000))
+	id := s.start(t, `{"name": "big", "prompt": "p",
+ "subagents": [{"name": "r", "description": "d"}],
+ "script": {"main": [{"tool_calls": [{"name": "task", "args": {"description": "all", "subagent_type": "r"}}]}, {"content": "done"}],
+  "r": [[{"content": `+string(report)+`}]]}}`)
+	s.waitDone(id)
+	_, doc := s.get("/sessions/" + id + "?agent=a1")
+	got := strings.Join(strings.Fields(doc.Find(`[data-testid="receipt-evicted"]`).Text()), " ")
+	pointer := strings.TrimSuffix(strings.TrimSpace(doc.Find(`[data-testid="evicted"]`).Closest(".msg").Find(".tokens").First().Text()), " tok")
+	if !strings.Contains(got, "the receipt went to a file (") || !strings.Contains(got, " became a pointer of "+pointer+" tokens); 1 model call of the parent read the pointer in its place, ") {
+		t.Fatalf("the receipt's eviction in the economics: %q (pointer %q)", got, pointer)
+	}
+}
+
 // TestEvictionShown: a prompt over 200,000 characters goes to a file
 // (delegation.md §12); main's pane marks it as a cut is marked, with the
 // tokens before and after and a link to the file, which holds the prompt;

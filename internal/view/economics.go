@@ -51,10 +51,28 @@ type Evicted struct {
 	Calls, Saved          int
 }
 
-// EvictedRef is one of an agent's evicted messages: its place and what its
-// pointer saves each call that reads it.
+// EvictedRef is one of an agent's evicted messages: its place, the
+// original's tokens and what its pointer saves each call that reads it.
 type EvictedRef struct {
-	Index, Saved int
+	Index, Tokens, Saved int
+}
+
+// ReceiptEvicted is what eviction kept out of the parent when a
+// delegation's receipt was too big for its model and went to a file
+// (delegation.md §12): the receipt's tokens and its pointer's, and over the
+// parent's later calls that read the pointer (d.LaterCalls), the tokens
+// they did not read. ok is false when the receipt stayed whole or is not in.
+func (s *State) ReceiptEvicted(d *Delegation) (e Evicted, ok bool) {
+	r := d.Receipt
+	if r == nil || s.agents[r.AgentID] == nil {
+		return e, false
+	}
+	for _, x := range s.agents[r.AgentID].EvictedRefs {
+		if x.Index == r.Index {
+			return Evicted{Messages: 1, Tokens: x.Tokens, PointerTokens: r.Tokens, Calls: d.LaterCalls, Saved: x.Saved * d.LaterCalls}, true
+		}
+	}
+	return e, false
 }
 
 // evictionsRead adds a turn's reading of evicted messages: its own and

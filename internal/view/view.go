@@ -783,7 +783,7 @@ func (s *State) messageAdded(agentID string, seq int64, idx int, m *trace.Messag
 		a.Evicted.Messages++
 		a.Evicted.Tokens += e.Tokens
 		a.Evicted.PointerTokens += m.Tokens
-		a.EvictedRefs = append(a.EvictedRefs, EvictedRef{Index: idx, Saved: max(e.Tokens-m.Tokens, 0)})
+		a.EvictedRefs = append(a.EvictedRefs, EvictedRef{Index: idx, Tokens: e.Tokens, Saved: max(e.Tokens-m.Tokens, 0)})
 	}
 	if m.Role == string(delegation.RoleAssistant) {
 		a.lastAssistant, a.LastAssistantID = idx, m.ID

@@ -290,3 +290,40 @@ func TestEvictionsCounted(t *testing.T) {
 		t.Fatalf("restored: %v", err)
 	}
 }
+
+// TestReceiptEvictionCounted: a child's receipt over 80,000 characters goes
+// to a file (delegation.md §12); its delegation counts what that kept out
+// of the parent: the receipt's tokens, its pointer's, and the tokens each
+// of the parent's later calls did not read. A receipt that stays whole
+// counts nothing.
+func TestReceiptEvictionCounted(t *testing.T) {
+	report, _ := json.Marshal(strings.Repeat("Finding: the cache was cold.\n", 3000))
+	tr := runTrace(t, `{"name": "big", "prompt": "p",
+ "subagents": [{"name": "r", "description": "d"}, {"name": "s", "description": "d"}],
+ "script": {"main": [{"tool_calls": [{"name": "task", "args": {"description": "all", "subagent_type": "r"}}, {"name": "task", "args": {"description": "some", "subagent_type": "s"}}]},
+   {"content": "reading", "tool_calls": [{"name": "ls", "args": {"path": "/"}}]}, {"content": "done"}],
+  "r": [[{"content": `+string(report)+`}]], "s": [[{"content": "short"}]]}}`)
+	st, err := view.FromTrace(tr, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var big, small *view.Delegation
+	for _, d := range st.Delegations {
+		switch st.Agent(d.ChildID).Name {
+		case "r":
+			big = d
+		case "s":
+			small = d
+		}
+	}
+	ev, ok := st.ReceiptEvicted(big)
+	if !ok || ev.Tokens < 20000 || ev.PointerTokens != big.Receipt.Tokens || ev.PointerTokens > ev.Tokens/10 {
+		t.Fatalf("the big receipt's eviction: %+v (%v)", ev, ok)
+	}
+	if big.LaterCalls != 2 || ev.Calls != 2 || ev.Saved != 2*(ev.Tokens-ev.PointerTokens) {
+		t.Fatalf("the parent's %d later calls saved %+v, want 2 calls of %d", big.LaterCalls, ev, ev.Tokens-ev.PointerTokens)
+	}
+	if ev, ok := st.ReceiptEvicted(small); ok {
+		t.Fatalf("a whole receipt counted as evicted: %+v", ev)
+	}
+}

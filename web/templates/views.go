@@ -227,6 +227,9 @@ type EconomicsView struct {
 	Ratio string
 	// Evicted is what eviction kept out of the child's calls (view.Evicted).
 	Evicted EvictedCount
+	// ReceiptEvicted, when the receipt went to a file, is what that kept
+	// out of the parent's later calls (view.State.ReceiptEvicted).
+	ReceiptEvicted *EvictedCount
 }
 
 // EvictedCount is an agent's evictions counted (view.Evicted): its own
