@@ -32,27 +32,28 @@ import (
 // the same seq. Patches are applied here as app.js applies them; the
 // browser tests check app.js itself.
 
-// panels are the session page's parts, each with the selector that holds it.
-var panels = []struct{ name, sel string }{
-	{"status", "#status"},
-	{"controls", ".session > .head .actions"},
-	{"totals", "#totals"},
-	{"tree", "#tree"},
-	{"notes", "#notes"},
-	{"delegation", "#delegation"},
-	{"scrubber", "#scrubber"},
-	{"timeline", "#timeline"},
-	{"answer", "#answer"},
-	{"files", "#files"},
+// compared are the session page's panels (panels()), each with the
+// selector that holds it: those a reload draws whole.
+func compared() []panel {
+	var out []panel
+	for _, pn := range panels() {
+		if pn.draw != nil || pn.whole != nil {
+			out = append(out, pn)
+		}
+	}
+	return out
 }
 
 // panelOf is the panel a patch's selector reaches.
 func panelOf(sel string) string {
+	for _, pn := range panels() {
+		if strings.HasPrefix(sel, pn.sel) {
+			return pn.name
+		}
+	}
 	for _, p := range []struct{ prefix, panel string }{
-		{"#status", "status"}, {"#stop", "controls"}, {".session", "controls"}, {"#totals", "totals"}, {"#tree", "tree"},
-		{"#notes", "notes"}, {"#delegation", "delegation"}, {"[data-pane", "delegation"}, {"[data-came-back", "delegation"},
-		{"[data-held-back", "delegation"}, {"#scrubber", "scrubber"}, {"#timeline", "timeline"}, {"[data-stream", "timeline"},
-		{"#answer", "answer"}, {"#files", "files"},
+		{"#stop", "controls"}, {".session", "controls"}, {"[data-pane", "delegation"}, {"[data-came-back", "delegation"},
+		{"[data-held-back", "delegation"},
 	} {
 		if strings.HasPrefix(sel, p.prefix) {
 			return p.panel
@@ -269,7 +270,7 @@ func (r *patchRun) flush() {
 			continue
 		}
 		before[i] = map[string]string{}
-		for _, pn := range panels {
+		for _, pn := range compared() {
 			before[i][pn.name] = signature(pg.doc.Find(pn.sel))
 		}
 	}
@@ -322,7 +323,7 @@ func (r *patchRun) flush() {
 		}
 		markSelected(pg.doc)
 		want := r.fresh(pg.choice)
-		for _, pn := range panels {
+		for _, pn := range compared() {
 			got, exp := signature(pg.doc.Find(pn.sel)), signature(want.Find(pn.sel))
 			if exp != before[i][pn.name] {
 				changed[pn.name] = true
@@ -359,7 +360,7 @@ func (r *patchRun) flush() {
 			}
 			markSelected(doc)
 			want := r.fresh(c)
-			for _, pn := range panels {
+			for _, pn := range compared() {
 				if got, exp := signature(doc.Find(pn.sel)), signature(want.Find(pn.sel)); got != exp {
 					t.Fatalf("%s, a page synced from the start, viewer %+v: its %s differs from a reload:\n synced: %s\n reload: %s",
 						what, c, pn.name, firstDiffAt(got, exp), firstDiffAt(exp, got))
@@ -545,9 +546,12 @@ func TestLivePageEqualsReload(t *testing.T) {
 func TestEachPanelIsPatchedByWhatChangesIt(t *testing.T) {
 	smallWindows(t)
 	r := runPatched(t, everyPanel, 1, viewerChoices)
-	for _, pn := range panels {
+	for _, pn := range compared() {
 		t.Run(pn.name, func(t *testing.T) {
 			changed, patched := keys(r.changedBy[pn.name]), keys(r.patchedBy[panelAlias(pn.name)])
+			if len(changed) == 0 && pn.name == "session-error" {
+				t.Skip("the scenario ends done: nothing to say at the top (a failed session's is checked by the browser tests)")
+			}
 			if len(changed) == 0 {
 				t.Fatalf("no event changed the %s panel: the scenario does not exercise it", pn.name)
 			}
@@ -621,7 +625,7 @@ func TestStoredViewsDrawTheSamePage(t *testing.T) {
 			r.st = st
 			got := r.fresh(c)
 			r.st = live
-			for _, pn := range panels {
+			for _, pn := range compared() {
 				if g, w := signature(got.Find(pn.sel)), signature(want.Find(pn.sel)); g != w {
 					t.Errorf("%s state, viewer %+v: the %s panel differs:\n got:  %s\n want: %s", name, c, pn.name, firstDiffAt(g, w), firstDiffAt(w, g))
 				}

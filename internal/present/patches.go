@@ -12,6 +12,7 @@ import (
 
 	"github.com/a-h/templ"
 
+	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/view"
 	"github.com/delegationstudio/studio/web/templates"
@@ -52,55 +53,6 @@ func StreamPatches(ch view.Changes) []Patch {
 	return ps
 }
 
-// Patches are what a page showing the state before changes must do to
-// show the state p draws, panel by panel, each drawn by the functions that
-// draw the first render.
-func (p *Page) Patches(ch view.Changes) ([]Patch, error) {
-	st := p.st
-	var ps []Patch
-	add := func(more ...Patch) { ps = append(ps, more...) }
-
-	if ch.Status {
-		add(Patch{Sel: "#status", Op: "replace", HTML: p.html(templates.StatusBadge(st.Session.Status, st.Session.Error, st.Session.StoppedBy, st.Session.Code))},
-			Patch{Sel: "#session-error", Op: "replace", HTML: p.html(templates.SessionError(st.Session.Status, st.Session.Error, st.Session.StoppedBy, st.Session.Code))},
-			Patch{Sel: "#answer", Op: "inner", HTML: p.html(templates.Answer(st.Session.Answer, st.Session.Status))})
-		if st.Session.Status != delegation.StatusRunning {
-			add(Patch{Sel: "#stop", Op: "remove"}, Patch{Sel: ".session", Op: "attrs", Attrs: map[string]*string{"data-running": nil}})
-		}
-	}
-	if ch.Totals {
-		add(Patch{Sel: "#totals", Op: "inner", HTML: p.html(templates.Totals(totals(st)))})
-	}
-	add(p.treePatches(ch)...)
-	if ch.NotesAdded {
-		add(Patch{Sel: "#notes", Op: "replace", HTML: p.html(templates.NotesSection(p.notes()))})
-	}
-	more, err := p.delegationPatches(ch)
-	if err != nil {
-		return ps, err
-	}
-	add(more...)
-	if more, err = p.waterfallPatches(ch); err != nil {
-		return ps, err
-	}
-	add(more...)
-	if more, err = p.scrubPatches(ch); err != nil {
-		return ps, err
-	}
-	add(more...)
-	if more, err = p.filePatches(ch); err != nil {
-		return ps, err
-	}
-	add(more...)
-	add(StreamPatches(ch)...)
-	for _, ev := range ch.Spans {
-		if r, ok := spanRow(ev); ok {
-			add(Patch{Sel: "#spans", Op: "append", HTML: p.html(templates.SpanItem(r))})
-		}
-	}
-	return ps, nil
-}
-
 // Panels a page draws at a step of the past (data-at) show the session as it
 // was then: no live patch reaches them. These are the selectors of the
 // tree and the delegation panel on pages that show now.
@@ -112,12 +64,12 @@ const (
 
 // treePatches: the whole tree when its shape changed, else the boxes that
 // did. The page marks the selected box itself.
-func (p *Page) treePatches(ch view.Changes) []Patch {
+func (p *Page) treePatches(ch view.Changes) ([]Patch, error) {
 	if ch.TreeShape {
-		return []Patch{{Sel: liveTree, Op: "inner", HTML: p.html(templates.TreeSVG(p.sid(), p.tree("")))}}
+		return []Patch{{Sel: liveTree, Op: "inner", HTML: p.html(templates.TreeSVG(p.sid(), p.tree("")))}}, nil
 	}
 	if len(ch.Nodes) == 0 {
-		return nil
+		return nil, nil
 	}
 	var ps []Patch
 	for _, n := range p.tree("").Nodes {
@@ -127,7 +79,7 @@ func (p *Page) treePatches(ch view.Changes) []Patch {
 			}
 		}
 	}
-	return ps
+	return ps, nil
 }
 
 // waterfallPatches keep the timelines that follow the session and those
@@ -135,23 +87,13 @@ func (p *Page) treePatches(ch view.Changes) []Patch {
 // bars of the calls and tool calls that started, those that ended redrawn,
 // the steps that left a following window taken out, and the axis.
 func (p *Page) waterfallPatches(ch view.Changes) ([]Patch, error) {
-	st := p.st
 	if ch.Seq == 0 {
 		return nil, nil
 	}
-	var ps []Patch
-	before := ch.CallsBefore
 	rows, err := p.startedCalls(ch)
 	if err != nil {
 		return nil, err
 	}
-	finishedNow := map[string]bool{} // tool calls that started and ended in this batch
-	for _, t := range ch.Tools {
-		if t.Finished {
-			finishedNow[t.ToolCallID] = true
-		}
-	}
-	drawn := map[string]bool{}
 	follow, err := p.waterfallFrame(false, nil)
 	if err != nil {
 		return nil, err
@@ -169,68 +111,102 @@ func (p *Page) waterfallPatches(ch view.Changes) ([]Patch, error) {
 		// Every step fits the following window: both draw the same.
 		kinds = []kind{{[]string{"#timeline[data-follow]", "#timeline[data-all]"}, all}}
 	}
-	before0 := max(1, before-view.WaterfallSteps+1)
-	for _, kind := range kinds {
-		w := kind.w
-		for _, id := range ch.Agents {
-			if a := st.Agent(id); a != nil {
-				ps = append(ps, Patch{Sel: within(kind.bases, " [data-lanes]"), Op: "append", HTML: p.html(templates.LaneItem(w, p.lane(a)))})
-			}
+	drawn := map[string]bool{}
+	var ps []Patch
+	for _, k := range kinds {
+		ps = append(ps, p.framePatches(k.bases, k.w, ch, rows, drawn)...)
+	}
+	more, err := p.endedBars(ch, drawn)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(ps, more...), p.runningBars(drawn)...), nil
+}
+
+// framePatches keep the timelines at bases, which draw the frame w, as a
+// fresh render would: new lanes and bars, the steps that left the window
+// taken out, and the axis. drawn gets the bars drawn.
+func (p *Page) framePatches(bases []string, w templates.Waterfall, ch view.Changes, rows []db.CallRow, drawn map[string]bool) []Patch {
+	var ps []Patch
+	for _, id := range ch.Agents {
+		if a := p.st.Agent(id); a != nil {
+			ps = append(ps, Patch{Sel: within(bases, " [data-lanes]"), Op: "append", HTML: p.html(templates.LaneItem(w, p.lane(a)))})
 		}
-		if len(ch.Appended) > 0 {
-			for s := before0; s < w.From; s++ { // the steps that left a following window
-				ps = append(ps, Patch{Sel: within(kind.bases, " "+attrIs("data-step", strconv.Itoa(s))), Op: "remove"})
-			}
+	}
+	if len(ch.Appended) > 0 {
+		for s := max(1, ch.CallsBefore-view.WaterfallSteps+1); s < w.From; s++ { // the steps that left a following window
+			ps = append(ps, Patch{Sel: within(bases, " "+attrIs("data-step", strconv.Itoa(s))), Op: "remove"})
 		}
-		// New bars go in in the order they started, as a fresh render has them.
-		type newBar struct {
-			seq   int64
-			agent string
-			b     templates.Bar
+	}
+	for _, nb := range p.newBars(w, ch, rows) {
+		drawn[nb.b.ID] = true
+		ps = append(ps, Patch{Sel: within(bases, " "+attrIs("data-track", nb.agent)), Op: "append", SVG: true, HTML: p.html(templates.BarItem(w, nb.b))})
+	}
+	if len(ch.Appended) == 0 && max(p.ms(ch.AtBefore), 0) == w.Now {
+		return ps // the axis has not moved
+	}
+	box := trackBoxOf(w)
+	if len(ch.Appended) > 0 {
+		ps = append(ps, Patch{Sel: within(bases, " [data-wf-range]"), Op: "replace", HTML: p.html(templates.WaterfallRange(w))})
+	}
+	var axis strings.Builder
+	for _, t := range w.Ticks {
+		axis.WriteString(p.html(templates.TickItem(t)))
+	}
+	return append(ps, Patch{Sel: within(bases, " [data-axis]"), Op: "inner", SVG: true, HTML: axis.String()},
+		Patch{Sel: within(bases, " svg.track"), Op: "attrs", Attrs: map[string]*string{"viewBox": &box}},
+		Patch{Sel: within(bases, ""), Op: "attrs", Attrs: map[string]*string{"data-t0": str(strconv.FormatInt(w.T0, 10)),
+			"data-span": str(strconv.FormatInt(w.Span, 10)), "data-now": str(strconv.FormatInt(w.Now, 10))}})
+}
+
+// A newBar is a bar of a call or tool call that started in a batch.
+type newBar struct {
+	seq   int64
+	agent string
+	b     templates.Bar
+}
+
+// newBars are the bars of the calls (rows) and tool calls that started in
+// a batch and that the frame w shows, in the order they started, as a
+// fresh render has them.
+func (p *Page) newBars(w templates.Waterfall, ch view.Changes, rows []db.CallRow) []newBar {
+	finishedNow := map[string]bool{} // tool calls that started and ended in this batch
+	for _, t := range ch.Tools {
+		if t.Finished {
+			finishedNow[t.ToolCallID] = true
 		}
-		var bars []newBar
-		for _, c := range rows {
-			if c.Step >= w.From {
-				_, running := st.Running[c.ID]
-				bars = append(bars, newBar{c.Seq, c.AgentID, p.callBar(c, running)})
-			}
+	}
+	var bars []newBar
+	for _, c := range rows {
+		if c.Step >= w.From {
+			_, running := p.st.Running[c.ID]
+			bars = append(bars, newBar{c.Seq, c.AgentID, p.callBar(c, running)})
 		}
-		for _, t := range ch.Tools {
-			if t.Finished || t.Step < w.From || t.Step == 0 {
-				continue
-			}
-			tc := t
-			if finishedNow[t.ToolCallID] {
-				for _, f := range ch.Tools {
-					if f.Finished && f.ToolCallID == t.ToolCallID {
-						tc = f
-					}
+	}
+	for _, t := range ch.Tools {
+		if t.Finished || t.Step < w.From || t.Step == 0 {
+			continue
+		}
+		tc := t
+		if finishedNow[t.ToolCallID] {
+			for _, f := range ch.Tools {
+				if f.Finished && f.ToolCallID == t.ToolCallID {
+					tc = f
 				}
 			}
-			bars = append(bars, newBar{t.Seq, t.AgentID, p.toolBar(tc, true)})
 		}
-		slices.SortStableFunc(bars, func(a, b newBar) int { return cmp.Compare(a.seq, b.seq) })
-		for _, nb := range bars {
-			drawn[nb.b.ID] = true
-			ps = append(ps, Patch{Sel: within(kind.bases, " "+attrIs("data-track", nb.agent)), Op: "append", SVG: true, HTML: p.html(templates.BarItem(w, nb.b))})
-		}
-		if len(ch.Appended) == 0 && max(p.ms(ch.AtBefore), 0) == w.Now {
-			continue // the axis has not moved
-		}
-		box := trackBoxOf(w)
-		if len(ch.Appended) > 0 {
-			ps = append(ps, Patch{Sel: within(kind.bases, " [data-wf-range]"), Op: "replace", HTML: p.html(templates.WaterfallRange(w))})
-		}
-		var axis strings.Builder
-		for _, t := range w.Ticks {
-			axis.WriteString(p.html(templates.TickItem(t)))
-		}
-		ps = append(ps, Patch{Sel: within(kind.bases, " [data-axis]"), Op: "inner", SVG: true, HTML: axis.String()},
-			Patch{Sel: within(kind.bases, " svg.track"), Op: "attrs", Attrs: map[string]*string{"viewBox": &box}},
-			Patch{Sel: within(kind.bases, ""), Op: "attrs", Attrs: map[string]*string{"data-t0": str(strconv.FormatInt(w.T0, 10)),
-				"data-span": str(strconv.FormatInt(w.Span, 10)), "data-now": str(strconv.FormatInt(w.Now, 10))}})
+		bars = append(bars, newBar{t.Seq, t.AgentID, p.toolBar(tc, true)})
 	}
-	// Bars that ended, wherever a live timeline shows them.
+	slices.SortStableFunc(bars, func(a, b newBar) int { return cmp.Compare(a.seq, b.seq) })
+	return bars
+}
+
+// endedBars redraw, wherever a live timeline shows them, the bars of the
+// calls and tool calls that ended, and a task call's once its child has
+// started (it names the child), unless drawn already.
+func (p *Page) endedBars(ch view.Changes, drawn map[string]bool) ([]Patch, error) {
+	st := p.st
+	var ps []Patch
 	for _, f := range ch.Finished {
 		if drawn["bar-"+f.ID] {
 			continue
@@ -246,7 +222,6 @@ func (p *Page) waterfallPatches(ch view.Changes) ([]Patch, error) {
 		w := templates.Waterfall{Now: p.ms(st.LastAt)}
 		ps = append(ps, Patch{Sel: liveBars + " " + attrIs("id", "bar-"+f.ID), Op: "replace", SVG: true, HTML: p.html(templates.BarItem(w, p.callBar(*c, st.Running[c.ID] != nil)))})
 	}
-	// A task call's bar names its child once the child has started.
 	for _, child := range ch.Started {
 		if d := st.Delegation(child); d != nil && !drawn["tool-"+d.TaskCallID] {
 			if t := st.RunningTools[d.TaskCallID]; t != nil {
@@ -263,20 +238,26 @@ func (p *Page) waterfallPatches(ch view.Changes) ([]Patch, error) {
 		ps = append(ps, Patch{Sel: liveBars + " " + attrIs("id", "tool-"+t.ToolCallID), Op: "replace", SVG: true,
 			HTML: p.html(templates.BarItem(templates.Waterfall{}, p.toolBar(t, true)))})
 	}
-	// Running bars reach the log's last event.
-	now := p.ms(st.LastAt)
+	return ps, nil
+}
+
+// runningBars: running bars, unless drawn already, reach the log's last
+// event.
+func (p *Page) runningBars(drawn map[string]bool) []Patch {
+	var ps []Patch
+	now := p.ms(p.st.LastAt)
 	grow := func(id string, s int64) {
 		if !drawn[id] {
 			ps = append(ps, Patch{Sel: liveBars + " " + attrIs("id", id) + " rect", Op: "attrs", Attrs: map[string]*string{"width": str(strconv.FormatInt(max(now-s, 0), 10))}})
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(st.Running)) {
-		grow("bar-"+id, p.ms(st.Running[id].StartedAt))
+	for _, id := range slices.Sorted(maps.Keys(p.st.Running)) {
+		grow("bar-"+id, p.ms(p.st.Running[id].StartedAt))
 	}
-	for _, id := range slices.Sorted(maps.Keys(st.RunningTools)) {
-		grow("tool-"+id, p.ms(st.RunningTools[id].At))
+	for _, id := range slices.Sorted(maps.Keys(p.st.RunningTools)) {
+		grow("tool-"+id, p.ms(p.st.RunningTools[id].At))
 	}
-	return ps, nil
+	return ps
 }
 
 // within joins a selector's suffix to each of its bases.
@@ -469,10 +450,26 @@ func minPath(paths []string) string {
 // are redrawn as they change; the agents' lists of calls grow. Pages at a
 // step of the past are left as they are.
 func (p *Page) delegationPatches(ch view.Changes) ([]Patch, error) {
+	fresh := map[string]bool{} // panes drawn whole in this batch
+	var ps []Patch
+	for _, part := range []func(view.Changes, map[string]bool) ([]Patch, error){
+		p.startedPatches, p.contextPatches, p.callEndedPatches, p.receiptPatches, p.callsPatches,
+	} {
+		more, err := part(ch, fresh)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, more...)
+	}
+	return ps, nil
+}
+
+// startedPatches: a delegation's panel appears where it is awaited, and
+// main's viewers get it to pick. fresh gets the panes drawn.
+func (p *Page) startedPatches(ch view.Changes, fresh map[string]bool) ([]Patch, error) {
 	st := p.st
 	var ps []Patch
-	fresh := map[string]bool{} // panes drawn whole in this batch
-	picksDrawn := false        // the picks list drawn whole: it holds this batch's later delegations too
+	picksDrawn := false // the picks list drawn whole: it holds this batch's later delegations too
 	for _, child := range ch.Started {
 		d := st.Delegation(child)
 		if d == nil {
@@ -504,21 +501,30 @@ func (p *Page) delegationPatches(ch view.Changes) ([]Patch, error) {
 		fresh[pp.ID()], fresh[cp.ID()] = true, true
 		fresh["calls:"+child] = true
 	}
-	redraw := func(pn view.Pane) error {
-		if fresh[pn.ID()] {
-			return nil
-		}
-		item, err := p.paneHTML(pn)
-		if err != nil {
-			return err
-		}
-		ps = append(ps, Patch{Sel: livePanel + " " + attrIs("data-pane", pn.ID()), Op: "replace", HTML: item})
-		fresh[pn.ID()] = true
+	return ps, nil
+}
+
+// redraw draws a pane whole into ps, unless it was in this batch.
+func (p *Page) redraw(ps *[]Patch, pn view.Pane, fresh map[string]bool) error {
+	if fresh[pn.ID()] {
 		return nil
 	}
+	item, err := p.paneHTML(pn)
+	if err != nil {
+		return err
+	}
+	*ps = append(*ps, Patch{Sel: livePanel + " " + attrIs("data-pane", pn.ID()), Op: "replace", HTML: item})
+	fresh[pn.ID()] = true
+	return nil
+}
+
+// contextPatches: the panes grow with the agents they follow, or are
+// redrawn when a context changed otherwise.
+func (p *Page) contextPatches(ch view.Changes, fresh map[string]bool) ([]Patch, error) {
+	var ps []Patch
 	for _, agent := range ch.Replaced {
 		for _, pn := range p.showing(agent, ch) {
-			if err := redraw(pn); err != nil {
+			if err := p.redraw(&ps, pn, fresh); err != nil {
 				return nil, err
 			}
 		}
@@ -528,7 +534,7 @@ func (p *Page) delegationPatches(ch view.Changes) ([]Patch, error) {
 		// whole (it grows only while its children's receipts come in).
 		for _, pn := range p.showing(agent, ch) {
 			if pn.Kind == view.PaneParent {
-				if err := redraw(pn); err != nil {
+				if err := p.redraw(&ps, pn, fresh); err != nil {
 					return nil, err
 				}
 			}
@@ -539,6 +545,14 @@ func (p *Page) delegationPatches(ch view.Changes) ([]Patch, error) {
 		}
 		ps = append(ps, more...)
 	}
+	return ps, nil
+}
+
+// callEndedPatches: the panes of agents whose call changed or ended show
+// their new totals and gaps.
+func (p *Page) callEndedPatches(ch view.Changes, fresh map[string]bool) ([]Patch, error) {
+	st := p.st
+	var ps []Patch
 	// A pane's call that ended stops showing it under way.
 	changed := slices.Clone(ch.CallChanged)
 	for _, f := range ch.Finished {
@@ -554,7 +568,7 @@ func (p *Page) delegationPatches(ch view.Changes) ([]Patch, error) {
 				continue
 			}
 			if pn.Kind == view.PaneParent {
-				if err := redraw(pn); err != nil {
+				if err := p.redraw(&ps, pn, fresh); err != nil {
 					return nil, err
 				}
 				continue
@@ -583,6 +597,14 @@ func (p *Page) delegationPatches(ch view.Changes) ([]Patch, error) {
 			}
 		}
 	}
+	return ps, nil
+}
+
+// receiptPatches: what came back, what was held back and what it cost are
+// redrawn as they change; a parent pane that stopped following says so.
+func (p *Page) receiptPatches(ch view.Changes, fresh map[string]bool) ([]Patch, error) {
+	st := p.st
+	var ps []Patch
 	for _, child := range ch.Frozen {
 		if d := st.Delegation(child); d != nil {
 			pp, _ := st.PanesOf(d)
@@ -614,8 +636,7 @@ func (p *Page) delegationPatches(ch view.Changes) ([]Patch, error) {
 		}
 		ps = append(ps, Patch{Sel: livePanel + " " + attrIs("data-economics", d.ChildID), Op: "replace", HTML: p.html(templates.Economics(e))})
 	}
-	more, err := p.callsPatches(ch, fresh)
-	return append(ps, more...), err
+	return ps, nil
 }
 
 // callsPatches grow the agents' lists of calls, as their window shows them.
@@ -805,31 +826,6 @@ func (p *Page) paneGrowth(pn view.Pane, before int) ([]Patch, error) {
 			return nil, err
 		}
 		ps = append(ps, x)
-	}
-	return ps, nil
-}
-
-// SyncPatches bring a page opened at an older seq to the state p draws:
-// every panel drawn again, for the viewer's choice.
-func (p *Page) SyncPatches(c Choice, running bool) ([]Patch, error) {
-	v, err := p.SessionPage(templates.Page{}, c, running)
-	if err != nil {
-		return nil, err
-	}
-	ps := []Patch{
-		{Sel: "#status", Op: "replace", HTML: p.html(templates.StatusBadge(v.Status, v.Error, v.StoppedBy, v.Code))},
-		{Sel: "#session-error", Op: "replace", HTML: p.html(templates.SessionError(v.Status, v.Error, v.StoppedBy, v.Code))},
-		{Sel: "#totals", Op: "inner", HTML: p.html(templates.Totals(v.Totals))},
-		{Sel: "#tree", Op: "replace", HTML: p.html(templates.TreeBox(v.ID, v.Tree, v.At, v.Scrub.Steps))},
-		{Sel: "#notes", Op: "replace", HTML: p.html(templates.NotesSection(v.Notes))},
-		{Sel: "#delegation", Op: "replace", HTML: p.html(templates.DelegationSection(v.Delegation))},
-		{Sel: "#scrubber", Op: "replace", HTML: p.html(templates.ScrubberSection(v.Scrub))},
-		{Sel: "#timeline", Op: "replace", HTML: p.html(templates.WaterfallView(v.Timeline))},
-		{Sel: "#answer", Op: "inner", HTML: p.html(templates.Answer(v.Answer, v.Status))},
-		{Sel: "#files", Op: "inner", HTML: p.html(templates.Files(v.Files))},
-	}
-	if !running {
-		ps = append(ps, Patch{Sel: "#stop", Op: "remove"}, Patch{Sel: ".session", Op: "attrs", Attrs: map[string]*string{"data-running": nil}})
 	}
 	return ps, nil
 }

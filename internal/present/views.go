@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/a-h/templ"
+
 	"github.com/delegationstudio/studio/internal/db"
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/i18n"
@@ -995,13 +997,20 @@ func (p *Page) treeAt(selected string, at *stepAt) (view.TreeLayout, error) {
 		Prompt: p.st.Session.Prompt, Words: templates.TreeWords(p.ctx)}), nil
 }
 
-// SessionPage is the whole session page for a viewer's choice.
-func (p *Page) SessionPage(page templates.Page, ch Choice, running bool) (templates.SessionPage, error) {
+// statePage is the page's parts that every viewer sees alike: drawn
+// from the state as it is now.
+func (p *Page) statePage(page templates.Page, running bool) templates.SessionPage {
 	st := p.st
-	v := templates.SessionPage{Page: page, ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title,
+	return templates.SessionPage{Page: page, ID: st.Session.ID, Name: st.Session.Name, Title: st.Session.Title,
 		Prompt: st.Session.Prompt, Status: st.Session.Status, Error: st.Session.Error, StoppedBy: st.Session.StoppedBy, Code: st.Session.Code, Tokenizer: st.Session.Tokenizer,
 		CreatedAt: st.Session.CreatedAt, Running: running, Answer: st.Session.Answer, LastSeq: st.Seq,
 		Agents: len(st.Agents), Calls: st.Calls, Tokens: st.Tokens, Totals: totals(st), Notes: p.notes()}
+}
+
+// SessionPage is the whole session page for a viewer's choice.
+func (p *Page) SessionPage(page templates.Page, ch Choice, running bool) (templates.SessionPage, error) {
+	st := p.st
+	v := p.statePage(page, running)
 	at, err := p.stepAt(ch.Step)
 	if err != nil {
 		return v, err
@@ -1021,6 +1030,12 @@ func (p *Page) SessionPage(page templates.Page, ch Choice, running bool) (templa
 	}
 	if v.Files, err = p.Files(""); err != nil {
 		return v, err
+	}
+	v.Panels = map[string]templ.Component{}
+	for _, pn := range panels() {
+		if pn.draw != nil {
+			v.Panels[pn.name] = pn.draw(&v)
+		}
 	}
 	v.Origin, v.Received = originLine(i18n.From(p.ctx), st.Session.Origin), st.Session.Origin.OriginKind() != delegation.OriginEngine
 	v.Traced = st.Session.Origin.OriginKind() == delegation.OriginOTLP

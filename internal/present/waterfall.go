@@ -100,14 +100,7 @@ func (p *Page) waterfall(all bool, at *stepAt) (templates.Waterfall, error) {
 	}
 	latest := map[string]last{}
 	toolAt := map[string][2]int{} // tool call id → lane, bar
-	ended := map[string]bool{}    // calls whose model.finished is in by upTo
-	for _, ev := range tools {
-		if ev.Type == delegation.EventModelFinished {
-			if d, err := delegation.DataAs[delegation.ModelFinished](ev); err == nil {
-				ended[d.ModelCallID] = true
-			}
-		}
-	}
+	ended := endedCalls(tools)    // calls whose model.finished is in by upTo
 	ci := 0
 	addCall := func(c db.CallRow) {
 		latest[c.AgentID] = last{c.Step, c.ID}
@@ -158,16 +151,34 @@ func (p *Page) waterfall(all bool, at *stepAt) (templates.Waterfall, error) {
 		addCall(calls[ci])
 	}
 	if at == nil {
-		// A tool call the session ended before it finished ends with it.
-		for i := range w.Lanes {
-			for j := range w.Lanes[i].Bars {
-				if b := &w.Lanes[i].Bars[j]; b.Running && b.Kind != "model" && b.Kind != "summary" && p.st.RunningTools[b.ID[len("tool-"):]] == nil {
-					b.Running, b.D = false, max(w.Now-b.S, 0)
-				}
+		p.endWithSession(&w)
+	}
+	return w, nil
+}
+
+// endedCalls are the model calls whose model.finished is among evs.
+func endedCalls(evs []delegation.Event) map[string]bool {
+	ended := map[string]bool{}
+	for _, ev := range evs {
+		if ev.Type == delegation.EventModelFinished {
+			if d, err := delegation.DataAs[delegation.ModelFinished](ev); err == nil {
+				ended[d.ModelCallID] = true
 			}
 		}
 	}
-	return w, nil
+	return ended
+}
+
+// endWithSession: a tool call the session ended before it finished ends
+// with it.
+func (p *Page) endWithSession(w *templates.Waterfall) {
+	for i := range w.Lanes {
+		for j := range w.Lanes[i].Bars {
+			if b := &w.Lanes[i].Bars[j]; b.Running && b.Kind != "model" && b.Kind != "summary" && p.st.RunningTools[b.ID[len("tool-"):]] == nil {
+				b.Running, b.D = false, max(w.Now-b.S, 0)
+			}
+		}
+	}
 }
 
 func (p *Page) lane(a *view.Agent) templates.Lane {

@@ -435,139 +435,31 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 		s.Session.Origin = d.Origin
 
 	case st.SessionFinished != nil:
-		d := st.SessionFinished
-		s.Session.Status, s.Session.Error, s.Session.Answer = d.Status, d.Error, d.Answer
-		s.Session.StoppedBy, s.Session.Code = d.StoppedBy, d.Code
-		if d.Status == delegation.StatusInterrupted {
-			s.interrupted(d.Error, d.StoppedBy, ch)
-		}
-		at := ev.At.UTC()
-		s.Session.FinishedAt = &at
-		// A call that never finished will not now.
-		for id, r := range s.Running {
-			ch.finish(Finished{ID: id, Step: r.Step})
-		}
-		clear(s.Running)
-		for _, t := range s.RunningTools {
-			ch.Tools = append(ch.Tools, ToolChange{AgentID: t.AgentID, ToolCallID: t.ToolCallID, Name: t.Name, Seq: ev.Seq,
-				At: ev.At.UTC(), Step: t.Step, CallID: t.CallID, Finished: true, Started: t.At})
-		}
-		clear(s.RunningTools)
-		s.flushNotes("", ch)
-		ch.Status = true
+		s.sessionFinished(ev, st.SessionFinished, ch)
 
 	case st.AgentStarted != nil:
-		d := st.AgentStarted
-		a := &Agent{ID: d.Agent.ID, Name: d.Agent.Name, ParentID: d.Agent.ParentID, Mode: string(d.Agent.Mode),
-			TaskCallID: d.Agent.TaskCallID, Invocation: d.Agent.Invocation, Status: delegation.StatusRunning,
-			SystemPrompt: d.SystemPrompt, SystemTokens: d.SystemTokens, Tools: d.Tools, Endpoint: d.Endpoint, summaryAt: -1, lastAssistant: -1,
-			StartedAt: ev.At.UTC(), Economics: Economics{Model: d.Model, Price: d.Price}}
-		if p := s.agents[a.ParentID]; p != nil {
-			a.Depth = p.Depth + 1
-			if a.Mode == string(delegation.ModeFork) {
-				a.Todos = slices.Clone(p.Todos) // a fork inherits its parent's todos
-			}
-		}
-		if dl := s.byTaskCall[a.TaskCallID]; dl != nil && dl.ParentID == a.ParentID {
-			a.Task = dl.Task
-		}
-		a.StartSeq = ev.Seq
-		s.agents[a.ID] = a
-		s.Agents = append(s.Agents, a)
-		ch.TreeShape, ch.Totals, ch.Scrub = true, true, true
-		ch.Agents = append(ch.Agents, a.ID)
-		ch.replaced(a.ID)
-		s.noteAgentStarted(a, ch)
+		s.agentStarted(ev, st.AgentStarted, ch)
 
 	case st.AgentFinished != nil:
-		d := st.AgentFinished
-		a := s.agents[ev.AgentID]
-		if a == nil {
-			return fmt.Errorf("agent.finished for unknown agent %q", ev.AgentID)
-		}
-		a.Status, a.Error, a.Steps, a.EndSeq = d.Status, d.Error, d.Steps, ev.Seq
-		a.StoppedBy, a.FinishCode = d.StoppedBy, d.Code
-		ch.node(s, a.ID, false)
-		if dl := s.byChild[a.ID]; dl != nil {
-			ch.crossing(dl.ChildID)
-		}
-		s.noteAgentFinished(a, ch)
+		return s.agentFinished(ev, st.AgentFinished, ch)
 
 	case st.Call != nil:
 		s.callStarted(ev, st.Call, ch)
 
 	case st.Finished != nil:
-		d := st.Finished
-		if r := s.Running[d.ModelCallID]; r != nil {
-			ch.finish(Finished{ID: d.ModelCallID, Step: r.Step})
-			if a := s.agents[r.AgentID]; a != nil {
-				a.finished(r.CachedTokens, *d)
-				if d.Cost != nil { // the node's tooltip says what it cost
-					ch.node(s, a.ID, false)
-					s.economicsChanged(a, ch)
-				}
-			}
-		}
-		if d.Cost != nil {
-			s.Cost = s.Cost.add(*d.Cost)
-			ch.Totals = true
-		}
-		delete(s.Running, d.ModelCallID)
-		for _, dl := range s.Delegations {
-			if dl.reading == d.ModelCallID {
-				// The first call that read the receipt has its answer: the
-				// parent's pane shows that call and stops there.
-				if p := s.agents[dl.ParentID]; p != nil {
-					fr := p.History.clone()
-					dl.Frozen, dl.reading = &fr, ""
-					ch.frozen(dl.ChildID)
-				}
-			}
-		}
+		s.callFinished(ev, st.Finished, ch)
 
 	case ev.Type == delegation.EventModelDelta:
-		d, err := delegation.DataAs[delegation.ModelDelta](ev)
-		if err != nil {
-			return err
-		}
-		if r := s.Running[d.ModelCallID]; r != nil {
-			ch.Stream = append(ch.Stream, StreamChange{CallID: d.ModelCallID, Text: d.Text, At: r.StreamUnits})
-			r.Stream += d.Text
-			r.StreamUnits += units(d.Text)
-		} else {
-			s.pending[d.ModelCallID] += d.Text
-		}
+		return s.streamed(ev, ch)
 
 	case st.Message != nil:
 		s.messageAdded(ev.AgentID, ev.Seq, st.Index, st.Message, ch)
 
 	case st.DelegationStarted != nil:
-		d := st.DelegationStarted
-		dl := &Delegation{ChildID: d.ChildID, ParentID: ev.AgentID, TaskCallID: d.ToolCallID, SubagentType: d.SubagentType,
-			Mode: string(d.Mode), Task: d.Description, Seq: ev.Seq, Batch: -1}
-		if p := s.agents[ev.AgentID]; p != nil {
-			dl.Batch, dl.Step = p.batch()
-			dl.CallMessageID = p.LastAssistantID
-		}
-		s.Delegations = append(s.Delegations, dl)
-		s.byChild[dl.ChildID] = dl
-		s.byTaskCall[dl.TaskCallID] = dl
-		if a := s.agents[dl.ChildID]; a != nil {
-			a.Task = dl.Task
-		}
-		ch.Started = append(ch.Started, dl.ChildID)
-		s.noteDelegationStarted(dl, ch)
+		s.delegationStarted(ev, st.DelegationStarted, ch)
 
 	case st.DelegationFinished != nil:
-		d := st.DelegationFinished
-		dl := s.byChild[d.ChildID]
-		if dl == nil {
-			return fmt.Errorf("delegation.finished for unknown child %q", d.ChildID)
-		}
-		dl.Finished, dl.Returned, dl.HeldBack, dl.FinishedSeq = true, d.Returned, d.HeldBack, ev.Seq
-		ch.crossing(dl.ChildID)
-		s.noteDelegationFinished(dl, ch)
-		ch.HeldBack = union(ch.HeldBack, dl.ChildID)
+		return s.delegationFinished(ev, st.DelegationFinished, ch)
 
 	case st.DelegationRefused != nil:
 		d := st.DelegationRefused
@@ -579,42 +471,10 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 		}
 
 	case st.Summarization != nil:
-		d := st.Summarization
-		a := s.agents[ev.AgentID]
-		if a == nil {
-			return fmt.Errorf("summarization of unknown agent %q", ev.AgentID)
-		}
-		a.Summaries = append(a.Summaries, Summary{Index: a.summaryAt, Seq: ev.Seq, Step: s.Calls, Folded: d.FoldedMessages,
-			TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter, FilePath: d.FilePath})
-		// The history is now the summary, then what was kept of it: the
-		// engine's rule (delegation.md §7), read off the event.
-		if a.summaryAt >= 0 {
-			kept := delegation.AfterMessages(a.History.Ranges, d.FoldedMessages)
-			a.History.Ranges = append([]delegation.Range{{AgentID: a.ID, From: a.summaryAt, To: a.summaryAt + 1}}, kept...)
-			a.summaryAt = -1
-			ch.replaced(a.ID)
-		}
+		return s.summarized(ev, st.Summarization, ch)
 
 	case st.FilesChanged != nil:
-		d := st.FilesChanged
-		if a := s.agents[ev.AgentID]; a != nil {
-			s.noteFilesChanged(a, d.From, d.Changes, ch)
-		}
-		if d.From != "" {
-			if dl := s.byChild[d.From]; dl != nil {
-				for _, c := range d.Changes {
-					if len(dl.FilesBack) < maxFilesBack {
-						p := c.Path
-						if c.Deleted {
-							p += " (deleted)"
-						}
-						dl.FilesBack = append(dl.FilesBack, p)
-					}
-					dl.FilesBackCount++
-				}
-				ch.crossing(dl.ChildID)
-			}
-		}
+		s.filesChanged(ev, st.FilesChanged, ch)
 
 	case st.TodosChanged != nil:
 		if a := s.agents[ev.AgentID]; a != nil {
@@ -629,33 +489,222 @@ func (s *State) apply(st trace.Step, ch *Changes) error {
 		ch.Spans = append(ch.Spans, ev)
 
 	case st.ToolStarted != nil:
-		d := st.ToolStarted
-		a := s.agents[ev.AgentID]
-		if a == nil {
-			return nil
-		}
-		a.ToolCalls++
-		tc := ToolChange{AgentID: a.ID, ToolCallID: d.ToolCallID, Name: d.Name, Seq: ev.Seq, At: ev.At.UTC()}
-		if a.Last != nil {
-			tc.Step, tc.CallID = a.Last.Step, a.Last.ID
-		}
-		ch.Tools = append(ch.Tools, tc)
-		tcc := tc
-		s.RunningTools[d.ToolCallID] = &tcc
-		ch.worked(a.ID)
+		s.toolStarted(ev, st.ToolStarted, ch)
 
 	case st.ToolFinished != nil:
-		d := st.ToolFinished
-		if a := s.agents[ev.AgentID]; a != nil {
-			tc := ToolChange{AgentID: a.ID, ToolCallID: d.ToolCallID, Name: d.Name, Seq: ev.Seq, At: ev.At.UTC(), Finished: true,
-				IsError: d.IsError}
-			if r := s.RunningTools[d.ToolCallID]; r != nil {
-				tc.Step, tc.CallID, tc.Started = r.Step, r.CallID, r.At
-			}
-			delete(s.RunningTools, d.ToolCallID)
-			ch.Tools = append(ch.Tools, tc)
+		s.toolFinished(ev, st.ToolFinished, ch)
+	}
+	return nil
+}
+
+// sessionFinished ends the session: its calls that never finished will not now.
+func (s *State) sessionFinished(ev delegation.Event, d *delegation.SessionFinished, ch *Changes) {
+	s.Session.Status, s.Session.Error, s.Session.Answer = d.Status, d.Error, d.Answer
+	s.Session.StoppedBy, s.Session.Code = d.StoppedBy, d.Code
+	if d.Status == delegation.StatusInterrupted {
+		s.interrupted(d.Error, d.StoppedBy, ch)
+	}
+	at := ev.At.UTC()
+	s.Session.FinishedAt = &at
+	// A call that never finished will not now.
+	for id, r := range s.Running {
+		ch.finish(Finished{ID: id, Step: r.Step})
+	}
+	clear(s.Running)
+	for _, t := range s.RunningTools {
+		ch.Tools = append(ch.Tools, ToolChange{AgentID: t.AgentID, ToolCallID: t.ToolCallID, Name: t.Name, Seq: ev.Seq,
+			At: ev.At.UTC(), Step: t.Step, CallID: t.CallID, Finished: true, Started: t.At})
+	}
+	clear(s.RunningTools)
+	s.flushNotes("", ch)
+	ch.Status = true
+}
+
+// agentStarted adds an agent to the tree.
+func (s *State) agentStarted(ev delegation.Event, d *delegation.AgentStarted, ch *Changes) {
+	a := &Agent{ID: d.Agent.ID, Name: d.Agent.Name, ParentID: d.Agent.ParentID, Mode: string(d.Agent.Mode),
+		TaskCallID: d.Agent.TaskCallID, Invocation: d.Agent.Invocation, Status: delegation.StatusRunning,
+		SystemPrompt: d.SystemPrompt, SystemTokens: d.SystemTokens, Tools: d.Tools, Endpoint: d.Endpoint, summaryAt: -1, lastAssistant: -1,
+		StartedAt: ev.At.UTC(), Economics: Economics{Model: d.Model, Price: d.Price}}
+	if p := s.agents[a.ParentID]; p != nil {
+		a.Depth = p.Depth + 1
+		if a.Mode == string(delegation.ModeFork) {
+			a.Todos = slices.Clone(p.Todos) // a fork inherits its parent's todos
 		}
 	}
+	if dl := s.byTaskCall[a.TaskCallID]; dl != nil && dl.ParentID == a.ParentID {
+		a.Task = dl.Task
+	}
+	a.StartSeq = ev.Seq
+	s.agents[a.ID] = a
+	s.Agents = append(s.Agents, a)
+	ch.TreeShape, ch.Totals, ch.Scrub = true, true, true
+	ch.Agents = append(ch.Agents, a.ID)
+	ch.replaced(a.ID)
+	s.noteAgentStarted(a, ch)
+}
+
+// callFinished ends a model call: its cost, and the parent panes that stop at the call that read a receipt.
+func (s *State) callFinished(ev delegation.Event, d *delegation.ModelFinished, ch *Changes) {
+	if r := s.Running[d.ModelCallID]; r != nil {
+		ch.finish(Finished{ID: d.ModelCallID, Step: r.Step})
+		if a := s.agents[r.AgentID]; a != nil {
+			a.finished(r.CachedTokens, *d)
+			if d.Cost != nil { // the node's tooltip says what it cost
+				ch.node(s, a.ID, false)
+				s.economicsChanged(a, ch)
+			}
+		}
+	}
+	if d.Cost != nil {
+		s.Cost = s.Cost.add(*d.Cost)
+		ch.Totals = true
+	}
+	delete(s.Running, d.ModelCallID)
+	for _, dl := range s.Delegations {
+		if dl.reading == d.ModelCallID {
+			// The first call that read the receipt has its answer: the
+			// parent's pane shows that call and stops there.
+			if p := s.agents[dl.ParentID]; p != nil {
+				fr := p.History.clone()
+				dl.Frozen, dl.reading = &fr, ""
+				ch.frozen(dl.ChildID)
+			}
+		}
+	}
+}
+
+// delegationStarted opens a delegation's panel.
+func (s *State) delegationStarted(ev delegation.Event, d *delegation.DelegationStarted, ch *Changes) {
+	dl := &Delegation{ChildID: d.ChildID, ParentID: ev.AgentID, TaskCallID: d.ToolCallID, SubagentType: d.SubagentType,
+		Mode: string(d.Mode), Task: d.Description, Seq: ev.Seq, Batch: -1}
+	if p := s.agents[ev.AgentID]; p != nil {
+		dl.Batch, dl.Step = p.batch()
+		dl.CallMessageID = p.LastAssistantID
+	}
+	s.Delegations = append(s.Delegations, dl)
+	s.byChild[dl.ChildID] = dl
+	s.byTaskCall[dl.TaskCallID] = dl
+	if a := s.agents[dl.ChildID]; a != nil {
+		a.Task = dl.Task
+	}
+	ch.Started = append(ch.Started, dl.ChildID)
+	s.noteDelegationStarted(dl, ch)
+}
+
+// summarized folds an agent's history into its summary.
+func (s *State) summarized(ev delegation.Event, d *trace.Summarization, ch *Changes) error {
+	a := s.agents[ev.AgentID]
+	if a == nil {
+		return fmt.Errorf("summarization of unknown agent %q", ev.AgentID)
+	}
+	a.Summaries = append(a.Summaries, Summary{Index: a.summaryAt, Seq: ev.Seq, Step: s.Calls, Folded: d.FoldedMessages,
+		TokensBefore: d.TokensBefore, TokensAfter: d.TokensAfter, FilePath: d.FilePath})
+	// The history is now the summary, then what was kept of it: the
+	// engine's rule (delegation.md §7), read off the event.
+	if a.summaryAt >= 0 {
+		kept := delegation.AfterMessages(a.History.Ranges, d.FoldedMessages)
+		a.History.Ranges = append([]delegation.Range{{AgentID: a.ID, From: a.summaryAt, To: a.summaryAt + 1}}, kept...)
+		a.summaryAt = -1
+		ch.replaced(a.ID)
+	}
+	return nil
+}
+
+// filesChanged notes files written, and what came back with a receipt.
+func (s *State) filesChanged(ev delegation.Event, d *delegation.FilesChanged, ch *Changes) {
+	if a := s.agents[ev.AgentID]; a != nil {
+		s.noteFilesChanged(a, d.From, d.Changes, ch)
+	}
+	if d.From != "" {
+		if dl := s.byChild[d.From]; dl != nil {
+			for _, c := range d.Changes {
+				if len(dl.FilesBack) < maxFilesBack {
+					p := c.Path
+					if c.Deleted {
+						p += " (deleted)"
+					}
+					dl.FilesBack = append(dl.FilesBack, p)
+				}
+				dl.FilesBackCount++
+			}
+			ch.crossing(dl.ChildID)
+		}
+	}
+}
+
+// toolStarted starts a tool call's bar.
+func (s *State) toolStarted(ev delegation.Event, d *delegation.ToolStarted, ch *Changes) {
+	a := s.agents[ev.AgentID]
+	if a == nil {
+		return
+	}
+	a.ToolCalls++
+	tc := ToolChange{AgentID: a.ID, ToolCallID: d.ToolCallID, Name: d.Name, Seq: ev.Seq, At: ev.At.UTC()}
+	if a.Last != nil {
+		tc.Step, tc.CallID = a.Last.Step, a.Last.ID
+	}
+	ch.Tools = append(ch.Tools, tc)
+	tcc := tc
+	s.RunningTools[d.ToolCallID] = &tcc
+	ch.worked(a.ID)
+}
+
+// toolFinished ends a tool call's bar.
+func (s *State) toolFinished(ev delegation.Event, d *delegation.ToolFinished, ch *Changes) {
+	if a := s.agents[ev.AgentID]; a != nil {
+		tc := ToolChange{AgentID: a.ID, ToolCallID: d.ToolCallID, Name: d.Name, Seq: ev.Seq, At: ev.At.UTC(), Finished: true,
+			IsError: d.IsError}
+		if r := s.RunningTools[d.ToolCallID]; r != nil {
+			tc.Step, tc.CallID, tc.Started = r.Step, r.CallID, r.At
+		}
+		delete(s.RunningTools, d.ToolCallID)
+		ch.Tools = append(ch.Tools, tc)
+	}
+}
+
+// agentFinished ends an agent: its box, and what came back to its parent.
+func (s *State) agentFinished(ev delegation.Event, d *delegation.AgentFinished, ch *Changes) error {
+	a := s.agents[ev.AgentID]
+	if a == nil {
+		return fmt.Errorf("agent.finished for unknown agent %q", ev.AgentID)
+	}
+	a.Status, a.Error, a.Steps, a.EndSeq = d.Status, d.Error, d.Steps, ev.Seq
+	a.StoppedBy, a.FinishCode = d.StoppedBy, d.Code
+	ch.node(s, a.ID, false)
+	if dl := s.byChild[a.ID]; dl != nil {
+		ch.crossing(dl.ChildID)
+	}
+	s.noteAgentFinished(a, ch)
+	return nil
+}
+
+// streamed adds text streamed into a running call (or one not yet started).
+func (s *State) streamed(ev delegation.Event, ch *Changes) error {
+	d, err := delegation.DataAs[delegation.ModelDelta](ev)
+	if err != nil {
+		return err
+	}
+	if r := s.Running[d.ModelCallID]; r != nil {
+		ch.Stream = append(ch.Stream, StreamChange{CallID: d.ModelCallID, Text: d.Text, At: r.StreamUnits})
+		r.Stream += d.Text
+		r.StreamUnits += units(d.Text)
+	} else {
+		s.pending[d.ModelCallID] += d.Text
+	}
+	return nil
+}
+
+// delegationFinished closes a delegation: what came back, what was held back.
+func (s *State) delegationFinished(ev delegation.Event, d *delegation.DelegationFinished, ch *Changes) error {
+	dl := s.byChild[d.ChildID]
+	if dl == nil {
+		return fmt.Errorf("delegation.finished for unknown child %q", d.ChildID)
+	}
+	dl.Finished, dl.Returned, dl.HeldBack, dl.FinishedSeq = true, d.Returned, d.HeldBack, ev.Seq
+	ch.crossing(dl.ChildID)
+	s.noteDelegationFinished(dl, ch)
+	ch.HeldBack = union(ch.HeldBack, dl.ChildID)
 	return nil
 }
 

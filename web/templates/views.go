@@ -4,9 +4,13 @@
 package templates
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
+
+	"github.com/a-h/templ"
 
 	"github.com/delegationstudio/studio/internal/view"
 )
@@ -457,6 +461,19 @@ type SessionPage struct {
 	// RunOf is the run the session belongs to, when it does: a lesson's,
 	// both modes of a scenario, a team's.
 	RunOf RunLink
+	// Panels are the page's live panels, by name, drawn by the components
+	// their live patches draw (internal/present describes each once).
+	Panels map[string]templ.Component
+}
+
+// Panel is the page's panel name, where the page places it.
+func (v SessionPage) Panel(name string) templ.Component {
+	if c, ok := v.Panels[name]; ok {
+		return c
+	}
+	return templ.ComponentFunc(func(context.Context, io.Writer) error {
+		return fmt.Errorf("the session page has no panel %q", name)
+	})
 }
 
 // RunLink points from a session to the run it is part of.
