@@ -125,6 +125,7 @@ func exportedOf(sp *Span) *Exported {
 		e.Receipt, e.HasReceipt = partsText(outs[0].Parts), true
 	}
 	e.Returned, e.HeldBack = attrStrings(sp.Attrs, "delegation.returned"), attrStrings(sp.Attrs, "delegation.held_back")
+	e.Code = attrString(sp.Attrs, "delegation.code")
 	return e
 }
 

@@ -1050,6 +1050,9 @@ func (s *Session) finishAgent(a *agent, failed bool, reason string, at time.Time
 	}
 	if failed {
 		fin.Status, fin.Error, fin.StoppedBy = delegation.StatusFailed, orDefault(reason, "the agent ended with an error"), s.stoppedBy
+		if a.exported != nil {
+			fin.Code = a.exported.Code
+		}
 	}
 	s.emit(a.info.ID, delegation.EventAgentFinished, at, fin)
 }
@@ -1063,6 +1066,8 @@ type Exported struct {
 	// Returned and HeldBack are what its delegation brought back and held
 	// back; nil when the export does not say.
 	Returned, HeldBack []string
+	// Code is why it failed, as the engine's code said (delegation.Finish*).
+	Code string
 }
 
 // heldBack is what a child's delegation held back: as the export said, else

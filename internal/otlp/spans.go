@@ -94,6 +94,7 @@ type agentRun struct {
 	finished                  bool
 	end                       time.Time
 	status, errText           string
+	code                      string // why it failed, as the engine's code says (delegation.Finish*)
 	receipt                   string
 	steps                     int
 	description               string // the task it was given (children)
@@ -213,6 +214,7 @@ func (x *exporter) add(st trace.Step) error {
 			return fmt.Errorf("agent.finished for unknown agent %q", ev.AgentID)
 		}
 		run.finished, run.end, run.status, run.errText, run.steps, run.receipt = true, ev.At, d.Status, d.Error, d.Steps, d.Receipt
+		run.code = d.Code
 		if run.parentID == "" {
 			return x.writeAgent(run)
 		}
@@ -833,6 +835,9 @@ func delegationAgentAttrs(run *agentRun, status string) []*commonpb.KeyValue {
 	}
 	if run.hasDelegation {
 		attrs = append(attrs, strList("delegation.returned", run.returned), strList("delegation.held_back", run.heldBack))
+	}
+	if run.code != "" {
+		attrs = append(attrs, str("delegation.code", run.code))
 	}
 	return attrs
 }
