@@ -12,7 +12,6 @@ import (
 	"github.com/delegationstudio/studio/internal/ingest"
 	"github.com/delegationstudio/studio/internal/lessons"
 	"github.com/delegationstudio/studio/internal/otlp"
-	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
 )
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/ingest"
-	"github.com/delegationstudio/studio/internal/session"
 	"github.com/delegationstudio/studio/internal/trace"
 )
 

@@ -792,7 +792,7 @@ func (p *Page) paneGrowth(pn view.Pane, before int) ([]Patch, error) {
 	}
 	url := ""
 	if cx.Call != nil {
-		url = "/sessions/" + p.sid() + "/calls/" + cx.Call.ID
+		url = templates.CallURL(p.sid(), cx.Call.ID)
 	}
 	span := func(from, to int) (Patch, error) {
 		views, err := p.spanViews(own, from, to, false, pn.TaskCallID)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -82,7 +81,7 @@ func (p *Page) agentName(id string) string {
 	return id
 }
 
-func (p *Page) messageURL(id string) string { return "/sessions/" + p.sid() + "/messages/" + id }
+func (p *Page) messageURL(id string) string { return templates.MessageURL(p.sid(), id) }
 
 func (p *Page) MessageView(m db.Message) templates.MessageView {
 	v := templates.MessageView{ID: m.ID, AgentID: m.AgentID, Index: m.Index, Role: m.Role, Kind: m.Kind,
@@ -103,7 +102,7 @@ func (p *Page) MessageView(m db.Message) templates.MessageView {
 	}
 	if e := m.Evicted; e != nil {
 		v.Evicted = &templates.EvictedView{Chars: e.Chars, TokensBefore: e.Tokens, TokensAfter: m.Tokens, FilePath: e.Path,
-			FileURL: "/sessions/" + p.sid() + "/file?path=" + url.QueryEscape(e.Path)}
+			FileURL: templates.FileURL(p.sid(), e.Path)}
 	}
 	for _, tc := range m.ToolCalls {
 		args, _ := preview(readableJSON(tc.Args), 300)
@@ -307,7 +306,7 @@ func (p *Page) contextFocused(agentID string, cx view.Context, taskCallID string
 	if cx.Call != nil {
 		v.HasCall, v.CallID, v.CallIndex, v.InputTokens = true, cx.Call.ID, cx.Call.Index, cx.Call.InputTokens
 		v.InheritedTokens, v.Step = cx.Call.InheritedTokens, cx.Call.Step
-		url = "/sessions/" + p.sid() + "/calls/" + cx.Call.ID
+		url = templates.CallURL(p.sid(), cx.Call.ID)
 		v.Cache = templates.CacheView{Cached: cx.Call.CachedTokens, Input: cx.Call.InputTokens}
 		markCached(&v, cx.Call.CachedTokens)
 	}
@@ -462,7 +461,7 @@ func (p *Page) pane(pn view.Pane, at *stepAt) (templates.ContextView, error) {
 	v, err := p.contextFocused(pn.AgentID, cx, pn.TaskCallID, d)
 	v.PaneID, v.At = pn.ID(), at.step()
 	if v.InheritedCount > 0 && !p.inheritedOnly {
-		v.InheritedURL = "/sessions/" + p.sid() + "/inherited?pane=" + url.QueryEscape(pn.ID())
+		v.InheritedURL = templates.InheritedURL(p.sid(), pn.ID())
 		if at != nil {
 			v.InheritedURL += "&step=" + strconv.Itoa(at.Step)
 		}
@@ -705,12 +704,12 @@ func (p *Page) callsList(agentID string, at *stepAt) (templates.CallsView, error
 }
 
 func (p *Page) callRow(a *view.Agent, c db.CallRow) templates.CallRowView {
-	return templates.CallRowView{ID: c.ID, URL: "/sessions/" + p.sid() + "/calls/" + c.ID, Step: a.StepOfCall(c.Index),
+	return templates.CallRowView{ID: c.ID, URL: templates.CallURL(p.sid(), c.ID), Step: a.StepOfCall(c.Index),
 		Number: c.Index + 1, InputTokens: c.InputTokens, Purpose: c.Purpose}
 }
 
 func (p *Page) callsGap(agentID string, n int) templates.CallRowView {
-	return templates.CallRowView{Gap: n, GapURL: "/sessions/" + p.sid() + "?timeline=all#lane-" + agentID}
+	return templates.CallRowView{Gap: n, GapURL: templates.TimelineURL(p.sid(), "lane-"+agentID)}
 }
 
 // root is the main agent (nil before it starts).
@@ -826,13 +825,13 @@ func (p *Page) scrub(at *stepAt) (templates.ScrubView, error) {
 			sa := templates.ScrubAgent{AgentID: a.ID, Name: a.Name, Current: a == cur, NotStarted: a.Last == nil}
 			if a.Last != nil {
 				sa.Calls, sa.Messages, sa.Tokens = a.Calls, a.Last.Messages, a.Last.InputTokens
-				sa.CallURL, sa.CallStep = "/sessions/"+p.sid()+"/calls/"+a.Last.ID, a.Last.Step
+				sa.CallURL, sa.CallStep = templates.CallURL(p.sid(), a.Last.ID), a.Last.Step
 			}
 			v.Agents = append(v.Agents, sa)
 		}
 		if cur != nil {
 			v.CallAgent, v.CallAgentID, v.CallNumber = cur.Name, cur.ID, cur.Last.Index+1
-			v.CallURL, v.InputTokens = "/sessions/"+p.sid()+"/calls/"+cur.Last.ID, cur.Last.InputTokens
+			v.CallURL, v.InputTokens = templates.CallURL(p.sid(), cur.Last.ID), cur.Last.InputTokens
 			v.Cache = templates.CacheView{Cached: cur.Last.CachedTokens, Input: cur.Last.InputTokens}
 			if _, done := p.st.Running[cur.Last.ID]; !done {
 				last, err := p.rd.CallsTail(p.ctx, 1, n)
@@ -849,7 +848,7 @@ func (p *Page) scrub(at *stepAt) (templates.ScrubView, error) {
 	v.Step = at.Step
 	cur := at.Call
 	v.CallAgent, v.CallAgentID, v.CallNumber = p.agentName(cur.AgentID), cur.AgentID, cur.Index+1
-	v.CallURL, v.InputTokens = "/sessions/"+p.sid()+"/calls/"+cur.ID, cur.InputTokens
+	v.CallURL, v.InputTokens = templates.CallURL(p.sid(), cur.ID), cur.InputTokens
 	v.Cache = templates.CacheView{Cached: cur.CachedPrefixTokens, Input: cur.InputTokens}
 	// The page is the session as the call began: its answer is on its page.
 	for _, a := range p.st.Agents {
@@ -864,7 +863,7 @@ func (p *Page) scrub(at *stepAt) (templates.ScrubView, error) {
 			for _, r := range last.Context {
 				sa.Messages += r.Len()
 			}
-			sa.CallURL, sa.CallStep = "/sessions/"+p.sid()+"/calls/"+last.ID, a.StepOfCall(last.Index)
+			sa.CallURL, sa.CallStep = templates.CallURL(p.sid(), last.ID), a.StepOfCall(last.Index)
 		}
 		v.Agents = append(v.Agents, sa)
 	}
@@ -899,7 +898,7 @@ func (p *Page) cut(agentID string, idx int) *templates.CutView {
 		if sm.Index == idx {
 			c := &templates.CutView{Step: sm.Step, Folded: sm.Folded, TokensBefore: sm.TokensBefore, TokensAfter: sm.TokensAfter, FilePath: sm.FilePath}
 			if sm.FilePath != "" {
-				c.FileURL = "/sessions/" + p.sid() + "/file?path=" + url.QueryEscape(sm.FilePath)
+				c.FileURL = templates.FileURL(p.sid(), sm.FilePath)
 			}
 			return c
 		}
@@ -926,7 +925,7 @@ func (p *Page) Files(after string) (templates.FilesView, error) {
 
 // filesAfter is the page of main's files that follows a path.
 func (p *Page) filesAfter(path string) string {
-	return "/sessions/" + p.sid() + "/files?after=" + url.QueryEscape(path)
+	return templates.FilesURL(p.sid(), path)
 }
 
 func fileView(f db.File) templates.FileView {

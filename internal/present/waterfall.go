@@ -33,7 +33,7 @@ func (p *Page) waterfallFrame(all bool, at *stepAt) (templates.Waterfall, error)
 	st := p.st
 	n := st.Calls
 	w := templates.Waterfall{SessionID: p.sid(), Steps: n, Marker: -1,
-		AllURL: "/sessions/" + p.sid() + "?timeline=all#timeline-card"}
+		AllURL: templates.TimelineURL(p.sid(), "timeline-card")}
 	now := st.LastAt
 	switch {
 	case at != nil:
@@ -182,13 +182,13 @@ func (p *Page) endWithSession(w *templates.Waterfall) {
 }
 
 func (p *Page) lane(a *view.Agent) templates.Lane {
-	return templates.Lane{AgentID: a.ID, Name: a.Name, Depth: a.Depth, URL: "/sessions/" + p.sid() + "?agent=" + a.ID + "#delegation"}
+	return templates.Lane{AgentID: a.ID, Name: a.Name, Depth: a.Depth, URL: templates.AgentURL(p.sid(), a.ID)}
 }
 
 // callBar is a model call's bar, running or ended.
 func (p *Page) callBar(c db.CallRow, running bool) templates.Bar {
 	b := templates.Bar{ID: "bar-" + c.ID, Kind: "model", Step: c.Step, S: p.ms(c.StartedAt), D: c.DurationMS,
-		URL: "/sessions/" + p.sid() + "/calls/" + c.ID}
+		URL: templates.CallURL(p.sid(), c.ID)}
 	if c.Purpose == string(delegation.PurposeSummary) {
 		b.Kind = "summary"
 	}
@@ -228,12 +228,12 @@ func (p *Page) callBar(c db.CallRow, running bool) templates.Bar {
 // toolBar is a tool call's bar, running (its end comes with tool.finished).
 func (p *Page) toolBar(t view.ToolChange, now bool) templates.Bar {
 	b := templates.Bar{ID: "tool-" + t.ToolCallID, Kind: "tool", Step: t.Step, S: p.ms(t.At), Running: true,
-		URL: "/sessions/" + p.sid() + "/calls/" + t.CallID}
+		URL: templates.CallURL(p.sid(), t.CallID)}
 	d := p.st.DelegationByTaskCall(t.ToolCallID)
 	if t.Name == delegation.TaskToolName {
 		b.Kind = "task"
 		if d != nil {
-			b.URL = "/sessions/" + p.sid() + "?agent=" + d.ChildID + "#delegation"
+			b.URL = templates.AgentURL(p.sid(), d.ChildID)
 		}
 	}
 	if t.Finished {
