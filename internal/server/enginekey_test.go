@@ -23,7 +23,8 @@ import (
 // written and \u-escaped), split across deltas, streamed and whole, in
 // OpenAI's and Anthropic's shapes — has it kept out of what is recorded:
 // no piece of the key of 8 bytes is in the database file, its WAL, the
-// trace export or the OTLP export, and the arguments stay JSON.
+// trace export, the OTLP export, the page or /metrics, and the arguments
+// stay JSON.
 func TestAnEchoedKeyIsNotRecordedFromTheEngine(t *testing.T) {
 	raw := make([]byte, 16)
 	_, _ = rand.Read(raw)
@@ -56,6 +57,8 @@ func TestAnEchoedKeyIsNotRecordedFromTheEngine(t *testing.T) {
 		_, tr := s.api("GET", "/api/sessions/"+created.ID+"/trace", "", nil)
 		_, ot := s.api("GET", "/api/sessions/"+created.ID+"/otlp", "", nil)
 		places["the trace export of "+ep.Name], places["the OTLP export of "+ep.Name] = tr, ot
+		_, page := s.raw("GET", "/sessions/"+created.ID, nil, "")
+		places["the page of "+ep.Name] = []byte(page)
 		checkEchoedSession(t, ep.Name, tr)
 	}
 	for _, k := range seen() {
@@ -63,6 +66,8 @@ func TestAnEchoedKeyIsNotRecordedFromTheEngine(t *testing.T) {
 			t.Fatalf("the endpoint got key %q: the key did not reach it", k)
 		}
 	}
+	_, metrics := s.raw("GET", "/metrics", nil, "")
+	places["/metrics"] = []byte(metrics)
 	s.srv.Shutdown()
 	files, _ := filepath.Glob(dbPath + "*")
 	if len(files) < 2 {
