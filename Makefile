@@ -79,7 +79,8 @@ unit:
 bench:
 	./scripts/bench.sh
 
-## load: 50 concurrent sessions with delays and 200 websocket viewers for 60 s, on loopback:
+## load: 50 concurrent sessions with delays and 200 websocket viewers for 60 s, 50 agents
+## streaming through the recording endpoint and 20 OTLP exporters beside them, on loopback:
 ## on one studio (SQLite), then on two sharing a PostgreSQL database, sessions
 ## and viewers spread over both
 load: postgres

@@ -68,7 +68,7 @@ func (u *AnthropicUpstream) Messages(ctx context.Context, x *Exchange, _ *Messag
 	defer cancel(nil)
 	dog := newWatchdog(x.Timeout, cancel)
 	defer dog.stop()
-	out.r.scrub = u.scrubAnswer
+	out.r.scrub = u.scrubResponse
 	req, err := u.newRequest(ctx, http.MethodPost, "/v1/messages", x.Header, x.Body)
 	if err != nil {
 		out.Abort(http.StatusBadGateway, "the request could not be forwarded: "+err.Error())

@@ -60,9 +60,10 @@ type Reply struct {
 
 	answer openai.Answer
 	// scrub, when set, keeps the operator's key out of the answer as
-	// recorded (the upstream's scrubAnswer): the relay has redacted it piece
-	// by piece, and the whole is redacted again, as it was put together.
-	scrub    func([]byte) []byte
+	// recorded (the upstream's scrubResponse): the relay has redacted it
+	// piece by piece, and the whole is redacted again, as it was put
+	// together.
+	scrub    func(*delegation.Response)
 	begun    bool // the status is written
 	recorded bool // the call's end is recorded
 	problem  string
@@ -231,22 +232,11 @@ func (r *Reply) RecordAnswer(resp *delegation.Response) {
 		return
 	}
 	r.recorded = true
-	r.scrubResponse(resp)
+	if r.scrub != nil {
+		r.scrub(resp)
+	}
 	r.turn.Finish(ingest.CallOutput{Output: &ingest.Message{Role: delegation.RoleAssistant, Content: resp.Content,
 		Reasoning: resp.Reasoning, ToolCalls: resp.ToolCalls}, Usage: resp.Usage, Response: resp.Meta, At: r.now()})
-}
-
-// scrubResponse redacts the key from the answer's text, reasoning and
-// tool calls' arguments.
-func (r *Reply) scrubResponse(resp *delegation.Response) {
-	if r.scrub == nil {
-		return
-	}
-	text := func(s string) string { return string(r.scrub([]byte(s))) }
-	resp.Content, resp.Reasoning = text(resp.Content), text(resp.Reasoning)
-	for i := range resp.ToolCalls {
-		resp.ToolCalls[i].Args = r.scrub(resp.ToolCalls[i].Args)
-	}
 }
 
 // Raw writes bytes the upstream made itself, as they are: its status, once,

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/delegationstudio/studio/internal/delegation"
 	"github.com/delegationstudio/studio/internal/model/remote"
 )
 
@@ -83,6 +84,10 @@ func (f *forwarder) newRequest(ctx context.Context, method, path string, h http.
 // content is otherwise the model's, as it said it).
 func (f *forwarder) scrubError(b []byte) []byte  { return []byte(f.redact(string(b))) }
 func (f *forwarder) scrubAnswer(b []byte) []byte { return remote.RedactKey(b, f.key) }
+
+// scrubResponse keeps the key out of the answer as recorded, by the rule
+// the engine's adapters keep it out of theirs.
+func (f *forwarder) scrubResponse(r *delegation.Response) { remote.RedactResponse(r, f.key) }
 
 func (f *forwarder) scrubHeader(h http.Header) http.Header {
 	out := make(http.Header, len(h))
@@ -205,7 +210,7 @@ func (u *HTTPUpstream) Chat(ctx context.Context, x *Exchange, out *Reply) {
 	defer cancel(nil)
 	dog := newWatchdog(x.Timeout, cancel)
 	defer dog.stop()
-	out.scrub = u.scrubAnswer
+	out.scrub = u.scrubResponse
 	req, err := u.newRequest(ctx, http.MethodPost, "/chat/completions", x.Header, x.Body)
 	if err != nil {
 		out.Abort(http.StatusBadGateway, "the request could not be forwarded: "+err.Error())

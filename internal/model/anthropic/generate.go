@@ -50,6 +50,7 @@ func (m *Model) Generate(ctx context.Context, req *delegation.Request) (*delegat
 		return nil, err
 	}
 	resp := response(msg)
+	m.ep.RedactAnswer(resp) // an endpoint may echo the key in its answer
 	output := 0
 	if resp.Usage != nil {
 		output = resp.Usage.CompletionTokens
@@ -98,6 +99,16 @@ func (m *Model) streamOnce(ctx context.Context, at *remote.Attempt, c *call, onD
 	defer st.Close()
 	var msg sdk.Message
 	sent, stopped := false, false
+	// Each text block's deltas go out through a hold of its own, which
+	// keeps the endpoint's key out of them; the whole message is redacted
+	// once it is put together (Generate).
+	holds := map[int64]*remote.KeyHold{}
+	show := func(s string) {
+		if s != "" {
+			onDelta(s)
+			sent = true
+		}
+	}
 	for st.Next() {
 		at.Reset()
 		ev := st.Current()
@@ -107,12 +118,23 @@ func (m *Model) streamOnce(ctx context.Context, at *remote.Attempt, c *call, onD
 		switch ev.Type {
 		case "content_block_delta":
 			if ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
-				onDelta(ev.Delta.Text)
-				sent = true
+				h := holds[ev.Index]
+				if h == nil {
+					h = m.ep.KeyHold()
+					holds[ev.Index] = h
+				}
+				show(h.Next(ev.Delta.Text))
+			}
+		case "content_block_stop":
+			if h := holds[ev.Index]; h != nil {
+				show(h.Rest())
 			}
 		case "message_stop":
 			stopped = true
 		}
+	}
+	for _, h := range holds {
+		show(h.Rest())
 	}
 	if err := st.Err(); err != nil {
 		return nil, remote.BrokeOff(sent, m.classify(ctx, at, c, err))

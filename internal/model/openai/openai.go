@@ -311,18 +311,21 @@ func (m *Model) Generate(ctx context.Context, req *delegation.Request) (*delegat
 	if err != nil {
 		return nil, err
 	}
-	if err := m.finishProblem(resp); err != nil {
+	out := call.finish(resp)
+	m.ep.RedactAnswer(out) // an endpoint may echo the key in its answer
+	if err := m.finishProblem(resp, out.Content); err != nil {
 		return nil, err
 	}
-	return call.finish(resp), nil
+	return out, nil
 }
 
 // finishProblem is the error for an answer that did not finish: cut off at
-// a length limit, or stopped by a content filter.
-func (m *Model) finishProblem(r *result) error {
+// a length limit, or stopped by a content filter; content is the answer's,
+// redacted.
+func (m *Model) finishProblem(r *result, content string) error {
 	output := 0
 	if r.usage != nil {
 		output = r.usage.CompletionTokens
 	}
-	return remote.Unfinished("finish_reason", r.finishReason, m.settings.MaxTokens, output, r.content)
+	return remote.Unfinished("finish_reason", r.finishReason, m.settings.MaxTokens, output, content)
 }

@@ -30,7 +30,7 @@ func (m *Model) streamOnce(ctx context.Context, at *remote.Attempt, c *call, inf
 	}
 	defer st.Close()
 
-	var acc accumulator
+	acc := accumulator{hold: m.ep.KeyHold()}
 	sent := false
 	for {
 		chunk, err := st.Recv()
@@ -45,6 +45,9 @@ func (m *Model) streamOnce(ctx context.Context, at *remote.Attempt, c *call, inf
 			onDelta(d)
 			sent = true
 		}
+	}
+	for _, d := range acc.rest() {
+		onDelta(d)
 	}
 	// go-openai reports a stream that just stops as a normal end; an answer
 	// is complete only with [DONE] or a finish_reason.
@@ -65,6 +68,10 @@ type accumulator struct {
 	finish    string // the finish_reason
 	usage     *delegation.Usage
 	id, model string // the first chunk's that says them
+	// hold keeps the endpoint's key out of the content's deltas, which go
+	// out as they come; nil holds nothing. The whole answer is redacted
+	// once it is put together (Model.Generate).
+	hold *remote.KeyHold
 }
 
 // partCall is a tool call being received: its id and name come in its first
@@ -87,10 +94,7 @@ func (a *accumulator) add(chunk goopenai.ChatCompletionStreamResponse) []string 
 			continue // n is 1: other choices are never asked for
 		}
 		d := ch.Delta
-		if d.Content != "" {
-			a.content.WriteString(d.Content)
-			deltas = append(deltas, d.Content)
-		}
+		deltas = a.addContent(deltas, d.Content)
 		a.refusal.WriteString(d.Refusal)
 		a.reasoning.WriteString(d.ReasoningContent)
 		for _, tc := range d.ToolCalls {
@@ -114,9 +118,34 @@ func (a *accumulator) add(chunk goopenai.ChatCompletionStreamResponse) []string 
 		}
 		if ch.FinishReason != "" && ch.FinishReason != goopenai.FinishReasonNull {
 			a.finished, a.finish = true, string(ch.FinishReason)
+			deltas = append(deltas, a.rest()...)
 		}
 	}
 	return deltas
+}
+
+// addContent adds a piece of the content, and appends to deltas what of
+// it can be shown now: all but a tail that may be the start of the key.
+func (a *accumulator) addContent(deltas []string, piece string) []string {
+	if a.hold != nil {
+		piece = a.hold.Next(piece)
+	}
+	if piece == "" {
+		return deltas
+	}
+	a.content.WriteString(piece)
+	return append(deltas, piece)
+}
+
+// rest is the content held back, now that the answer has ended: the end
+// showed it was not the key.
+func (a *accumulator) rest() []string {
+	if a.hold == nil || !a.hold.Holding() {
+		return nil
+	}
+	s := a.hold.Rest()
+	a.content.WriteString(s)
+	return []string{s}
 }
 
 // part finds the call a piece belongs to: by index, the wire's way; a
@@ -150,6 +179,7 @@ func (a *accumulator) part(tc goopenai.ToolCall) *partCall {
 }
 
 func (a *accumulator) result() *result {
+	a.rest()
 	r := &result{content: a.content.String(), reasoning: a.reasoning.String(), usage: a.usage, finishReason: a.finish,
 		id: a.id, model: a.model}
 	if r.content == "" {

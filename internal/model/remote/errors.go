@@ -305,12 +305,16 @@ type Endpoint struct {
 	// scenario, so a refusal that names one can say to change it.
 	Settings []string
 	redact   func(string) string
+	// key gives the API key, for the rules that keep it out of an answer
+	// (answerkey.go); a func, so that printing an Endpoint cannot show it.
+	key func() string
 }
 
 // NewEndpoint describes an endpoint; key is the API key its calls carry,
-// kept only inside the redactor.
+// kept only inside the redactor and the answer's rules.
 func NewEndpoint(ep Endpoint, key string) *Endpoint {
 	ep.redact = Redactor(key)
+	ep.key = func() string { return key }
 	return &ep
 }
 
