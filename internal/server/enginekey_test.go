@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
@@ -68,7 +69,7 @@ func TestAnEchoedKeyIsNotRecordedFromTheEngine(t *testing.T) {
 	}
 	_, metrics := s.raw("GET", "/metrics", nil, "")
 	places["/metrics"] = []byte(metrics)
-	s.srv.Shutdown()
+	s.srv.Shutdown(context.Background())
 	files, _ := filepath.Glob(dbPath + "*")
 	if len(files) < 2 {
 		t.Fatalf("database files: %v; want the WAL beside the file", files)
